@@ -1,0 +1,111 @@
+#pragma once
+// The typed configuration (PRODUCT.md "Config file"). Every field has its default here; loader.cpp
+// maps YAML onto these structs and rejects unknown keys with FILE:LINE:COL positions.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace hookgate::config {
+
+// Where a value came from, for error messages. line/column are 1-based; 0 = unknown.
+struct Position {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string str() const;  // "file:line:col"
+};
+
+struct Diagnostic {
+  Position where;
+  std::string message;
+  std::string str() const;  // "file:line:col: message"
+};
+using Diagnostics = std::vector<Diagnostic>;
+
+struct CurveConfig {
+  bool enabled = false;
+  std::string secret_key_file;   // the gateway's (server) secret key, z85, as written by keygen
+  std::string allowed_clients;   // a key file (one z85 public key a line) or a folder of *.key files
+};
+
+struct BusConfig {
+  std::optional<std::string> bind = std::string("tcp://127.0.0.1:5556");
+  std::vector<std::string> connect;
+  std::vector<std::string> topics{""};
+  int64_t max_message_bytes = 1 << 20;
+  // Messages queued in the SUB socket before ZeroMQ drops new ones (PUB/SUB drops at the HWM;
+  // it never blocks publishers). See docs/design.md.
+  int receive_hwm = 100000;
+  CurveConfig curve;
+};
+
+struct HooksConfig {
+  bool enabled = true;
+  std::vector<std::string> directories;  // resolved to absolute paths; defaults filled by the loader
+  bool hot_reload = true;
+  int default_timeout_ms = 5000;
+  bool fail_open = true;
+  int observer_queue = 10000;  // observer work items queued before new ones are dropped
+  int observer_threads = 2;
+};
+
+struct RetryConfig {
+  int max_attempts = 8;
+  int64_t initial_backoff_ms = 1000;
+  int64_t max_backoff_ms = 3600000;
+  int64_t max_retry_after_ms = 3600000;  // a Retry-After longer than this is clamped
+};
+
+enum class BodyMode { CloudEvent, Data };
+
+struct WebhookConfig {
+  std::string name;
+  std::string url;
+  std::vector<std::string> events{"*"};
+  std::vector<std::string> secrets;  // newest first; `secret:` is the one-element form
+  int timeout_ms = 5000;
+  std::vector<std::pair<std::string, std::string>> headers;
+  RetryConfig retry;
+  int max_in_flight = 16;
+  double rate_limit_per_s = 0;  // 0 = unlimited
+  BodyMode body = BodyMode::CloudEvent;
+  bool sign_github = false;  // `signatures: [github]` adds X-Hub-Signature-256
+  std::vector<std::string> allow_cidrs;
+  std::vector<std::string> deny_cidrs;
+  Position where;
+};
+
+struct SpoolConfig {
+  enum class Mode { Sqlite, Memory };
+  Mode mode = Mode::Sqlite;
+  std::string path = "hookgate-spool.db";  // resolved against the config file's folder
+  std::string synchronous = "NORMAL";      // NORMAL survives process crashes; FULL survives power loss
+  int64_t retention_ms = 24LL * 3600 * 1000;  // delivered rows kept this long, then pruned
+  int64_t shutdown_grace_ms = 5000;
+};
+
+struct AdminConfig {
+  bool enabled = true;
+  std::string listen = "127.0.0.1:9464";
+  std::string token;  // optional bearer token for /metrics and /status
+};
+
+struct LogConfig {
+  std::string level = "info";
+  std::string format = "text";
+};
+
+struct Config {
+  std::string file;      // absolute path of the config file ("" for the embedded defaults)
+  std::string base_dir;  // folder relative paths resolve against
+  BusConfig bus;
+  HooksConfig hooks;
+  std::vector<WebhookConfig> webhooks;
+  SpoolConfig spool;
+  AdminConfig admin;
+  LogConfig log;
+};
+
+}  // namespace hookgate::config

@@ -1,0 +1,2 @@
+#include <cstdio>
+int main() { std::puts("hookgate " HOOKGATE_VERSION); return 0; }

@@ -1,0 +1,114 @@
+#include "gateway/common/log.hpp"
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <mutex>
+#include <set>
+
+namespace hookgate {
+namespace {
+
+std::mutex g_secret_mu;
+std::set<std::string, std::less<>>& secrets() {
+  static std::set<std::string, std::less<>> s;
+  return s;
+}
+
+// Formats each record as one JSON object; the message is escaped and passed through the redactor.
+class JsonFormatter final : public spdlog::formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    auto secs = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count();
+    std::string line = "{\"ts_ms\":" + std::to_string(secs) + ",\"level\":\"" +
+                       std::string(spdlog::level::to_string_view(msg.level).data(),
+                                   spdlog::level::to_string_view(msg.level).size()) +
+                       "\",\"msg\":\"" +
+                       json_escape(redact_secrets(std::string_view(msg.payload.data(), msg.payload.size()))) +
+                       "\"}\n";
+    dest.append(line.data(), line.data() + line.size());
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonFormatter>(); }
+};
+
+class RedactingTextFormatter final : public spdlog::formatter {
+ public:
+  RedactingTextFormatter() : inner_(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v")) {}
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    std::string redacted = redact_secrets(std::string_view(msg.payload.data(), msg.payload.size()));
+    spdlog::details::log_msg copy = msg;
+    copy.payload = redacted;
+    inner_->format(copy, dest);
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<RedactingTextFormatter>();
+  }
+
+ private:
+  std::unique_ptr<spdlog::formatter> inner_;
+};
+
+}  // namespace
+
+void setup_logging(std::string_view level, std::string_view format) {
+  auto logger = std::make_shared<spdlog::logger>("hookgate", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  if (format == "json") {
+    logger->set_formatter(std::make_unique<JsonFormatter>());
+  } else {
+    logger->set_formatter(std::make_unique<RedactingTextFormatter>());
+  }
+  logger->set_level(spdlog::level::from_str(std::string(level)));
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+}
+
+void register_secret(std::string_view secret) {
+  if (secret.size() < 4) return;  // too short to redact without mangling ordinary text
+  std::lock_guard lock(g_secret_mu);
+  secrets().emplace(secret);
+}
+
+std::string redact_secrets(std::string_view text) {
+  std::string out(text);
+  {
+    std::lock_guard lock(g_secret_mu);
+    for (const auto& s : secrets()) {
+      for (size_t pos = out.find(s); pos != std::string::npos; pos = out.find(s, pos + 10))
+        out.replace(pos, s.size(), "[REDACTED]");
+    }
+  }
+  // scheme://user:pass@host -> scheme://[REDACTED]@host
+  for (size_t scheme = out.find("://"); scheme != std::string::npos; scheme = out.find("://", scheme + 3)) {
+    size_t start = scheme + 3;
+    size_t end = out.find_first_of("/ \t\"'", start);
+    size_t at = out.find('@', start);
+    if (at != std::string::npos && (end == std::string::npos || at < end))
+      out.replace(start, at - start, "[REDACTED]");
+  }
+  return out;
+}
+
+std::string json_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace hookgate

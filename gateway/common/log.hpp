@@ -1,0 +1,22 @@
+#pragma once
+// Logging goes through spdlog's default logger. setup_logging() picks text or JSON lines.
+// Rule: never pass a secret, a signature or an Authorization value to a log call; redact_secrets()
+// is the last line of defence for strings that come from outside (URLs with credentials, peer text).
+#include <spdlog/spdlog.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace hookgate {
+
+// level: trace|debug|info|warn|error|off; format: text|json. Logs go to stderr.
+void setup_logging(std::string_view level, std::string_view format);
+// Registers values that must never appear in logs (webhook secrets, header values marked secret).
+void register_secret(std::string_view secret);
+// Replaces every registered secret in `text` with "[REDACTED]", and strips userinfo from URLs.
+std::string redact_secrets(std::string_view text);
+// JSON string escaping for hand-built JSON log lines and diagnostics.
+std::string json_escape(std::string_view text);
+
+}  // namespace hookgate

@@ -1,0 +1,128 @@
+#include "gateway/common/metrics.hpp"
+
+#include <cstdio>
+
+namespace hookgate::metrics {
+namespace {
+
+std::string escape_label(const std::string& v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') out.push_back('\\');
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::string render_labels(const Labels& labels) {
+  std::string out;
+  for (const auto& [k, v] : labels) {
+    out += out.empty() ? "" : ",";
+    out += k + "=\"" + escape_label(v) + "\"";
+  }
+  return out;
+}
+
+std::string with_le(const std::string& labels, const std::string& le) {
+  return "{" + labels + (labels.empty() ? "" : ",") + "le=\"" + le + "\"}";
+}
+
+std::string braced(const std::string& labels) { return labels.empty() ? "" : "{" + labels + "}"; }
+
+std::string fmt_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+void Histogram::observe_seconds(double s) {
+  for (size_t i = 0; i < kBounds.size(); ++i) {
+    if (s <= kBounds[i]) {
+      buckets_[i].fetch_add(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+  count_.fetch_add(1, std::memory_order_relaxed);
+  sum_ns_.fetch_add(static_cast<uint64_t>(s * 1e9), std::memory_order_relaxed);
+}
+
+double Histogram::sum_seconds() const {
+  return static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) / 1e9;
+}
+
+Registry& Registry::global() {
+  static Registry r;
+  return r;
+}
+
+Registry::Family& Registry::family(const std::string& name, const std::string& help, Type type) {
+  auto [it, inserted] = families_.try_emplace(name);
+  if (inserted) {
+    it->second.type = type;
+    it->second.help = help;
+  }
+  return it->second;
+}
+
+Counter& Registry::counter(const std::string& name, const std::string& help, const Labels& labels) {
+  std::lock_guard lock(mu_);
+  auto& slot = family(name, help, Type::Counter).counters[render_labels(labels)];
+  if (!slot) slot = std::make_unique<Counter>();
+  return *slot;
+}
+
+Gauge& Registry::gauge(const std::string& name, const std::string& help, const Labels& labels) {
+  std::lock_guard lock(mu_);
+  auto& slot = family(name, help, Type::Gauge).gauges[render_labels(labels)];
+  if (!slot) slot = std::make_unique<Gauge>();
+  return *slot;
+}
+
+Histogram& Registry::histogram(const std::string& name, const std::string& help,
+                               const Labels& labels) {
+  std::lock_guard lock(mu_);
+  auto& slot = family(name, help, Type::Histogram).histograms[render_labels(labels)];
+  if (!slot) slot = std::make_unique<Histogram>();
+  return *slot;
+}
+
+uint64_t Registry::counter_value(const std::string& name, const Labels& labels) const {
+  std::lock_guard lock(mu_);
+  auto f = families_.find(name);
+  if (f == families_.end()) return 0;
+  auto c = f->second.counters.find(render_labels(labels));
+  return c == f->second.counters.end() ? 0 : c->second->value();
+}
+
+std::string Registry::render_prometheus() const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  for (const auto& [name, f] : families_) {
+    const char* type = f.type == Type::Counter ? "counter" : f.type == Type::Gauge ? "gauge" : "histogram";
+    out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + type + "\n";
+    for (const auto& [labels, c] : f.counters)
+      out += name + braced(labels) + " " + std::to_string(c->value()) + "\n";
+    for (const auto& [labels, g] : f.gauges)
+      out += name + braced(labels) + " " + std::to_string(g->value()) + "\n";
+    for (const auto& [labels, h] : f.histograms) {
+      uint64_t cumulative = 0;
+      for (size_t i = 0; i < Histogram::kBounds.size(); ++i) {
+        cumulative += h->bucket(i);
+        out += name + "_bucket" + with_le(labels, fmt_double(Histogram::kBounds[i])) + " " +
+               std::to_string(cumulative) + "\n";
+      }
+      out += name + "_bucket" + with_le(labels, "+Inf") + " " + std::to_string(h->count()) + "\n";
+      out += name + "_sum" + braced(labels) + " " + fmt_double(h->sum_seconds()) + "\n";
+      out += name + "_count" + braced(labels) + " " + std::to_string(h->count()) + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace hookgate::metrics

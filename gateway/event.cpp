@@ -1,0 +1,181 @@
+#include "gateway/event.hpp"
+
+#include <rapidjson/error/en.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <charconv>
+
+#include "gateway/common/clock.hpp"
+#include "gateway/common/ids.hpp"
+
+namespace hookgate {
+namespace {
+
+constexpr unsigned kParseFlags = rapidjson::kParseValidateEncodingFlag;
+
+std::string_view next_segment(std::string_view& path) {
+  auto dot = path.find('.');
+  std::string_view seg = path.substr(0, dot);
+  path = dot == std::string_view::npos ? std::string_view{} : path.substr(dot + 1);
+  return seg;
+}
+
+bool parse_index(std::string_view seg, rapidjson::SizeType& out) {
+  if (seg.empty()) return false;
+  auto [p, ec] = std::from_chars(seg.data(), seg.data() + seg.size(), out);
+  return ec == std::errc{} && p == seg.data() + seg.size();
+}
+
+JsonValue* child(JsonValue* v, std::string_view seg) {
+  if (v->IsObject()) {
+    auto it = v->FindMember(JsonValue(rapidjson::StringRef(seg.data(), seg.size())));
+    return it == v->MemberEnd() ? nullptr : &it->value;
+  }
+  rapidjson::SizeType idx;
+  if (v->IsArray() && parse_index(seg, idx) && idx < v->Size()) return &(*v)[idx];
+  return nullptr;
+}
+
+}  // namespace
+
+Event::Event() { doc_.SetObject(); }
+
+Result<Event> Event::parse(std::string_view json) {
+  Event ev;
+  ev.doc_.Parse<kParseFlags>(json.data(), json.size());
+  if (ev.doc_.HasParseError()) {
+    return make_error("invalid JSON at offset " + std::to_string(ev.doc_.GetErrorOffset()) + ": " +
+                      rapidjson::GetParseError_En(ev.doc_.GetParseError()));
+  }
+  if (!ev.doc_.IsObject()) return make_error("event is not a JSON object");
+  return ev;
+}
+
+Result<Event> Event::parse_envelope(std::string_view json, int64_t now_ms) {
+  auto ev = parse(json);
+  if (!ev) return ev;
+  if (auto st = ev->normalize(now_ms); !st) return st.error();
+  return ev;
+}
+
+Status Event::normalize(int64_t now_ms) {
+  auto& a = doc_.GetAllocator();
+  auto type_it = doc_.FindMember("type");
+  if (type_it == doc_.MemberEnd()) return make_error("event has no \"type\"");
+  if (!type_it->value.IsString() || type_it->value.GetStringLength() == 0)
+    return make_error("event \"type\" must be a non-empty string");
+  auto spec = doc_.FindMember("specversion");
+  if (spec == doc_.MemberEnd()) {
+    doc_.AddMember("specversion", "1.0", a);
+  } else if (!spec->value.IsString() || std::string_view(spec->value.GetString()) != "1.0") {
+    return make_error("unsupported \"specversion\" (only \"1.0\")");
+  }
+  auto require_string = [&](const char* name, auto make_default) -> Status {
+    auto it = doc_.FindMember(name);
+    if (it == doc_.MemberEnd()) {
+      std::string v = make_default();
+      doc_.AddMember(JsonValue(rapidjson::StringRef(name)), JsonValue(v.c_str(), a), a);
+      return {};
+    }
+    if (!it->value.IsString() || it->value.GetStringLength() == 0)
+      return make_error(std::string("event \"") + name + "\" must be a non-empty string");
+    return {};
+  };
+  if (auto st = require_string("id", [] { return new_uuid_v7(); }); !st) return st;
+  if (auto st = require_string("source", [] { return std::string("unknown"); }); !st) return st;
+  if (auto st = require_string("time", [&] { return format_rfc3339(now_ms); }); !st) return st;
+  if (doc_.HasMember("data") && !doc_.HasMember("datacontenttype"))
+    doc_.AddMember("datacontenttype", "application/json", a);
+  return {};
+}
+
+Event Event::clone() const {
+  Event ev;
+  ev.doc_.CopyFrom(doc_, ev.doc_.GetAllocator());
+  return ev;
+}
+
+std::string_view Event::string_member(const char* name) const {
+  auto it = doc_.FindMember(name);
+  if (it == doc_.MemberEnd() || !it->value.IsString()) return {};
+  return {it->value.GetString(), it->value.GetStringLength()};
+}
+
+const JsonValue* Event::find(std::string_view path) const {
+  auto* v = const_cast<JsonValue*>(static_cast<const JsonValue*>(&doc_));
+  while (v && !path.empty()) v = child(v, next_segment(path));
+  return v;
+}
+
+bool Event::set(std::string_view path, const JsonValue& value) {
+  auto& a = doc_.GetAllocator();
+  JsonValue* v = &doc_;
+  while (true) {
+    std::string_view seg = next_segment(path);
+    if (seg.empty()) return false;
+    bool last = path.empty();
+    JsonValue* next = child(v, seg);
+    if (last) {
+      if (next) {
+        next->CopyFrom(value, a);
+        return true;
+      }
+      if (!v->IsObject()) return false;
+      v->AddMember(JsonValue(seg.data(), static_cast<rapidjson::SizeType>(seg.size()), a),
+                   JsonValue(value, a), a);
+      return true;
+    }
+    if (!next) {
+      if (!v->IsObject()) return false;
+      v->AddMember(JsonValue(seg.data(), static_cast<rapidjson::SizeType>(seg.size()), a),
+                   JsonValue(rapidjson::kObjectType), a);
+      next = &(v->MemberEnd() - 1)->value;
+    }
+    if (!next->IsObject() && !next->IsArray()) return false;
+    v = next;
+  }
+}
+
+bool Event::set_string(std::string_view path, std::string_view value) {
+  JsonValue v(value.data(), static_cast<rapidjson::SizeType>(value.size()), doc_.GetAllocator());
+  return set(path, v);
+}
+
+bool Event::remove(std::string_view path) {
+  auto dot = path.rfind('.');
+  std::string_view parent_path = dot == std::string_view::npos ? std::string_view{} : path.substr(0, dot);
+  std::string_view leaf = dot == std::string_view::npos ? path : path.substr(dot + 1);
+  auto* parent = const_cast<JsonValue*>(parent_path.empty() ? &doc_ : find(parent_path));
+  if (!parent || !parent->IsObject()) return false;
+  return parent->EraseMember(JsonValue(rapidjson::StringRef(leaf.data(), leaf.size())));
+}
+
+bool Event::rename(std::string_view from, std::string_view to) {
+  const JsonValue* src = find(from);
+  if (!src) return false;
+  JsonValue copy(*src, doc_.GetAllocator());
+  remove(from);
+  return set(to, copy);
+}
+
+std::string Event::to_json() const { return hookgate::to_json(doc_); }
+
+std::string Event::data_json() const {
+  auto it = doc_.FindMember("data");
+  return it == doc_.MemberEnd() ? std::string("null") : hookgate::to_json(it->value);
+}
+
+std::string to_json(const JsonValue& value) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  value.Accept(w);
+  return {buf.GetString(), buf.GetSize()};
+}
+
+std::string scalar_text(const JsonValue& value) {
+  if (value.IsString()) return {value.GetString(), value.GetStringLength()};
+  return to_json(value);
+}
+
+}  // namespace hookgate

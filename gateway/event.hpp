@@ -1,0 +1,75 @@
+#pragma once
+// The CloudEvents 1.0 envelope (JSON structured mode) every part of the gateway passes around.
+//
+// JSON library: RapidJSON. The hot path parses each bus message once, may mutate it in place
+// (declarative transforms: set/remove/rename/copy) and serializes it once per delivery body; RapidJSON
+// does all three in one in-situ DOM at several times nlohmann-json's speed, and unlike simdjson it can
+// mutate and write. See docs/design.md.
+#include <rapidjson/document.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gateway/common/result.hpp"
+
+namespace hookgate {
+
+using JsonValue = rapidjson::Value;
+using JsonDocument = rapidjson::Document;
+
+class Event {
+ public:
+  Event();  // an empty JSON object
+  Event(Event&&) noexcept = default;
+  Event& operator=(Event&&) noexcept = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Parses JSON text (strict UTF-8). Fails unless the text is one JSON object.
+  static Result<Event> parse(std::string_view json);
+  // Parses and applies the envelope rules (see normalize()).
+  static Result<Event> parse_envelope(std::string_view json, int64_t now_unix_ms);
+
+  // Envelope rules: `type` must be a non-empty string; `specversion` if present must be "1.0";
+  // `id`/`source`/`time` if present must be strings. Fills specversion "1.0", a UUIDv7 id,
+  // source "unknown", time (RFC 3339 UTC) and datacontenttype "application/json" when data is set.
+  Status normalize(int64_t now_unix_ms);
+
+  Event clone() const;
+
+  std::string_view type() const { return string_member("type"); }
+  std::string_view id() const { return string_member("id"); }
+  std::string_view source() const { return string_member("source"); }
+
+  // Dotted paths into the envelope: "data.user.name", "subject". A numeric segment indexes an
+  // array. Paths never create arrays.
+  const JsonValue* find(std::string_view path) const;
+  // Sets the value at path, creating intermediate objects. Fails if a non-object is in the way.
+  bool set(std::string_view path, const JsonValue& value);
+  bool set_string(std::string_view path, std::string_view value);
+  // Removes the member at path; false if it was not there.
+  bool remove(std::string_view path);
+  // Moves the value at `from` to `to`; false if `from` was absent.
+  bool rename(std::string_view from, std::string_view to);
+
+  JsonDocument& doc() { return doc_; }
+  const JsonDocument& doc() const { return doc_; }
+  JsonDocument::AllocatorType& allocator() { return doc_.GetAllocator(); }
+
+  std::string to_json() const;
+  // The `data` member alone ("null" when absent): the body of a webhook with `body: data`.
+  std::string data_json() const;
+
+ private:
+  std::string_view string_member(const char* name) const;
+  JsonDocument doc_;
+};
+
+// A JSON value as compact text (for logs, hook protocols and tests).
+std::string to_json(const JsonValue& value);
+// Renders a scalar JSON value as the string conditions compare against: strings as-is, numbers and
+// booleans in JSON spelling, null as "null". Objects and arrays as compact JSON.
+std::string scalar_text(const JsonValue& value);
+
+}  // namespace hookgate

@@ -1,0 +1,60 @@
+#include "gateway/event.hpp"
+
+#include <gtest/gtest.h>
+
+namespace hookgate {
+namespace {
+
+TEST(EventTest, FillsCloudEventsDefaults) {
+  auto ev = Event::parse_envelope(R"({"type":"user.created","data":{"user":"ann"}})", 1700000000123);
+  ASSERT_TRUE(ev) << ev.error().message;
+  EXPECT_EQ(ev->type(), "user.created");
+  EXPECT_EQ(ev->source(), "unknown");
+  EXPECT_EQ(ev->id().size(), 36u);
+  EXPECT_EQ(ev->id()[14], '7');  // UUIDv7
+  auto* time = ev->find("time");
+  ASSERT_NE(time, nullptr);
+  EXPECT_STREQ(time->GetString(), "2023-11-14T22:13:20.123Z");
+  EXPECT_STREQ(ev->find("specversion")->GetString(), "1.0");
+  EXPECT_STREQ(ev->find("datacontenttype")->GetString(), "application/json");
+}
+
+TEST(EventTest, KeepsPublisherAttributes) {
+  auto ev = Event::parse_envelope(
+      R"({"type":"t","id":"abc","source":"svc","time":"2020-01-01T00:00:00Z","specversion":"1.0"})", 0);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->id(), "abc");
+  EXPECT_EQ(ev->source(), "svc");
+}
+
+TEST(EventTest, RejectsWhatIsNotAnEvent) {
+  EXPECT_FALSE(Event::parse_envelope(R"({"data":1})", 0));
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":""})", 0));
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":5})", 0));
+  EXPECT_FALSE(Event::parse_envelope(R"([1,2])", 0));
+  EXPECT_FALSE(Event::parse_envelope(R"("x")", 0));
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":"t"} trailing)", 0));
+  EXPECT_FALSE(Event::parse_envelope("{\"type\":\"\xff\xfe\"}", 0));  // not UTF-8
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":"t","specversion":"0.3"})", 0));
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":"t","id":7})", 0));
+  EXPECT_FALSE(Event::parse_envelope("", 0));
+}
+
+TEST(EventTest, DottedPathsSetRemoveRename) {
+  auto ev = Event::parse(R"({"type":"t","data":{"user":"ann","ip":"1.2.3.4","list":[{"a":1}]}})");
+  ASSERT_TRUE(ev);
+  EXPECT_TRUE(ev->set_string("data.env", "prod"));
+  EXPECT_TRUE(ev->set_string("data.nested.deep", "x"));
+  EXPECT_TRUE(ev->rename("data.ip", "data.source_ip"));
+  EXPECT_TRUE(ev->remove("data.user"));
+  EXPECT_FALSE(ev->remove("data.user"));
+  EXPECT_EQ(ev->find("data.list.0.a")->GetInt(), 1);
+  EXPECT_FALSE(ev->set_string("type.sub", "x"));  // a string is in the way
+  EXPECT_EQ(ev->data_json(),
+            R"({"list":[{"a":1}],"env":"prod","nested":{"deep":"x"},"source_ip":"1.2.3.4"})");
+  Event copy = ev->clone();
+  EXPECT_EQ(copy.to_json(), ev->to_json());
+}
+
+}  // namespace
+}  // namespace hookgate

@@ -1,0 +1,1 @@
+// Test support library sources live in this folder.

@@ -1,0 +1,72 @@
+#pragma once
+// A delivery is one (event, webhook) pair: the unit the spool stores, the dispatcher sends and
+// retries, and `hookgate deliveries` lists.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/common/result.hpp"
+
+namespace hookgate::webhooks {
+
+enum class DeliveryState { Pending, Delivered, Dead };
+
+struct Delivery {
+  std::string id;          // "msg_…": X-Hookgate-Delivery and webhook-id; same on every retry
+  std::string webhook;     // webhook name
+  std::string event_id;
+  std::string event_type;
+  // The request body, serialized once and shared by every delivery of the event that uses the
+  // same body mode.
+  std::shared_ptr<const std::string> body;
+  int attempts = 0;             // attempts already made
+  int64_t next_attempt_ms = 0;  // unix ms; 0 = now
+  int64_t created_ms = 0;
+  std::string last_error;
+  DeliveryState state = DeliveryState::Pending;
+  // Deliveries of the gateway's own hookgate.* events never raise further diagnostics (no loops).
+  bool is_diagnostic() const { return event_type.rfind("hookgate.", 0) == 0; }
+};
+
+// What happened to one attempt, reported back to the store.
+struct AttemptOutcome {
+  enum class Kind { Delivered, Retry, Dead };
+  Kind kind;
+  int64_t next_attempt_ms = 0;  // for Retry
+  std::string error;            // for Retry/Dead: the reason, never containing secrets
+};
+
+// Where accepted deliveries live until they are delivered or dead. The in-memory store is the
+// fire-and-forget mode; the SQLite spool is the durable default. Thread-safe.
+class DeliveryStore {
+ public:
+  virtual ~DeliveryStore() = default;
+
+  // Accepts a batch. When this returns ok, the deliveries are durable (for the durable store).
+  virtual Status add(std::vector<Delivery> batch) = 0;
+  // Hands out up to `limit` pending deliveries of `webhook` that are due at `now_ms`, oldest
+  // first, and marks them in flight so they are not handed out twice.
+  virtual std::vector<Delivery> claim_due(const std::string& webhook, int64_t now_ms, size_t limit) = 0;
+  // Records an attempt's outcome for a claimed delivery (and releases the claim).
+  virtual void complete(const Delivery& delivery, const AttemptOutcome& outcome) = 0;
+  // Releases a claim without counting an attempt (shutdown, webhook removed on reload).
+  virtual void release(const Delivery& delivery) = 0;
+  // Earliest next_attempt_ms among unclaimed pending deliveries of `webhook`, if any.
+  virtual std::optional<int64_t> next_due(const std::string& webhook) = 0;
+  // Pending (including in-flight) deliveries, all webhooks.
+  virtual size_t pending_count() = 0;
+  // Called (from any thread) whenever new deliveries become claimable; the dispatcher wakes up.
+  virtual void set_on_ready(std::function<void()> on_ready) = 0;
+
+  // Operator views (hookgate deliveries ...).
+  virtual std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,
+                                     size_t limit) = 0;
+  virtual std::optional<Delivery> get(const std::string& id) = 0;
+  // Moves dead deliveries back to pending with attempts reset; returns how many moved.
+  virtual size_t replay(const std::vector<std::string>& ids) = 0;
+};
+
+}  // namespace hookgate::webhooks
