@@ -1,0 +1,252 @@
+#include "config/yaml_reader.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace hookgate::config {
+
+std::string Position::str() const {
+  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+}
+
+std::string Diagnostic::str() const { return where.str() + ": " + message; }
+
+Position position_of(const YAML::Node& node, const std::string& file) {
+  auto mark = node.Mark();
+  if (mark.is_null()) return {file, 0, 0};
+  return {file, mark.line + 1, mark.column + 1};
+}
+
+Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::string& file) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    return root;
+  } catch (const YAML::Exception& e) {
+    // e.msg is the parser's message without the position prefix that e.what() carries.
+    return Diagnostics{{{file, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg}};
+  }
+}
+
+Result<YAML::Node, Diagnostics> parse_yaml_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Diagnostics{{{path, 0, 0}, "cannot read file"}};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_yaml(ss.str(), path);
+}
+
+std::string expand_env(std::string_view text, const Position& where, Diagnostics& errors) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, 3, "$${") == 0) {
+      out += "${";
+      i += 3;
+      continue;
+    }
+    if (text.compare(i, 2, "${") != 0) {
+      out.push_back(text[i++]);
+      continue;
+    }
+    size_t close = text.find('}', i + 2);
+    if (close == std::string_view::npos) {
+      errors.push_back({where, "unterminated ${ in value"});
+      return out;
+    }
+    std::string_view inner = text.substr(i + 2, close - i - 2);
+    std::string_view name = inner;
+    std::optional<std::string_view> fallback;
+    if (auto sep = inner.find(":-"); sep != std::string_view::npos) {
+      name = inner.substr(0, sep);
+      fallback = inner.substr(sep + 2);
+    }
+    std::string var(name);
+    const char* value = var.empty() ? nullptr : std::getenv(var.c_str());
+    if (value && *value) {
+      out += value;
+    } else if (fallback) {
+      out += *fallback;
+    } else if (value) {
+      // Set but empty: honour it (the operator said so explicitly).
+    } else {
+      errors.push_back({where, "environment variable " + var + " is not set (use ${" + var +
+                                   ":-default} for a default)"});
+    }
+    i = close + 1;
+  }
+  return out;
+}
+
+MapReader::MapReader(YAML::Node node, std::string file, std::string context, Diagnostics& errors)
+    : node_(std::move(node)), file_(std::move(file)), context_(std::move(context)), errors_(errors) {
+  if (node_ && !node_.IsNull() && !node_.IsMap()) {
+    error(pos(), context_ + " must be a mapping");
+    valid_ = false;
+  }
+}
+
+YAML::Node MapReader::find(const char* key) {
+  known_.insert(key);
+  if (!valid_ || !node_ || !node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  for (auto it : node_) {
+    if (it.first.IsScalar() && it.first.Scalar() == key) return it.second;
+  }
+  return YAML::Node(YAML::NodeType::Undefined);
+}
+
+bool MapReader::has(const char* key) const {
+  if (!valid_ || !node_ || !node_.IsMap()) return false;
+  for (auto it : node_)
+    if (it.first.IsScalar() && it.first.Scalar() == key) return true;
+  return false;
+}
+
+Position MapReader::pos() const { return position_of(node_, file_); }
+
+Position MapReader::pos(const char* key) const {
+  if (valid_ && node_ && node_.IsMap()) {
+    for (auto it : node_)
+      if (it.first.IsScalar() && it.first.Scalar() == key) {
+        auto p = position_of(it.second, file_);
+        return p.line ? p : position_of(it.first, file_);
+      }
+  }
+  return pos();
+}
+
+void MapReader::error(const Position& where, std::string message) {
+  errors_.push_back({where, std::move(message)});
+}
+
+bool MapReader::scalar(const char* key, YAML::Node& value, const char* expected) {
+  value = find(key);
+  if (!value.IsDefined() || value.IsNull()) return false;
+  if (!value.IsScalar()) {
+    error(position_of(value, file_), context_ + "." + key + ": expected " + expected);
+    return false;
+  }
+  return true;
+}
+
+void MapReader::get(const char* key, std::string& out) {
+  YAML::Node v;
+  if (!scalar(key, v, "a string")) return;
+  out = expand_env(v.Scalar(), position_of(v, file_), errors_);
+}
+
+void MapReader::get(const char* key, bool& out) {
+  YAML::Node v;
+  if (!scalar(key, v, "true or false")) return;
+  std::string s = expand_env(v.Scalar(), position_of(v, file_), errors_);
+  if (s == "true" || s == "yes" || s == "on") {
+    out = true;
+  } else if (s == "false" || s == "no" || s == "off") {
+    out = false;
+  } else {
+    error(position_of(v, file_), context_ + "." + key + ": expected true or false, got '" + s + "'");
+  }
+}
+
+void MapReader::get(const char* key, int64_t& out) {
+  YAML::Node v;
+  if (!scalar(key, v, "an integer")) return;
+  std::string s = expand_env(v.Scalar(), position_of(v, file_), errors_);
+  int64_t parsed = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), parsed);
+  if (ec != std::errc{} || p != s.data() + s.size()) {
+    error(position_of(v, file_), context_ + "." + key + ": expected an integer, got '" + s + "'");
+    return;
+  }
+  out = parsed;
+}
+
+void MapReader::get(const char* key, int& out) {
+  int64_t wide = out;
+  size_t before = errors_.size();
+  get(key, wide);
+  if (errors_.size() != before) return;
+  if (wide < INT32_MIN || wide > INT32_MAX) {
+    error(pos(key), context_ + "." + key + ": integer out of range");
+    return;
+  }
+  out = static_cast<int>(wide);
+}
+
+void MapReader::get(const char* key, double& out) {
+  YAML::Node v;
+  if (!scalar(key, v, "a number")) return;
+  std::string s = expand_env(v.Scalar(), position_of(v, file_), errors_);
+  char* end = nullptr;
+  double d = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size()) {
+    error(position_of(v, file_), context_ + "." + key + ": expected a number, got '" + s + "'");
+    return;
+  }
+  out = d;
+}
+
+void MapReader::get(const char* key, std::vector<std::string>& out) {
+  YAML::Node v = find(key);
+  if (!v.IsDefined() || v.IsNull()) return;
+  if (v.IsScalar()) {
+    out = {expand_env(v.Scalar(), position_of(v, file_), errors_)};
+    return;
+  }
+  if (!v.IsSequence()) {
+    error(position_of(v, file_), context_ + "." + key + ": expected a list of strings");
+    return;
+  }
+  out.clear();
+  for (const auto& item : v) {
+    if (!item.IsScalar()) {
+      error(position_of(item, file_), context_ + "." + key + ": expected a string");
+      continue;
+    }
+    out.push_back(expand_env(item.Scalar(), position_of(item, file_), errors_));
+  }
+}
+
+void MapReader::get(const char* key, std::vector<std::pair<std::string, std::string>>& out) {
+  YAML::Node v = find(key);
+  if (!v.IsDefined() || v.IsNull()) return;
+  if (!v.IsMap()) {
+    error(position_of(v, file_), context_ + "." + key + ": expected a mapping");
+    return;
+  }
+  out.clear();
+  for (auto it : v) {
+    if (!it.first.IsScalar() || !it.second.IsScalar()) {
+      error(position_of(it.first, file_), context_ + "." + key + ": expected string: string pairs");
+      continue;
+    }
+    out.emplace_back(it.first.Scalar(),
+                     expand_env(it.second.Scalar(), position_of(it.second, file_), errors_));
+  }
+}
+
+YAML::Node MapReader::node(const char* key) { return find(key); }
+
+void MapReader::finish() {
+  if (!valid_ || !node_ || !node_.IsMap()) return;
+  for (auto it : node_) {
+    std::string key = it.first.IsScalar() ? it.first.Scalar() : "?";
+    if (known_.count(key)) continue;
+    std::string known;
+    for (const auto& k : known_) known += (known.empty() ? "" : ", ") + k;
+    error(position_of(it.first, file_),
+          "unknown key '" + key + "' in " + context_ + " (known keys: " + known + ")");
+  }
+}
+
+std::string scalar_string(const YAML::Node& node, const std::string& file, Diagnostics& errors) {
+  if (!node.IsScalar()) {
+    errors.push_back({position_of(node, file), "expected a scalar value"});
+    return {};
+  }
+  return expand_env(node.Scalar(), position_of(node, file), errors);
+}
+
+}  // namespace hookgate::config

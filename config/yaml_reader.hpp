@@ -1,0 +1,76 @@
+#pragma once
+// Typed access to YAML mappings with source positions, in the manner of Fluent Bit's config maps:
+// every key a reader does not ask for is reported as unknown, every type error points at the value
+// as FILE:LINE:COL. Shared by the config loader and the declarative hook loader.
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/common/result.hpp"
+
+namespace hookgate::config {
+
+Position position_of(const YAML::Node& node, const std::string& file);
+
+// Parses YAML text; a syntax error becomes one Diagnostic at the parser's position.
+Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::string& file);
+Result<YAML::Node, Diagnostics> parse_yaml_file(const std::string& path);
+
+// Expands ${VAR} and ${VAR:-default} from the environment; `$${` is a literal `${`. An unset
+// variable without a default is an error (an empty secret would silently turn signing off).
+std::string expand_env(std::string_view text, const Position& where, Diagnostics& errors);
+
+class MapReader {
+ public:
+  // `context` names the mapping in messages ("hooks", "webhooks[2]").
+  MapReader(YAML::Node node, std::string file, std::string context, Diagnostics& errors);
+
+  bool valid() const { return valid_; }
+  bool has(const char* key) const;
+  Position pos(const char* key) const;  // of the value, or of the mapping if the key is absent
+  Position pos() const;                 // of the mapping itself
+
+  // Each getter leaves `out` untouched when the key is absent and records a Diagnostic on a
+  // type error. Strings are ${VAR}-expanded.
+  void get(const char* key, std::string& out);
+  void get(const char* key, bool& out);
+  void get(const char* key, int& out);
+  void get(const char* key, int64_t& out);
+  void get(const char* key, double& out);
+  // Accepts a sequence of scalars, or a single scalar as a one-element list.
+  void get(const char* key, std::vector<std::string>& out);
+  // A mapping of scalar to scalar, order kept.
+  void get(const char* key, std::vector<std::pair<std::string, std::string>>& out);
+  // Marks the key as known and hands out the raw node (undefined node if absent).
+  YAML::Node node(const char* key);
+
+  void error(const Position& where, std::string message);
+  // Reports every key nobody asked for. Call once, after all getters.
+  void finish();
+
+  const std::string& file() const { return file_; }
+  const std::string& context() const { return context_; }
+  Diagnostics& errors() { return errors_; }
+
+ private:
+  YAML::Node find(const char* key);
+  bool scalar(const char* key, YAML::Node& value, const char* expected);
+
+  YAML::Node node_;
+  std::string file_;
+  std::string context_;
+  Diagnostics& errors_;
+  std::set<std::string> known_;
+  bool valid_ = true;
+};
+
+// Scalar helpers for code that walks YAML by hand (hook conditions).
+std::string scalar_string(const YAML::Node& node, const std::string& file, Diagnostics& errors);
+
+}  // namespace hookgate::config
