@@ -1,0 +1,328 @@
+#include "config/loader.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "config/yaml_reader.hpp"
+#include "gateway/common/log.hpp"
+
+namespace hookgate::config {
+namespace fs = std::filesystem;
+namespace {
+
+std::string resolve_path(const std::string& path, const std::string& base_dir) {
+  if (path.empty()) return path;
+  if (path == "~" || path.rfind("~/", 0) == 0) {
+    const char* home = std::getenv("HOME");
+    return (fs::path(home ? home : "/") / path.substr(std::min<size_t>(2, path.size()))).lexically_normal().string();
+  }
+  fs::path p(path);
+  if (p.is_absolute()) return p.lexically_normal().string();
+  return (fs::path(base_dir) / p).lexically_normal().string();
+}
+
+bool valid_webhook_name(const std::string& name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-' || c == '.';
+  });
+}
+
+// Header names whose values are credentials: never logged.
+bool is_sensitive_header(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* word : {"authorization", "token", "secret", "key", "cookie", "signature", "password"})
+    if (name.find(word) != std::string::npos) return true;
+  return false;
+}
+
+void read_bus(MapReader r, BusConfig& bus) {
+  if (r.has("bind") || r.has("connect")) bus.bind.reset();
+  std::string bind;
+  r.get("bind", bind);
+  if (!bind.empty()) bus.bind = bind;
+  r.get("connect", bus.connect);
+  r.get("topics", bus.topics);
+  r.get("max_message_bytes", bus.max_message_bytes);
+  r.get("receive_hwm", bus.receive_hwm);
+  MapReader curve(r.node("curve"), r.file(), "bus.curve", r.errors());
+  curve.get("enabled", bus.curve.enabled);
+  curve.get("secret_key_file", bus.curve.secret_key_file);
+  curve.get("allowed_clients", bus.curve.allowed_clients);
+  curve.finish();
+  if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
+  if (bus.max_message_bytes < 64) r.error(r.pos("max_message_bytes"), "bus.max_message_bytes must be at least 64");
+  if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
+  if (bus.curve.enabled && (bus.curve.secret_key_file.empty() || bus.curve.allowed_clients.empty()))
+    r.error(r.pos("curve"), "bus.curve needs secret_key_file and allowed_clients when enabled");
+  r.finish();
+}
+
+void read_hooks(MapReader r, HooksConfig& hooks) {
+  r.get("enabled", hooks.enabled);
+  r.get("directories", hooks.directories);
+  r.get("hot_reload", hooks.hot_reload);
+  r.get("default_timeout_ms", hooks.default_timeout_ms);
+  r.get("fail_open", hooks.fail_open);
+  r.get("observer_queue", hooks.observer_queue);
+  r.get("observer_threads", hooks.observer_threads);
+  if (hooks.default_timeout_ms <= 0) r.error(r.pos("default_timeout_ms"), "hooks.default_timeout_ms must be positive");
+  if (hooks.observer_queue < 1) r.error(r.pos("observer_queue"), "hooks.observer_queue must be positive");
+  if (hooks.observer_threads < 1) r.error(r.pos("observer_threads"), "hooks.observer_threads must be positive");
+  r.finish();
+}
+
+void validate_webhook(MapReader& r, WebhookConfig& w) {
+  if (w.name.empty()) {
+    r.error(r.pos(), r.context() + ": `name` is required");
+  } else if (!valid_webhook_name(w.name)) {
+    r.error(r.pos("name"), r.context() + ".name: use letters, digits, '_', '-' and '.' only");
+  }
+  if (w.url.empty()) {
+    r.error(r.pos(), r.context() + ": `url` is required");
+  } else if (w.url.rfind("http://", 0) != 0 && w.url.rfind("https://", 0) != 0) {
+    r.error(r.pos("url"), r.context() + ".url: must start with http:// or https://");
+  }
+  if (w.events.empty()) r.error(r.pos("events"), r.context() + ".events: needs at least one pattern");
+  if (w.timeout_ms <= 0) r.error(r.pos("timeout_ms"), r.context() + ".timeout_ms must be positive");
+  if (w.max_in_flight < 1) r.error(r.pos("max_in_flight"), r.context() + ".max_in_flight must be at least 1");
+  if (w.rate_limit_per_s < 0) r.error(r.pos("rate_limit_per_s"), r.context() + ".rate_limit_per_s must not be negative");
+  for (const auto& s : w.secrets) {
+    if (s.empty()) r.error(r.pos("secret"), r.context() + ": a secret is empty");
+    register_secret(s);
+  }
+  for (const auto& [name, value] : w.headers)
+    if (is_sensitive_header(name)) register_secret(value);
+}
+
+void read_retry(MapReader r, RetryConfig& retry) {
+  r.get("max_attempts", retry.max_attempts);
+  r.get("initial_backoff_ms", retry.initial_backoff_ms);
+  r.get("max_backoff_ms", retry.max_backoff_ms);
+  r.get("max_retry_after_ms", retry.max_retry_after_ms);
+  if (retry.max_attempts < 1) r.error(r.pos("max_attempts"), r.context() + ".max_attempts must be at least 1");
+  if (retry.initial_backoff_ms < 0 || retry.max_backoff_ms < retry.initial_backoff_ms)
+    r.error(r.pos("max_backoff_ms"), r.context() + ": need 0 <= initial_backoff_ms <= max_backoff_ms");
+  r.finish();
+}
+
+WebhookConfig read_webhook(const YAML::Node& node, const std::string& file, const std::string& context,
+                           Diagnostics& errors) {
+  WebhookConfig w;
+  MapReader r(node, file, context, errors);
+  w.where = r.pos();
+  r.get("name", w.name);
+  r.get("url", w.url);
+  r.get("events", w.events);
+  std::string secret;
+  r.get("secret", secret);
+  r.get("secrets", w.secrets);
+  if (!secret.empty()) {
+    if (r.has("secrets")) r.error(r.pos("secret"), context + ": use `secret` or `secrets`, not both");
+    w.secrets = {secret};
+  }
+  r.get("timeout_ms", w.timeout_ms);
+  r.get("headers", w.headers);
+  read_retry(MapReader(r.node("retry"), file, context + ".retry", errors), w.retry);
+  r.get("max_in_flight", w.max_in_flight);
+  r.get("rate_limit_per_s", w.rate_limit_per_s);
+  std::string body = "cloudevent";
+  r.get("body", body);
+  if (body == "cloudevent" || body == "cloudevents") {
+    w.body = BodyMode::CloudEvent;
+  } else if (body == "data") {
+    w.body = BodyMode::Data;
+  } else {
+    r.error(r.pos("body"), context + ".body: expected cloudevent or data, got '" + body + "'");
+  }
+  std::vector<std::string> signatures;
+  r.get("signatures", signatures);
+  for (const auto& s : signatures) {
+    if (s == "github") {
+      w.sign_github = true;
+    } else if (s != "standard" && s != "hookgate") {
+      r.error(r.pos("signatures"), context + ".signatures: unknown scheme '" + s +
+                                       "' (X-Signature and Standard Webhooks are always sent; add: github)");
+    }
+  }
+  r.get("allow_cidrs", w.allow_cidrs);
+  r.get("deny_cidrs", w.deny_cidrs);
+  validate_webhook(r, w);
+  r.finish();
+  return w;
+}
+
+void read_webhooks(const YAML::Node& node, const std::string& file, Diagnostics& errors,
+                   std::vector<WebhookConfig>& out) {
+  if (!node.IsDefined() || node.IsNull()) return;
+  if (!node.IsSequence()) {
+    errors.push_back({position_of(node, file), "webhooks: expected a list"});
+    return;
+  }
+  for (size_t i = 0; i < node.size(); ++i)
+    out.push_back(read_webhook(node[i], file, "webhooks[" + std::to_string(i) + "]", errors));
+}
+
+void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
+  std::string mode = "sqlite";
+  r.get("mode", mode);
+  if (mode == "sqlite" || mode == "durable") {
+    spool.mode = SpoolConfig::Mode::Sqlite;
+  } else if (mode == "memory") {
+    spool.mode = SpoolConfig::Mode::Memory;
+  } else {
+    r.error(r.pos("mode"), "spool.mode: expected sqlite or memory, got '" + mode + "'");
+  }
+  r.get("path", spool.path);
+  r.get("synchronous", spool.synchronous);
+  std::transform(spool.synchronous.begin(), spool.synchronous.end(), spool.synchronous.begin(),
+                 [](unsigned char c) { return std::toupper(c); });
+  if (spool.synchronous != "NORMAL" && spool.synchronous != "FULL")
+    r.error(r.pos("synchronous"), "spool.synchronous: expected NORMAL or FULL");
+  r.get("retention_ms", spool.retention_ms);
+  r.get("shutdown_grace_ms", spool.shutdown_grace_ms);
+  spool.path = resolve_path(spool.path, base_dir);
+  r.finish();
+}
+
+void read_admin(MapReader r, AdminConfig& admin) {
+  r.get("enabled", admin.enabled);
+  r.get("listen", admin.listen);
+  r.get("token", admin.token);
+  register_secret(admin.token);
+  if (admin.enabled && admin.listen.rfind(':') == std::string::npos)
+    r.error(r.pos("listen"), "admin.listen: expected HOST:PORT");
+  r.finish();
+}
+
+void read_log(MapReader r, LogConfig& log) {
+  r.get("level", log.level);
+  r.get("format", log.format);
+  static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error", "off"};
+  if (!levels.count(log.level))
+    r.error(r.pos("level"), "log.level: expected one of trace, debug, info, warn, error, off");
+  if (log.format != "text" && log.format != "json")
+    r.error(r.pos("format"), "log.format: expected text or json");
+  r.finish();
+}
+
+// The seed design's spelling (PRODUCT.md "Operations"): extensions: {enabled, directories,
+// hotReload, maxExecutionTime, failOpen, webhooks: [{hook, url, secret, timeout}]}.
+void read_extensions_alias(MapReader r, Config& cfg) {
+  r.get("enabled", cfg.hooks.enabled);
+  r.get("directories", cfg.hooks.directories);
+  r.get("hotReload", cfg.hooks.hot_reload);
+  r.get("maxExecutionTime", cfg.hooks.default_timeout_ms);
+  r.get("failOpen", cfg.hooks.fail_open);
+  YAML::Node hooks = r.node("webhooks");
+  if (hooks.IsDefined() && !hooks.IsNull()) {
+    if (!hooks.IsSequence()) {
+      r.error(position_of(hooks, r.file()), "extensions.webhooks: expected a list");
+    } else {
+      for (size_t i = 0; i < hooks.size(); ++i) {
+        std::string ctx = "extensions.webhooks[" + std::to_string(i) + "]";
+        MapReader w(hooks[i], r.file(), ctx, r.errors());
+        WebhookConfig hook;
+        hook.where = w.pos();
+        std::string event;
+        w.get("hook", event);
+        w.get("url", hook.url);
+        std::string secret;
+        w.get("secret", secret);
+        if (!secret.empty()) hook.secrets = {secret};
+        w.get("timeout", hook.timeout_ms);
+        hook.events = {event.empty() ? std::string("*") : event};
+        hook.name = "extensions-" + std::to_string(i) + (event.empty() ? "" : "-" + event);
+        std::replace_if(hook.name.begin(), hook.name.end(), [](unsigned char c) {
+          return !(std::isalnum(c) || c == '_' || c == '-' || c == '.');
+        }, '_');
+        validate_webhook(w, hook);
+        w.finish();
+        cfg.webhooks.push_back(std::move(hook));
+      }
+    }
+  }
+  r.finish();
+}
+
+ConfigResult load_root(const YAML::Node& root, const std::string& file, const std::string& base_dir) {
+  Diagnostics errors;
+  Config cfg = default_config(base_dir);
+  cfg.file = file;
+  MapReader r(root, file, "config", errors);
+  if (!r.valid()) return errors;
+  read_bus(MapReader(r.node("bus"), file, "bus", errors), cfg.bus);
+  bool explicit_dirs = false;
+  {
+    MapReader hooks(r.node("hooks"), file, "hooks", errors);
+    explicit_dirs = hooks.has("directories");
+    read_hooks(std::move(hooks), cfg.hooks);
+  }
+  if (r.has("extensions")) {
+    MapReader ext(r.node("extensions"), file, "extensions", errors);
+    explicit_dirs = explicit_dirs || ext.has("directories");
+    read_extensions_alias(std::move(ext), cfg);
+  }
+  if (explicit_dirs) {
+    for (auto& d : cfg.hooks.directories) d = resolve_path(d, base_dir);
+  }
+  read_webhooks(r.node("webhooks"), file, errors, cfg.webhooks);
+  read_spool(MapReader(r.node("spool"), file, "spool", errors), cfg.spool, base_dir);
+  read_admin(MapReader(r.node("admin"), file, "admin", errors), cfg.admin);
+  read_log(MapReader(r.node("log"), file, "log", errors), cfg.log);
+  r.finish();
+
+  std::set<std::string> names;
+  for (const auto& w : cfg.webhooks) {
+    if (!w.name.empty() && !names.insert(w.name).second)
+      errors.push_back({w.where, "webhook name '" + w.name + "' is used twice"});
+  }
+  if (!errors.empty()) {
+    std::stable_sort(errors.begin(), errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
+      return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
+    });
+    return errors;
+  }
+  return cfg;
+}
+
+}  // namespace
+
+std::vector<std::string> default_hook_directories(const std::string& base_dir) {
+  std::vector<std::string> dirs = {HOOKGATE_SHARE_DIR};
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const char* home = std::getenv("HOME");
+  if (xdg && *xdg) {
+    dirs.push_back((fs::path(xdg) / "hookgate" / "hooks").string());
+  } else if (home && *home) {
+    dirs.push_back((fs::path(home) / ".config" / "hookgate" / "hooks").string());
+  }
+  dirs.push_back((fs::path(base_dir) / "hooks").lexically_normal().string());
+  return dirs;
+}
+
+Config default_config(const std::string& base_dir) {
+  Config cfg;
+  cfg.base_dir = base_dir;
+  cfg.hooks.directories = default_hook_directories(base_dir);
+  cfg.spool.path = resolve_path(cfg.spool.path, base_dir);
+  return cfg;
+}
+
+ConfigResult load_config_text(const std::string& text, const std::string& file, const std::string& base_dir) {
+  auto root = parse_yaml(text, file);
+  if (!root) return std::move(root).error();
+  return load_root(root.value(), file, base_dir);
+}
+
+ConfigResult load_config_file(const std::string& path) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(path, ec);
+  auto root = parse_yaml_file(path);
+  if (!root) return std::move(root).error();
+  return load_root(root.value(), path, abs.parent_path().string());
+}
+
+}  // namespace hookgate::config

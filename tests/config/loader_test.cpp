@@ -1,0 +1,159 @@
+#include "config/loader.hpp"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include "config/yaml_reader.hpp"
+
+namespace hookgate::config {
+namespace {
+
+ConfigResult load(const std::string& text) { return load_config_text(text, "test.yaml", "/etc/hg"); }
+
+std::string first_error(const ConfigResult& r) {
+  EXPECT_FALSE(r.ok());
+  return r.ok() || r.error().empty() ? std::string() : r.error().front().str();
+}
+
+TEST(ConfigLoaderTest, EmptyFileGivesDefaults) {
+  auto cfg = load("");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(*cfg->bus.bind, "tcp://127.0.0.1:5556");
+  EXPECT_EQ(cfg->bus.max_message_bytes, 1 << 20);
+  EXPECT_EQ(cfg->hooks.default_timeout_ms, 5000);
+  EXPECT_TRUE(cfg->hooks.fail_open);
+  EXPECT_EQ(cfg->hooks.directories.back(), "/etc/hg/hooks");
+  EXPECT_EQ(cfg->spool.path, "/etc/hg/hookgate-spool.db");
+  EXPECT_EQ(cfg->admin.listen, "127.0.0.1:9464");
+}
+
+TEST(ConfigLoaderTest, FullProductExample) {
+  setenv("HG_TEST_SECRET", "s3cr3t-value", 1);
+  unsetenv("HG_TEST_TOKEN");
+  auto cfg = load(R"(
+bus:
+  connect: [tcp://bus.internal:5556]
+  topics: ["auth."]
+  max_message_bytes: 2048
+hooks:
+  directories: [hooks-a, /abs/hooks]
+  hot_reload: false
+  default_timeout_ms: 250
+  fail_open: false
+webhooks:
+  - name: siem
+    url: https://siem.example.com/services/collector/event
+    events: ["auth.failure", "auth.*"]
+    secret: ${HG_TEST_SECRET}
+    timeout_ms: 1500
+    headers: { Authorization: "Splunk ${HG_TEST_TOKEN:-dev-token}" }
+    retry: { max_attempts: 3, initial_backoff_ms: 10, max_backoff_ms: 100 }
+    max_in_flight: 4
+    body: data
+    signatures: [github]
+spool: { mode: memory }
+admin: { listen: 127.0.0.1:0 }
+log: { level: debug, format: json }
+)");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_FALSE(cfg->bus.bind.has_value());
+  EXPECT_EQ(cfg->bus.connect.at(0), "tcp://bus.internal:5556");
+  EXPECT_EQ(cfg->hooks.directories.at(0), "/etc/hg/hooks-a");
+  EXPECT_EQ(cfg->hooks.directories.at(1), "/abs/hooks");
+  EXPECT_FALSE(cfg->hooks.fail_open);
+  ASSERT_EQ(cfg->webhooks.size(), 1u);
+  const auto& w = cfg->webhooks[0];
+  EXPECT_EQ(w.secrets, std::vector<std::string>{"s3cr3t-value"});
+  EXPECT_EQ(w.headers.at(0).second, "Splunk dev-token");
+  EXPECT_EQ(w.retry.max_attempts, 3);
+  EXPECT_EQ(w.body, BodyMode::Data);
+  EXPECT_TRUE(w.sign_github);
+  EXPECT_EQ(cfg->spool.mode, SpoolConfig::Mode::Memory);
+  EXPECT_EQ(cfg->log.format, "json");
+}
+
+TEST(ConfigLoaderTest, UnknownKeyReportedAtItsPosition) {
+  auto cfg = load("bus:\n  bind: tcp://127.0.0.1:1\n  bnid: x\n");
+  EXPECT_EQ(first_error(cfg).substr(0, 16), "test.yaml:3:3: u");
+  EXPECT_NE(first_error(cfg).find("unknown key 'bnid' in bus"), std::string::npos);
+  auto top = load("webhook: []\n");
+  EXPECT_NE(first_error(top).find("test.yaml:1:1: unknown key 'webhook'"), std::string::npos);
+}
+
+TEST(ConfigLoaderTest, SyntaxErrorHasLineAndColumn) {
+  auto cfg = load("bus:\n  bind: [unclosed\nhooks: {}\n");
+  std::string e = first_error(cfg);
+  EXPECT_EQ(e.rfind("test.yaml:", 0), 0u) << e;
+  EXPECT_NE(e.find("YAML syntax error"), std::string::npos) << e;
+  EXPECT_NE(e.find(":3:"), std::string::npos) << e;
+}
+
+TEST(ConfigLoaderTest, TypeErrorsPointAtTheValue) {
+  auto cfg = load("hooks:\n  default_timeout_ms: soon\n");
+  EXPECT_EQ(first_error(cfg),
+            "test.yaml:2:23: hooks.default_timeout_ms: expected an integer, got 'soon'");
+}
+
+TEST(ConfigLoaderTest, WebhookValidation) {
+  auto cfg = load(R"(webhooks:
+  - name: a
+    url: ftp://x
+  - name: a
+    url: http://ok/
+  - url: http://no-name/
+)");
+  ASSERT_FALSE(cfg);
+  std::string all;
+  for (const auto& d : cfg.error()) all += d.str() + "\n";
+  EXPECT_NE(all.find("test.yaml:3:10: webhooks[0].url: must start with http"), std::string::npos) << all;
+  EXPECT_NE(all.find("webhook name 'a' is used twice"), std::string::npos) << all;
+  EXPECT_NE(all.find("webhooks[2]: `name` is required"), std::string::npos) << all;
+}
+
+TEST(ConfigLoaderTest, UnsetVariableIsAnErrorAndSecretsStayOut) {
+  unsetenv("HG_DOES_NOT_EXIST");
+  auto cfg = load("webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_DOES_NOT_EXIST}\n");
+  EXPECT_NE(first_error(cfg).find("environment variable HG_DOES_NOT_EXIST is not set"), std::string::npos);
+  setenv("HG_SECRET_X", "very-secret-value", 1);
+  auto bad = load("webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_SECRET_X}\n    retry: 5\n");
+  ASSERT_FALSE(bad);
+  for (const auto& d : bad.error()) EXPECT_EQ(d.str().find("very-secret-value"), std::string::npos);
+}
+
+TEST(ConfigLoaderTest, ExtensionsAliasFromSeedDesign) {
+  auto cfg = load(R"(extensions:
+  enabled: true
+  directories: [ext]
+  hotReload: false
+  maxExecutionTime: 1234
+  failOpen: false
+  webhooks:
+    - hook: auth_failure
+      url: https://siem.internal/api/events
+      secret: abcdef
+      timeout: 700
+)");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_EQ(cfg->hooks.directories, std::vector<std::string>{"/etc/hg/ext"});
+  EXPECT_FALSE(cfg->hooks.hot_reload);
+  EXPECT_EQ(cfg->hooks.default_timeout_ms, 1234);
+  EXPECT_FALSE(cfg->hooks.fail_open);
+  ASSERT_EQ(cfg->webhooks.size(), 1u);
+  EXPECT_EQ(cfg->webhooks[0].events, std::vector<std::string>{"auth_failure"});
+  EXPECT_EQ(cfg->webhooks[0].timeout_ms, 700);
+  EXPECT_EQ(cfg->webhooks[0].secrets.at(0), "abcdef");
+}
+
+TEST(ExpandEnvTest, DefaultsAndEscapes) {
+  Diagnostics errors;
+  setenv("HG_X", "1", 1);
+  EXPECT_EQ(expand_env("a${HG_X}b", {}, errors), "a1b");
+  EXPECT_EQ(expand_env("${HG_UNSET_Y:-dflt}", {}, errors), "dflt");
+  EXPECT_EQ(expand_env("$${HG_X}", {}, errors), "${HG_X}");
+  EXPECT_TRUE(errors.empty());
+  expand_env("${HG_X", {}, errors);
+  EXPECT_EQ(errors.size(), 1u);
+}
+
+}  // namespace
+}  // namespace hookgate::config
