@@ -1,0 +1,62 @@
+#pragma once
+// CURVE encryption and the ZAP allow-list for the bus (PRODUCT.md "Bus security").
+// libzmq 4.3 admits ANY client that knows the server's public key unless a ZAP handler says no, so
+// a ZapAuthenticator must be running in the socket's context before a CURVE server socket binds;
+// configure_curve_server() refuses to configure a socket when none is running.
+#include <zmq.hpp>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "config/config.hpp"
+#include "gateway/common/result.hpp"
+
+namespace hookgate::bus {
+
+struct CurveKeypair {
+  std::string public_key;  // Z85, 40 characters
+  std::string secret_key;
+};
+
+CurveKeypair generate_curve_keypair();
+// Key files: lines "public: <z85>" and "secret: <z85>" ('#' comments allowed). A bare 40-character
+// line is read as a public key.
+std::string format_keypair_file(const CurveKeypair& keys, bool include_secret);
+Result<CurveKeypair> read_key_file(const std::string& path);
+// allowed_clients: a key file (one public key a line) or a folder of *.key / *.pub files.
+Result<std::set<std::string>> read_allowed_clients(const std::string& path);
+
+// Answers ZAP requests on inproc://zeromq.zap.01 for every socket in `ctx`: CURVE clients whose
+// public key is in the allow-list get 200, everyone else 400. NULL/PLAIN mechanisms are refused.
+class ZapAuthenticator {
+ public:
+  ZapAuthenticator(zmq::context_t& ctx, std::set<std::string> allowed_z85);
+  ~ZapAuthenticator();
+  void set_allowed(std::set<std::string> allowed_z85);  // on reload
+  uint64_t denied() const { return denied_.load(); }
+
+ private:
+  void run();
+  zmq::socket_t socket_;
+  std::mutex mu_;
+  std::set<std::string> allowed_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> denied_{0};
+  std::thread thread_;
+};
+
+// Makes `sock` (created in `ctx`, not yet bound) a CURVE server with the configured secret key,
+// first starting the context's ZapAuthenticator with the allow-list (or refreshing it).
+Status configure_curve_server(zmq::context_t& ctx, zmq::socket_t& sock, const config::CurveConfig& cfg);
+// Starts (once per context) the authenticator with the configured allow-list, or refreshes it.
+Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg);
+// Stops the context's authenticator; call before the context is destroyed.
+void stop_zap_authenticator(zmq::context_t& ctx);
+// Makes `sock` a CURVE client of `server_public` using the client keypair.
+Status configure_curve_client(zmq::socket_t& sock, const std::string& server_public, const CurveKeypair& client);
+
+}  // namespace hookgate::bus

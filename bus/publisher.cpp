@@ -1,0 +1,84 @@
+#include "bus/publisher.hpp"
+
+#include "bus/wire.hpp"
+#include "gateway/common/clock.hpp"
+
+namespace hookgate::bus {
+
+Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options, zmq::context_t* ctx) {
+  std::unique_ptr<Publisher> pub(new Publisher());
+  try {
+    if (!ctx) {
+      pub->own_ctx_ = std::make_unique<zmq::context_t>(1);
+      ctx = pub->own_ctx_.get();
+    }
+    pub->socket_ = std::make_unique<zmq::socket_t>(*ctx, zmq::socket_type::xpub);
+    auto& s = *pub->socket_;
+    s.set(zmq::sockopt::sndhwm, options.send_hwm);
+    s.set(zmq::sockopt::linger, 5000);  // flush queued events on close, but never hang forever
+    s.set(zmq::sockopt::xpub_nodrop, true);  // a full queue is reported to the caller, not dropped
+    if (options.client_keys) {
+      if (auto st = configure_curve_client(s, options.server_public_key, *options.client_keys); !st)
+        return st.error();
+    }
+    if (options.bind) s.bind(*options.bind);
+    for (const auto& ep : options.endpoints) s.connect(ep);
+    if (!options.bind && options.endpoints.empty()) return make_error("publisher needs an endpoint");
+  } catch (const zmq::error_t& e) {
+    return make_error(std::string("publisher socket: ") + e.what());
+  }
+  pub->options_ = std::move(options);
+  return pub;
+}
+
+Publisher::~Publisher() { socket_.reset(); }
+
+void Publisher::drain_subscriptions() {
+  zmq::message_t msg;
+  while (socket_->recv(msg, zmq::recv_flags::dontwait)) {
+    if (msg.size() > 0 && static_cast<const uint8_t*>(msg.data())[0] == 1) subscribed_ = true;
+  }
+}
+
+bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  drain_subscriptions();
+  while (!subscribed_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, left) > 0) drain_subscriptions();
+  }
+  return true;
+}
+
+Status Publisher::publish(std::string_view type, std::string_view data_json, std::string_view source) {
+  Event ev;
+  auto& a = ev.allocator();
+  ev.set_string("type", type);
+  ev.set_string("source", source.empty() ? std::string_view(options_.source) : source);
+  if (!data_json.empty()) {
+    auto data = Event::parse(std::string("{\"d\":") + std::string(data_json) + "}");
+    if (!data) return make_error("data is not valid JSON: " + data.error().message);
+    ev.doc().AddMember("data", JsonValue(data->doc()["d"], a), a);
+  }
+  return publish(ev);
+}
+
+Status Publisher::publish(Event& event) {
+  if (auto st = event.normalize(now_unix_ms()); !st) return st;
+  drain_subscriptions();
+  std::vector<zmq::message_t> frames;
+  encode_message(event, frames);
+  try {
+    if (!socket_->send(frames[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
+        !socket_->send(frames[1], zmq::send_flags::dontwait))
+      return make_error("bus send queue is full (send_hwm reached)");
+  } catch (const zmq::error_t& e) {
+    return make_error(std::string("bus send failed: ") + e.what());
+  }
+  last_id_ = std::string(event.id());
+  return {};
+}
+
+}  // namespace hookgate::bus

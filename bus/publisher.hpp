@@ -1,0 +1,64 @@
+#pragma once
+// The C++ publisher client library (PRODUCT.md job 1): a service puts an event on the bus in a few
+// lines:
+//
+//   auto pub = hookgate::bus::Publisher::connect({.endpoints = {"tcp://127.0.0.1:5556"}});
+//   pub.value()->wait_for_subscriber(std::chrono::seconds(2));
+//   pub.value()->publish("user.created", R"({"user":"ann"})");
+//
+// It uses an XPUB socket so it can see when a subscriber (the gateway, or a `hookgate bus` proxy)
+// has subscribed: a plain PUB silently drops everything sent before the subscription arrives, which
+// loses the first events of short-lived publishers.
+#include <zmq.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bus/curve.hpp"
+#include "gateway/common/result.hpp"
+#include "gateway/event.hpp"
+
+namespace hookgate::bus {
+
+struct PublisherOptions {
+  std::vector<std::string> endpoints;  // connect to these (the gateway's bus.bind, or a proxy)
+  std::optional<std::string> bind;     // or bind, for gateways that connect to publishers
+  std::string source = "unknown";      // CloudEvents `source` unless an event sets its own
+  int send_hwm = 100000;
+  // CURVE: the server's public key and this client's keypair (all Z85), when the bus requires it.
+  std::string server_public_key;
+  std::optional<CurveKeypair> client_keys;
+};
+
+class Publisher {
+ public:
+  // Owns its own ZeroMQ context unless one is passed.
+  static Result<std::unique_ptr<Publisher>> connect(PublisherOptions options, zmq::context_t* ctx = nullptr);
+  ~Publisher();
+
+  // Blocks until at least one subscriber has subscribed to the bus, or the timeout passes.
+  [[nodiscard]] bool wait_for_subscriber(std::chrono::milliseconds timeout);
+
+  // Builds a CloudEvent (specversion, UUIDv7 id, source, time) around `data_json` and sends it.
+  [[nodiscard]] Status publish(std::string_view type, std::string_view data_json, std::string_view source = {});
+  // Sends a prepared envelope; missing attributes are filled in first.
+  [[nodiscard]] Status publish(Event& event);
+  // The id of the last event published.
+  const std::string& last_id() const { return last_id_; }
+
+ private:
+  Publisher() = default;
+  void drain_subscriptions();
+
+  std::unique_ptr<zmq::context_t> own_ctx_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  PublisherOptions options_;
+  bool subscribed_ = false;
+  std::string last_id_;
+};
+
+}  // namespace hookgate::bus

@@ -1,0 +1,64 @@
+#include "bus/subscriber.hpp"
+
+#include "bus/curve.hpp"
+
+namespace hookgate::bus {
+
+Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx, const config::BusConfig& cfg) {
+  try {
+    zmq::socket_t sock(ctx, zmq::socket_type::sub);
+    sock.set(zmq::sockopt::maxmsgsize, cfg.max_message_bytes);
+    sock.set(zmq::sockopt::rcvhwm, cfg.receive_hwm);
+    sock.set(zmq::sockopt::linger, 0);
+    if (cfg.curve.enabled) {
+      if (auto st = configure_curve_server(ctx, sock, cfg.curve); !st) return st.error();
+    }
+    for (const auto& topic : cfg.topics) sock.set(zmq::sockopt::subscribe, topic);
+    std::unique_ptr<Subscriber> sub(new Subscriber(std::move(sock)));
+    if (cfg.bind) {
+      try {
+        sub->socket_.bind(*cfg.bind);
+      } catch (const zmq::error_t& e) {
+        return make_error("cannot bind bus socket to " + *cfg.bind + ": " + e.what());
+      }
+      sub->bound_ = sub->socket_.get(zmq::sockopt::last_endpoint);
+    }
+    for (const auto& ep : cfg.connect) {
+      try {
+        sub->socket_.connect(ep);
+      } catch (const zmq::error_t& e) {
+        return make_error("cannot connect bus socket to " + ep + ": " + e.what());
+      }
+    }
+    return sub;
+  } catch (const zmq::error_t& e) {
+    return make_error(std::string("bus socket: ") + e.what());
+  }
+}
+
+bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags) {
+  frames.clear();
+  zmq::message_t msg;
+  if (!socket_.recv(msg, flags)) return false;
+  bool more = msg.more();
+  frames.push_back(std::move(msg));
+  while (more) {
+    zmq::message_t part;
+    (void)socket_.recv(part);  // parts of one message arrive together
+    more = part.more();
+    frames.push_back(std::move(part));
+  }
+  return true;
+}
+
+bool Subscriber::receive(std::vector<zmq::message_t>& frames, std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, timeout) <= 0) return false;
+  return read_all(frames, zmq::recv_flags::dontwait);
+}
+
+bool Subscriber::try_receive(std::vector<zmq::message_t>& frames) {
+  return read_all(frames, zmq::recv_flags::dontwait);
+}
+
+}  // namespace hookgate::bus

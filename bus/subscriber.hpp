@@ -1,0 +1,39 @@
+#pragma once
+// The gateway's SUB socket: binds and/or connects per `bus`, subscribes to `bus.topics`, refuses
+// oversize messages in the socket (ZMQ_MAXMSGSIZE disconnects the sender) and queues at most
+// `receive_hwm` messages (beyond that ZeroMQ drops new messages: PUB/SUB never blocks publishers).
+#include <zmq.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/common/result.hpp"
+
+namespace hookgate::bus {
+
+class Subscriber {
+ public:
+  static Result<std::unique_ptr<Subscriber>> open(zmq::context_t& ctx, const config::BusConfig& cfg);
+
+  // Waits up to `timeout` for one message; false when none arrived. Frames beyond 2 are still
+  // received whole (so the next message starts clean) and left to the decoder to refuse.
+  [[nodiscard]] bool receive(std::vector<zmq::message_t>& frames, std::chrono::milliseconds timeout);
+  // Non-blocking variant for draining bursts.
+  [[nodiscard]] bool try_receive(std::vector<zmq::message_t>& frames);
+
+  // The endpoint actually bound (resolves a `*` port), "" if the socket only connects.
+  const std::string& bound_endpoint() const { return bound_; }
+  zmq::socket_t& socket() { return socket_; }
+
+ private:
+  explicit Subscriber(zmq::socket_t socket) : socket_(std::move(socket)) {}
+  bool read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags);
+
+  zmq::socket_t socket_;
+  std::string bound_;
+};
+
+}  // namespace hookgate::bus

@@ -1,0 +1,54 @@
+#include "bus/wire.hpp"
+
+namespace hookgate::bus {
+namespace {
+
+std::string printable_prefix(std::string_view bytes, size_t max = 64) {
+  std::string out;
+  for (unsigned char c : bytes.substr(0, max)) out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
+  if (bytes.size() > max) out += "...";
+  return out;
+}
+
+}  // namespace
+
+Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames, size_t max_message_bytes,
+                                        int64_t now_unix_ms) {
+  if (frames.empty() || frames.size() > 2)
+    return Rejection{"expected 1 or 2 frames, got " + std::to_string(frames.size())};
+  size_t total = 0;
+  for (const auto& f : frames) total += f.size();
+  if (total > max_message_bytes)
+    return Rejection{"message of " + std::to_string(total) + " bytes exceeds max_message_bytes " +
+                     std::to_string(max_message_bytes)};
+  std::string_view topic;
+  if (frames.size() == 2) topic = frames[0].to_string_view();
+  std::string_view json = frames.back().to_string_view();
+
+  auto parsed = Event::parse(json);
+  if (!parsed) return Rejection{"payload is not a JSON object (" + parsed.error().message + "): " + printable_prefix(json), std::string(topic)};
+  Event ev = std::move(parsed).value();
+  auto type_it = ev.doc().FindMember("type");
+  if (!topic.empty()) {
+    if (type_it == ev.doc().MemberEnd()) {
+      ev.set_string("type", topic);
+    } else if (!type_it->value.IsString() ||
+               std::string_view(type_it->value.GetString(), type_it->value.GetStringLength()) != topic) {
+      return Rejection{"topic frame '" + printable_prefix(topic) + "' does not match the envelope's type",
+                       std::string(topic), std::string(ev.id())};
+    }
+  }
+  if (auto st = ev.normalize(now_unix_ms); !st)
+    return Rejection{st.error().message, std::string(ev.type()), std::string(ev.id())};
+  return ev;
+}
+
+void encode_message(const Event& event, std::vector<zmq::message_t>& frames) {
+  frames.clear();
+  std::string_view type = event.type();
+  frames.emplace_back(type.data(), type.size());
+  std::string json = event.to_json();
+  frames.emplace_back(json.data(), json.size());
+}
+
+}  // namespace hookgate::bus

@@ -1,0 +1,32 @@
+#pragma once
+// The bus wire format (PRODUCT.md "Events", pinned): a ZeroMQ multipart message of two frames,
+// [event type, JSON envelope], so SUB prefix filters select by type. A single frame holding only the
+// JSON is accepted too.
+#include <zmq.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/common/result.hpp"
+#include "gateway/event.hpp"
+
+namespace hookgate::bus {
+
+// Why a message was refused; `reason` is safe to log (it quotes at most a short prefix).
+struct Rejection {
+  std::string reason;
+  std::string event_type;  // when it could be read
+  std::string event_id;
+};
+
+// Decodes and normalizes one received message. With two frames the topic must equal the envelope's
+// `type`, or stand in for it when the envelope has none.
+Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames, size_t max_message_bytes,
+                                        int64_t now_unix_ms);
+
+// The two frames for `event` (which must already be normalized).
+void encode_message(const Event& event, std::vector<zmq::message_t>& frames);
+
+}  // namespace hookgate::bus

@@ -1,0 +1,77 @@
+#include "bus/publisher.hpp"
+
+#include <gtest/gtest.h>
+
+#include "bus/subscriber.hpp"
+#include "bus/wire.hpp"
+#include "tests/support/receiving_thread.hpp"
+
+namespace hookgate::bus {
+namespace {
+
+config::BusConfig loopback_bus() {
+  config::BusConfig cfg;
+  cfg.bind = "tcp://127.0.0.1:*";
+  return cfg;
+}
+
+TEST(PublisherTest, DeliversToBoundSubscriberAfterWaitingForSubscription) {
+  zmq::context_t ctx;
+  auto sub = Subscriber::open(ctx, loopback_bus());
+  ASSERT_TRUE(sub) << sub.error().message;
+  testing::ReceivingThread rx(*sub.value());
+  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}, .source = "svc"});
+  ASSERT_TRUE(pub) << pub.error().message;
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  ASSERT_TRUE(pub.value()->publish("user.created", R"({"user":"ann"})"));
+  auto parts = rx.next(std::chrono::seconds(5));
+  ASSERT_EQ(parts.size(), 2u);
+  std::vector<zmq::message_t> frames;
+  for (auto& p : parts) frames.emplace_back(p.data(), p.size());
+  EXPECT_EQ(frames[0].to_string(), "user.created");
+  auto ev = decode_message(frames, 1 << 20, 0);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->source(), "svc");
+  EXPECT_EQ(ev->id(), pub.value()->last_id());
+  EXPECT_STREQ(ev->find("data.user")->GetString(), "ann");
+}
+
+TEST(PublisherTest, TopicFilterSelectsByPrefix) {
+  zmq::context_t ctx;
+  auto cfg = loopback_bus();
+  cfg.topics = {"auth."};
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub.value());
+  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  ASSERT_TRUE(pub.value()->publish("user.created", "{}"));
+  ASSERT_TRUE(pub.value()->publish("auth.failure", "{}"));
+  auto parts = rx.next(std::chrono::seconds(5));
+  ASSERT_FALSE(parts.empty());
+  EXPECT_EQ(parts[0], "auth.failure");
+}
+
+TEST(PublisherTest, RejectsInvalidData) {
+  auto pub = Publisher::connect({.endpoints = {"tcp://127.0.0.1:1"}});
+  ASSERT_TRUE(pub);
+  EXPECT_FALSE(pub.value()->publish("t", "{not json"));
+}
+
+TEST(SubscriberTest, OversizeMessageRefusedBySocket) {
+  zmq::context_t ctx;
+  auto cfg = loopback_bus();
+  cfg.max_message_bytes = 1024;
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub.value());
+  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  ASSERT_TRUE(pub.value()->publish("big", "\"" + std::string(4096, 'x') + "\""));
+  EXPECT_TRUE(rx.next(std::chrono::milliseconds(300)).empty());
+}
+
+}  // namespace
+}  // namespace hookgate::bus

@@ -1,0 +1,57 @@
+#include "bus/wire.hpp"
+
+#include <gtest/gtest.h>
+
+namespace hookgate::bus {
+namespace {
+
+std::vector<zmq::message_t> frames_of(std::initializer_list<std::string> parts) {
+  std::vector<zmq::message_t> out;
+  for (const auto& p : parts) out.emplace_back(p.data(), p.size());
+  return out;
+}
+
+TEST(WireTest, TwoFramesTopicAndEnvelope) {
+  auto f = frames_of({"user.created", R"({"type":"user.created","data":{"u":1}})"});
+  auto ev = decode_message(f, 1 << 20, 0);
+  ASSERT_TRUE(ev) << ev.error().reason;
+  EXPECT_EQ(ev->type(), "user.created");
+  EXPECT_FALSE(ev->id().empty());
+}
+
+TEST(WireTest, SingleFrameAndTopicStandsInForMissingType) {
+  auto one = frames_of({R"({"type":"a.b"})"});
+  EXPECT_TRUE(decode_message(one, 1 << 20, 0));
+  auto topic_only = frames_of({"auth.failure", R"({"data":{"user":"x"}})"});
+  auto ev = decode_message(topic_only, 1 << 20, 0);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->type(), "auth.failure");
+}
+
+TEST(WireTest, RejectsMalformed) {
+  auto mismatch = frames_of({"a", R"({"type":"b"})"});
+  EXPECT_NE(decode_message(mismatch, 1 << 20, 0).error().reason.find("does not match"), std::string::npos);
+  auto three = frames_of({"a", "b", "c"});
+  EXPECT_NE(decode_message(three, 1 << 20, 0).error().reason.find("1 or 2 frames"), std::string::npos);
+  auto not_json = frames_of({"a", "\xff\xfe garbage"});
+  EXPECT_FALSE(decode_message(not_json, 1 << 20, 0));
+  auto no_type = frames_of({R"({"data":1})"});
+  EXPECT_NE(decode_message(no_type, 1 << 20, 0).error().reason.find("no \"type\""), std::string::npos);
+  auto big = frames_of({std::string(200, ' ') + R"({"type":"x"})"});
+  EXPECT_NE(decode_message(big, 100, 0).error().reason.find("exceeds max_message_bytes"), std::string::npos);
+}
+
+TEST(WireTest, EncodeRoundTrip) {
+  auto ev = Event::parse_envelope(R"({"type":"t.x","data":[1,2]})", 5);
+  ASSERT_TRUE(ev);
+  std::vector<zmq::message_t> frames;
+  encode_message(*ev, frames);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].to_string(), "t.x");
+  auto back = decode_message(frames, 1 << 20, 0);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->to_json(), ev->to_json());
+}
+
+}  // namespace
+}  // namespace hookgate::bus
