@@ -1,2 +1,56 @@
 #include <cstdio>
-int main() { std::puts("hookgate " HOOKGATE_VERSION); return 0; }
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "gateway/cli/cli.hpp"
+
+namespace {
+
+constexpr const char* kUsage = R"(hookgate — event-bus and webhook fan-out gateway
+
+Usage: hookgate <verb> [options]
+
+Verbs:
+  run --config FILE                   run the gateway in the foreground (embedded defaults without --config)
+  publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] [--source S]
+  check --config FILE                 validate config and hooks (FILE:LINE:COL: message; exit 1 on error)
+  hooks list --config FILE            the resolved hook chain in run order
+  hooks test --config FILE --event EVENT.json
+                                      dry-run one event through the chain; nothing is delivered
+  hooks new NAME --form yaml|program|native [--kind veto|transform|observe] [--dir DIR]
+  deliveries list [--state pending|dead] [--webhook NAME]
+  deliveries show ID
+  deliveries replay ID | --all-dead [--webhook NAME]
+  bus --frontend EP --backend EP      XSUB/XPUB proxy for many publishers and subscribers
+  keygen [--out FILE]                 CURVE keypair for the bus
+  keygen --webhook-secret             a whsec_ webhook secret
+
+Every verb takes --help; `hookgate --version` prints the version.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    std::printf("hookgate %s\n", HOOKGATE_VERSION);
+    return 0;
+  }
+  std::string verb = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  using namespace hookgate::cli;
+  if (verb == "run") return cmd_run(rest);
+  if (verb == "publish") return cmd_publish(rest);
+  if (verb == "check") return cmd_check(rest);
+  if (verb == "hooks") return cmd_hooks(rest);
+  if (verb == "deliveries") return cmd_deliveries(rest);
+  if (verb == "bus") return cmd_bus(rest);
+  if (verb == "keygen") return cmd_keygen(rest);
+  std::fprintf(stderr, "hookgate: unknown verb '%s'\n\n%s", verb.c_str(), kUsage);
+  return 2;
+}

@@ -1,0 +1,92 @@
+#include "gateway/admin_server.hpp"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+
+#include <cstring>
+
+namespace hookgate {
+
+#if MHD_VERSION >= 0x00097002
+using MhdResult = enum MHD_Result;
+#else
+using MhdResult = int;
+#endif
+
+struct AdminDispatch {
+  static MhdResult respond(MHD_Connection* c, unsigned status, const std::string& body, const char* type) {
+    MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()),
+                                                      MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(r, "Content-Type", type);
+    MhdResult ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+  }
+
+  static MhdResult handle(void* cls, MHD_Connection* c, const char* url, const char* method,
+                          const char*, const char*, size_t*, void**) {
+    auto* self = static_cast<AdminServer*>(cls);
+    if (std::strcmp(method, "GET") != 0 && std::strcmp(method, "HEAD") != 0)
+      return respond(c, 405, "method not allowed\n", "text/plain");
+    std::string path(url);
+    if (path == "/healthz") return respond(c, 200, "ok\n", "text/plain");
+    if (path == "/readyz") {
+      bool ready = !self->handlers_.ready || self->handlers_.ready();
+      return respond(c, ready ? 200 : 503, ready ? "ready\n" : "not ready\n", "text/plain");
+    }
+    if (!self->token_.empty()) {
+      const char* auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+      if (!auth || std::string(auth) != "Bearer " + self->token_)
+        return respond(c, 401, "unauthorized\n", "text/plain");
+    }
+    if (path == "/metrics" && self->handlers_.metrics)
+      return respond(c, 200, self->handlers_.metrics(), "text/plain; version=0.0.4");
+    if (path == "/status" && self->handlers_.status_json)
+      return respond(c, 200, self->handlers_.status_json(), "application/json");
+    return respond(c, 404, "not found\n", "text/plain");
+  }
+};
+
+Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& listen, std::string token,
+                                                        AdminHandlers handlers) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos) return make_error("admin.listen: expected HOST:PORT, got " + listen);
+  std::string host = listen.substr(0, colon);
+  int port = std::atoi(listen.c_str() + colon + 1);
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+
+  std::unique_ptr<AdminServer> server(new AdminServer());
+  server->token_ = std::move(token);
+  server->handlers_ = std::move(handlers);
+
+  sockaddr_storage addr{};
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+  if (host.find(':') != std::string::npos) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(static_cast<uint16_t>(port));
+    if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) != 1) return make_error("admin.listen: bad IPv6 address " + host);
+    flags |= MHD_USE_IPv6;
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(static_cast<uint16_t>(port));
+    if (host.empty() || host == "*") host = "0.0.0.0";
+    if (host == "localhost") host = "127.0.0.1";
+    if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1) return make_error("admin.listen: bad IPv4 address " + host);
+  }
+  server->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &AdminDispatch::handle,
+                                     server.get(), MHD_OPTION_SOCK_ADDR, &addr,
+                                     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+  if (!server->daemon_) return make_error("cannot listen on " + listen + " for the admin endpoint (address in use?)");
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  server->port_ = info ? info->port : port;
+  return server;
+}
+
+AdminServer::~AdminServer() {
+  if (daemon_) MHD_stop_daemon(daemon_);
+}
+
+}  // namespace hookgate

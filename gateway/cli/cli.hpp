@@ -1,0 +1,51 @@
+#pragma once
+// The `hookgate` command line (PRODUCT.md "Command line", pinned verbs). Each verb lives in its own
+// cmd_*.cpp and receives the arguments after the verb.
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/common/result.hpp"
+
+namespace hookgate::cli {
+
+// `--name value`, `--name=value` and bare `--flag`; everything else is positional.
+class Args {
+ public:
+  Args(std::vector<std::string> args, std::vector<std::string> flags_without_value);
+  std::optional<std::string> get(const std::string& name) const;
+  std::string get_or(const std::string& name, const std::string& fallback) const;
+  bool has(const std::string& name) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Options given that are not in `known`: reported as a usage error.
+  std::vector<std::string> unknown(const std::vector<std::string>& known) const;
+
+ private:
+  std::map<std::string, std::string> options_;
+  std::vector<std::string> positional_;
+};
+
+// Loads --config FILE, or the embedded defaults (base dir: the working directory) when absent.
+// Prints diagnostics as FILE:LINE:COL: message to stderr.
+std::optional<config::Config> load_config_or_report(const Args& args);
+// Prints "hookgate: error: <message>" to stderr and returns exit code 1 (2 for usage errors).
+int fail(const std::string& message, int code = 1);
+// Returns 2 with a usage line if `args` has unknown options or --help was asked (then 0).
+std::optional<int> check_usage(const Args& args, const std::vector<std::string>& known, const char* usage);
+
+int cmd_run(const std::vector<std::string>& argv);
+int cmd_publish(const std::vector<std::string>& argv);
+int cmd_check(const std::vector<std::string>& argv);
+int cmd_hooks(const std::vector<std::string>& argv);
+int cmd_deliveries(const std::vector<std::string>& argv);
+int cmd_bus(const std::vector<std::string>& argv);
+int cmd_keygen(const std::vector<std::string>& argv);
+
+// Blocks SIGINT/SIGTERM/SIGHUP in every thread created afterwards and runs `on_signal` on a
+// dedicated thread for each one received. Call before starting any thread.
+void handle_signals(std::function<void(int)> on_signal);
+
+}  // namespace hookgate::cli

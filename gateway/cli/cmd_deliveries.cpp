@@ -1,0 +1,85 @@
+#include <cstdio>
+
+#include "gateway/cli/cli.hpp"
+#include "gateway/common/clock.hpp"
+#include "webhooks/sqlite_spool.hpp"
+
+namespace hookgate::cli {
+namespace {
+
+const char* state_name(webhooks::DeliveryState s) {
+  switch (s) {
+    case webhooks::DeliveryState::Pending: return "pending";
+    case webhooks::DeliveryState::Delivered: return "delivered";
+    case webhooks::DeliveryState::Dead: return "dead";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int cmd_deliveries(const std::vector<std::string>& argv) {
+  Args args(argv, {"all-dead"});
+  const char* usage =
+      "Usage: hookgate deliveries list [--config FILE] [--state pending|dead|delivered] [--webhook NAME] [--limit N]\n"
+      "       hookgate deliveries show ID [--config FILE]\n"
+      "       hookgate deliveries replay ID... | --all-dead [--webhook NAME] [--config FILE]\n"
+      "Works on the spool file of --config (or ./hookgate-spool.db), also while the gateway runs.\n";
+  if (auto code = check_usage(args, {"config", "state", "webhook", "limit", "all-dead"}, usage)) return *code;
+  if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
+  auto cfg = load_config_or_report(args);
+  if (!cfg) return 1;
+  if (cfg->spool.mode == config::SpoolConfig::Mode::Memory)
+    return fail("spool.mode is memory: there is no spool file to inspect");
+  auto spool = webhooks::SqliteSpool::open(cfg->spool, /*read_only_tools=*/true);
+  if (!spool) return fail("spool " + cfg->spool.path + ": " + spool.error().message);
+  auto& store = *spool.value();
+  const std::string& sub = args.positional()[0];
+  std::string webhook = args.get_or("webhook", "");
+
+  if (sub == "list") {
+    std::optional<webhooks::DeliveryState> state;
+    std::string s = args.get_or("state", "");
+    if (s == "pending") state = webhooks::DeliveryState::Pending;
+    else if (s == "dead") state = webhooks::DeliveryState::Dead;
+    else if (s == "delivered") state = webhooks::DeliveryState::Delivered;
+    else if (!s.empty()) return fail("--state must be pending, dead or delivered", 2);
+    size_t limit = static_cast<size_t>(std::atol(args.get_or("limit", "100").c_str()));
+    auto rows = store.list(state, webhook, limit);
+    std::printf("%-36s %-9s %-16s %-24s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK", "EVENT TYPE", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
+    for (const auto& d : rows) {
+      std::printf("%-36s %-9s %-16s %-24s %-8d %-24s %s\n", d.id.c_str(), state_name(d.state), d.webhook.c_str(),
+                  d.event_type.c_str(), d.attempts,
+                  d.state == webhooks::DeliveryState::Pending ? format_rfc3339(d.next_attempt_ms).c_str() : "-",
+                  d.last_error.c_str());
+    }
+    std::printf("%zu shown; %zu pending in all\n", rows.size(), store.pending_count());
+    return 0;
+  }
+  if (sub == "show") {
+    if (args.positional().size() < 2) return fail("usage: hookgate deliveries show ID", 2);
+    auto d = store.get(args.positional()[1]);
+    if (!d) return fail("no delivery " + args.positional()[1]);
+    std::printf("id:           %s\nstate:        %s\nwebhook:      %s\nevent:        %s (%s)\nattempts:     %d\n"
+                "created:      %s\nnext attempt: %s\nlast error:   %s\nbody:         %s\n",
+                d->id.c_str(), state_name(d->state), d->webhook.c_str(), d->event_id.c_str(), d->event_type.c_str(),
+                d->attempts, format_rfc3339(d->created_ms).c_str(), format_rfc3339(d->next_attempt_ms).c_str(),
+                d->last_error.c_str(), d->body ? d->body->c_str() : "");
+    return 0;
+  }
+  if (sub == "replay") {
+    size_t moved;
+    if (args.has("all-dead")) {
+      moved = store.replay_all_dead(webhook);
+    } else {
+      std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
+      if (ids.empty()) return fail("usage: hookgate deliveries replay ID... | --all-dead", 2);
+      moved = store.replay(ids);
+    }
+    std::printf("%zu dead deliveries queued again\n", moved);
+    return moved == 0 && !args.has("all-dead") ? 1 : 0;
+  }
+  return fail("unknown sub-verb '" + sub + "'\n" + usage, 2);
+}
+
+}  // namespace hookgate::cli

@@ -1,0 +1,57 @@
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "bus/publisher.hpp"
+#include "gateway/cli/cli.hpp"
+
+namespace hookgate::cli {
+
+int cmd_publish(const std::vector<std::string>& argv) {
+  Args args(argv, {});
+  if (auto code = check_usage(
+          args, {"endpoint", "type", "data", "data-file", "source", "wait-ms", "server-key", "client-key"},
+          "Usage: hookgate publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] [--source S]\n"
+          "       [--wait-ms 3000] [--server-key Z85|FILE --client-key FILE]\n"
+          "Publishes one CloudEvent on the bus. Waits up to --wait-ms for the gateway's subscription\n"
+          "so the event is not dropped by ZeroMQ's slow-joiner effect; prints the event id.\n"))
+    return *code;
+  auto endpoint = args.get("endpoint");
+  auto type = args.get("type");
+  if (!endpoint || !type || type->empty()) return fail("--endpoint and --type are required", 2);
+  std::string data = args.get_or("data", "");
+  if (auto file = args.get("data-file")) {
+    if (args.has("data")) return fail("use --data or --data-file, not both", 2);
+    std::ifstream in(*file);
+    if (!in) return fail("cannot read " + *file);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    data = ss.str();
+  }
+  bus::PublisherOptions options{.endpoints = {*endpoint}, .source = args.get_or("source", "unknown")};
+  if (auto server = args.get("server-key")) {
+    std::string server_key = *server;
+    if (server_key.size() != 40) {
+      auto keys = bus::read_key_file(server_key);
+      if (!keys) return fail(keys.error().message);
+      server_key = keys->public_key;
+    }
+    auto client_file = args.get("client-key");
+    if (!client_file) return fail("--server-key needs --client-key FILE (from `hookgate keygen`)", 2);
+    auto client = bus::read_key_file(*client_file);
+    if (!client) return fail(client.error().message);
+    options.server_public_key = server_key;
+    options.client_keys = client.value();
+  }
+  auto pub = bus::Publisher::connect(std::move(options));
+  if (!pub) return fail(pub.error().message);
+  int wait_ms = std::atoi(args.get_or("wait-ms", "3000").c_str());
+  if (!pub.value()->wait_for_subscriber(std::chrono::milliseconds(wait_ms)))
+    return fail("no subscriber on " + *endpoint + " within " + std::to_string(wait_ms) +
+                " ms (is the gateway running? is this client's key allowed?)");
+  if (auto st = pub.value()->publish(*type, data); !st) return fail(st.error().message);
+  std::printf("%s\n", pub.value()->last_id().c_str());
+  return 0;
+}
+
+}  // namespace hookgate::cli

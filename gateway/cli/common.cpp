@@ -1,0 +1,98 @@
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "config/loader.hpp"
+#include "gateway/cli/cli.hpp"
+
+namespace hookgate::cli {
+
+Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without_value) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0 || a == "--") {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2);
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      options_[name.substr(0, eq)] = name.substr(eq + 1);
+      continue;
+    }
+    bool is_flag = std::find(flags_without_value.begin(), flags_without_value.end(), name) != flags_without_value.end();
+    if (!is_flag && i + 1 < args.size()) {
+      options_[name] = args[++i];
+    } else {
+      options_[name] = "";
+    }
+  }
+}
+
+std::optional<std::string> Args::get(const std::string& name) const {
+  auto it = options_.find(name);
+  if (it == options_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Args::get_or(const std::string& name, const std::string& fallback) const {
+  return get(name).value_or(fallback);
+}
+
+bool Args::has(const std::string& name) const { return options_.count(name) > 0; }
+
+std::vector<std::string> Args::unknown(const std::vector<std::string>& known) const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : options_)
+    if (k != "help" && std::find(known.begin(), known.end(), k) == known.end()) out.push_back("--" + k);
+  return out;
+}
+
+int fail(const std::string& message, int code) {
+  std::fprintf(stderr, "hookgate: error: %s\n", message.c_str());
+  return code;
+}
+
+std::optional<int> check_usage(const Args& args, const std::vector<std::string>& known, const char* usage) {
+  if (args.has("help")) {
+    std::printf("%s", usage);
+    return 0;
+  }
+  auto bad = args.unknown(known);
+  if (!bad.empty()) {
+    std::fprintf(stderr, "hookgate: unknown option %s\n%s", bad.front().c_str(), usage);
+    return 2;
+  }
+  return std::nullopt;
+}
+
+std::optional<config::Config> load_config_or_report(const Args& args) {
+  auto path = args.get("config");
+  if (!path) return config::default_config(std::filesystem::current_path().string());
+  auto cfg = config::load_config_file(*path);
+  if (!cfg) {
+    for (const auto& d : cfg.error()) std::fprintf(stderr, "%s\n", d.str().c_str());
+    return std::nullopt;
+  }
+  return std::move(cfg).value();
+}
+
+void handle_signals(std::function<void(int)> on_signal) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  std::thread([set, on_signal = std::move(on_signal)] {
+    while (true) {
+      int sig = 0;
+      if (sigwait(&set, &sig) == 0) on_signal(sig);
+    }
+  }).detach();
+}
+
+}  // namespace hookgate::cli

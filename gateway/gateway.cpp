@@ -1,0 +1,415 @@
+#include "gateway/gateway.hpp"
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+#include <spdlog/spdlog.h>
+
+#include <zmq.hpp>
+
+#include "bus/subscriber.hpp"
+#include "bus/curve.hpp"
+#include "bus/wire.hpp"
+#include "config/loader.hpp"
+#include "gateway/admin_server.hpp"
+#include "gateway/common/clock.hpp"
+#include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
+#include "gateway/hooks/chain.hpp"
+#include "gateway/hooks/observer_pool.hpp"
+#include "gateway/hooks_watcher.hpp"
+#include "gateway/router.hpp"
+#include "webhooks/dispatcher.hpp"
+#include "webhooks/memory_store.hpp"
+#include "webhooks/sqlite_spool.hpp"
+
+namespace hookgate {
+namespace {
+
+constexpr size_t kMaxBatch = 512;  // messages drained per spool transaction
+
+// Lets through `per_second` lines a second and counts the rest, so a flood of bad input cannot
+// turn into a flood of log lines (the counters still see every message).
+class LogLimiter {
+ public:
+  explicit LogLimiter(int per_second) : per_second_(per_second) {}
+  bool allow() {
+    int64_t now = now_steady_ns() / 1000000000;
+    if (now != second_) {
+      if (suppressed_ > 0) spdlog::warn("bus: {} more rejected messages not logged", suppressed_);
+      second_ = now;
+      used_ = 0;
+      suppressed_ = 0;
+    }
+    if (used_ < per_second_) {
+      ++used_;
+      return true;
+    }
+    ++suppressed_;
+    return false;
+  }
+
+ private:
+  int per_second_;
+  int64_t second_ = 0;
+  int used_ = 0;
+  uint64_t suppressed_ = 0;
+};
+
+bool chain_has_observers(const hooks::HookChain& chain) {
+  for (const auto& e : chain.entries())
+    if (e.hook && e.hook->spec().kind == hooks::HookKind::Observe) return true;
+  return false;
+}
+
+}  // namespace
+
+struct Gateway::Impl {
+  config::Config cfg;
+  zmq::context_t ctx{1};
+  std::unique_ptr<bus::Subscriber> sub;
+  std::unique_ptr<webhooks::DeliveryStore> store;
+  std::unique_ptr<webhooks::Dispatcher> dispatcher;
+  std::unique_ptr<hooks::ObserverPool> observers;
+  std::unique_ptr<AdminServer> admin;
+  std::unique_ptr<HooksWatcher> watcher;
+
+  mutable std::mutex mu;  // guards chain, router, has_observers, cfg.webhooks
+  std::shared_ptr<const hooks::HookChain> chain;
+  std::shared_ptr<const Router> router;
+  bool has_observers = false;
+
+  std::atomic<bool> stop{false};
+  std::atomic<bool> running{false};
+  std::atomic<bool> reload_config{false};
+  std::atomic<bool> reload_hooks{false};
+
+  LogLimiter reject_log{20};
+  metrics::Counter& received = metrics::counter("hookgate_events_received_total", "Messages received from the bus");
+  metrics::Counter& rejected = metrics::counter("hookgate_events_rejected_total", "Bus messages refused as malformed");
+  metrics::Counter& accepted = metrics::counter("hookgate_events_accepted_total", "Events whose deliveries were spooled (or that matched no webhook)");
+  metrics::Counter& refused = metrics::counter("hookgate_events_refused_total", "Events lost because the spool refused them (disk full, I/O error)");
+  metrics::Counter& routed = metrics::counter("hookgate_deliveries_created_total", "Deliveries created by routing");
+  metrics::Counter& unrouted = metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
+  metrics::Counter& reloads = metrics::counter("hookgate_hooks_reloads_total", "Hook chain reloads");
+  metrics::Gauge& spool_depth = metrics::gauge("hookgate_spool_depth", "Pending deliveries in the spool");
+
+  std::pair<std::shared_ptr<const hooks::HookChain>, std::shared_ptr<const Router>> snapshot() const {
+    std::lock_guard lock(mu);
+    return {chain, router};
+  }
+
+  // Diagnostics raised outside the ingest thread (dispatcher, observers): routed and spooled now.
+  void emit_async(DiagnosticEvent d) {
+    metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}}).inc();
+    std::shared_ptr<const Router> r;
+    {
+      std::lock_guard lock(mu);
+      r = router;
+    }
+    if (!r || r->empty()) return;
+    Event ev = make_diagnostic_event(d, now_unix_ms());
+    std::vector<webhooks::Delivery> out;
+    if (r->route(ev, now_unix_ms(), out) == 0) return;
+    if (auto st = store->add(std::move(out)); !st)
+      spdlog::error("spool refused diagnostic {}: {}", d.type, st.error().message);
+  }
+
+  void load_chain(bool announce) {
+    config::Diagnostics errors;
+    auto next = hooks::HookChain::load(cfg.hooks, errors);
+    for (const auto& e : errors) spdlog::warn("hooks: {}", e.str());
+    bool observers_present = chain_has_observers(*next);
+    std::shared_ptr<const hooks::HookChain> old;
+    {
+      std::lock_guard lock(mu);
+      old = std::move(chain);
+      chain = next;
+      has_observers = observers_present;
+    }
+    if (announce) {
+      reloads.inc();
+      DiagnosticEvent d{.type = diag::kHooksReloaded};
+      d.reason = std::to_string(next->loaded_count()) + " hooks loaded, " +
+                 std::to_string(next->failed_count()) + " failed to load";
+      emit_async(std::move(d));
+    }
+    // `old` is released here; events still holding it (observers) keep it alive until done.
+  }
+
+  void apply_webhooks(const std::vector<config::WebhookConfig>& webhooks) {
+    auto next = std::make_shared<const Router>(webhooks);
+    {
+      std::lock_guard lock(mu);
+      router = next;
+    }
+    dispatcher->set_webhooks(webhooks);
+  }
+
+  void do_reload_config() {
+    if (cfg.file.empty()) {
+      spdlog::info("reload: running on embedded defaults, reloading hooks only");
+      load_chain(true);
+      return;
+    }
+    auto next = config::load_config_file(cfg.file);
+    if (!next) {
+      for (const auto& e : next.error()) spdlog::error("reload: {}", e.str());
+      spdlog::error("reload: {} has errors, keeping the running configuration", cfg.file);
+      return;
+    }
+    config::Config& n = next.value();
+    if (n.bus.bind != cfg.bus.bind || n.bus.connect != cfg.bus.connect || n.bus.topics != cfg.bus.topics)
+      spdlog::warn("reload: bus settings changed; they take effect on restart");
+    if (n.spool.path != cfg.spool.path || n.spool.mode != cfg.spool.mode)
+      spdlog::warn("reload: spool settings changed; they take effect on restart");
+    if (n.admin.listen != cfg.admin.listen) spdlog::warn("reload: admin.listen changed; it takes effect on restart");
+    spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.level));
+    cfg.webhooks = n.webhooks;
+    cfg.hooks = n.hooks;
+    cfg.log = n.log;
+    apply_webhooks(cfg.webhooks);
+    load_chain(true);
+    spdlog::info("reload: configuration reloaded from {} ({} webhooks)", cfg.file, cfg.webhooks.size());
+  }
+
+  // Decodes, runs the chain and routes one message; deliveries (and diagnostics raised on this
+  // thread) go into `batch`.
+  void process(std::vector<zmq::message_t>& frames, const hooks::HookChain& ch, const Router& rt,
+               bool observers_on, std::vector<webhooks::Delivery>& batch, const DiagnosticSink& sink) {
+    received.inc();
+    int64_t now = now_unix_ms();
+    auto decoded = bus::decode_message(frames, static_cast<size_t>(cfg.bus.max_message_bytes), now);
+    if (!decoded) {
+      rejected.inc();
+      const auto& rej = decoded.error();
+      if (reject_log.allow())
+        spdlog::warn("bus: rejected message{}: {}", rej.event_type.empty() ? "" : " of type '" + rej.event_type + "'", rej.reason);
+      sink(DiagnosticEvent{.type = diag::kEventRejected, .event_id = rej.event_id, .event_type = rej.event_type, .reason = rej.reason});
+      return;
+    }
+    Event& ev = decoded.value();
+    auto outcome = ch.run(ev, sink);
+    if (outcome.vetoed) return;
+    size_t n = rt.route(ev, now, batch);
+    routed.inc(n);
+    if (n == 0) unrouted.inc();
+    if (observers_on) ch.dispatch_observers(std::make_shared<const Event>(std::move(ev)), *observers);
+  }
+
+  void ingest_loop() {
+    std::vector<zmq::message_t> frames;
+    std::vector<webhooks::Delivery> batch;
+    batch.reserve(kMaxBatch);
+    running = true;
+    while (!stop.load(std::memory_order_relaxed)) {
+      if (reload_config.exchange(false)) do_reload_config();
+      if (reload_hooks.exchange(false)) load_chain(true);
+      spool_depth.set(static_cast<int64_t>(store->pending_count()));
+      if (!sub->receive(frames, std::chrono::milliseconds(100))) continue;
+
+      auto [ch, rt] = snapshot();
+      bool observers_on;
+      {
+        std::lock_guard lock(mu);
+        observers_on = has_observers;
+      }
+      // Diagnostics raised while processing this batch join it: one transaction for all.
+      DiagnosticSink sink = [&](DiagnosticEvent d) {
+        metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}}).inc();
+        if (rt->empty()) return;
+        Event diag_ev = make_diagnostic_event(d, now_unix_ms());
+        rt->route(diag_ev, now_unix_ms(), batch);
+      };
+      size_t events = 0;
+      do {
+        process(frames, *ch, *rt, observers_on, batch, sink);
+        ++events;
+      } while (events < kMaxBatch && sub->try_receive(frames));
+
+      if (batch.empty()) {
+        accepted.inc(events);
+        continue;
+      }
+      size_t count = batch.size();
+      if (auto st = store->add(std::move(batch)); !st) {
+        refused.inc(events);
+        spdlog::error("spool refused {} deliveries of {} events: {}", count, events, st.error().message);
+      } else {
+        accepted.inc(events);
+      }
+      batch.clear();
+    }
+    running = false;
+  }
+
+  std::string status_json() const {
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    auto [ch, rt] = snapshot();
+    w.StartObject();
+    w.Key("version");
+    w.String(HOOKGATE_VERSION);
+    w.Key("ready");
+    w.Bool(running.load());
+    w.Key("bus");
+    w.String(sub ? sub->bound_endpoint().c_str() : "");
+    w.Key("spool");
+    w.StartObject();
+    w.Key("mode");
+    w.String(cfg.spool.mode == config::SpoolConfig::Mode::Memory ? "memory" : "sqlite");
+    w.Key("path");
+    w.String(cfg.spool.mode == config::SpoolConfig::Mode::Memory ? "" : cfg.spool.path.c_str());
+    w.Key("depth");
+    w.Uint64(store ? store->pending_count() : 0);
+    w.EndObject();
+    w.Key("hooks");
+    w.StartArray();
+    int order = 0;
+    for (const auto& e : ch->entries()) {
+      w.StartObject();
+      w.Key("order");
+      w.Int(++order);
+      w.Key("file");
+      w.String(e.file.path.c_str());
+      w.Key("directory");
+      w.String(e.file.directory.c_str());
+      if (e.hook) {
+        const auto& s = e.hook->spec();
+        w.Key("name");
+        w.String(s.name.c_str());
+        w.Key("kind");
+        w.String(hooks::to_string(s.kind));
+        w.Key("form");
+        w.String(hooks::to_string(s.form));
+        w.Key("events");
+        w.StartArray();
+        for (const auto& p : s.events) w.String(p.c_str());
+        w.EndArray();
+        std::string snap = e.hook->snapshot();
+        w.Key("snapshot");
+        w.RawValue(snap.c_str(), snap.size(), rapidjson::kObjectType);
+      } else {
+        w.Key("name");
+        w.String(e.file.name.c_str());
+        w.Key("error");
+        w.String(e.error.c_str());
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("webhooks");
+    w.StartArray();
+    for (const auto& s : dispatcher->status()) {
+      w.StartObject();
+      w.Key("name");
+      w.String(s.name.c_str());
+      w.Key("healthy");
+      w.Bool(!s.paused && s.last_error.empty());
+      w.Key("paused");
+      w.Bool(s.paused);
+      if (s.paused) {
+        w.Key("pause_reason");
+        w.String(s.pause_reason.c_str());
+      }
+      w.Key("delivered");
+      w.Uint64(s.delivered);
+      w.Key("failed_attempts");
+      w.Uint64(s.failed_attempts);
+      w.Key("dead");
+      w.Uint64(s.dead);
+      w.Key("in_flight");
+      w.Int(s.in_flight);
+      w.Key("last_success_ms");
+      w.Int64(s.last_success_ms);
+      w.Key("last_error");
+      w.String(redact_secrets(s.last_error).c_str());
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    return {buf.GetString(), buf.GetSize()};
+  }
+};
+
+Gateway::Gateway(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
+  auto impl = std::make_unique<Impl>();
+  impl->cfg = std::move(cfg);
+  Impl& g = *impl;
+
+  if (g.cfg.spool.mode == config::SpoolConfig::Mode::Memory) {
+    g.store = std::make_unique<webhooks::MemoryDeliveryStore>();
+    spdlog::warn("spool: memory mode: deliveries are lost if the gateway stops before they are sent");
+  } else {
+    auto spool = webhooks::SqliteSpool::open(g.cfg.spool);
+    if (!spool) return make_error("spool " + g.cfg.spool.path + ": " + spool.error().message);
+    g.store = std::move(spool.value());
+    size_t pending = g.store->pending_count();
+    spdlog::info("spool: {} (synchronous={}), {} pending deliveries to resume", g.cfg.spool.path,
+                 g.cfg.spool.synchronous, pending);
+  }
+  Impl* raw = &g;
+  g.dispatcher = std::make_unique<webhooks::Dispatcher>(*g.store, [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
+  g.observers = std::make_unique<hooks::ObserverPool>(g.cfg.hooks.observer_threads, g.cfg.hooks.observer_queue,
+                                                      [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
+  g.router = std::make_shared<const Router>(g.cfg.webhooks);
+  g.dispatcher->set_webhooks(g.cfg.webhooks);
+  g.load_chain(false);
+
+  auto sub = bus::Subscriber::open(g.ctx, g.cfg.bus);
+  if (!sub) return sub.error();
+  g.sub = std::move(sub.value());
+
+  if (g.cfg.admin.enabled) {
+    AdminHandlers handlers{
+        .ready = [raw] { return raw->running.load() && !raw->stop.load(); },
+        .metrics = [] { return metrics::Registry::global().render_prometheus(); },
+        .status_json = [raw] { return raw->status_json(); },
+    };
+    auto admin = AdminServer::start(g.cfg.admin.listen, g.cfg.admin.token, std::move(handlers));
+    if (!admin) return admin.error();
+    g.admin = std::move(admin.value());
+  }
+  if (g.cfg.hooks.hot_reload && g.cfg.hooks.enabled) {
+    g.watcher = std::make_unique<HooksWatcher>(g.cfg.hooks.directories, [raw] { raw->reload_hooks = true; });
+  }
+  g.dispatcher->start();
+  spdlog::info("hookgate {} listening on {}{}{}", HOOKGATE_VERSION,
+               g.sub->bound_endpoint().empty() ? "(connect only)" : g.sub->bound_endpoint(),
+               g.admin ? ", admin on port " + std::to_string(g.admin->port()) : std::string(),
+               ", " + std::to_string(g.cfg.webhooks.size()) + " webhooks");
+  return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
+}
+
+Gateway::~Gateway() {
+  if (!impl_) return;
+  impl_->watcher.reset();
+  impl_->sub.reset();
+  if (impl_->observers) impl_->observers->stop(std::chrono::seconds(2));
+  if (impl_->dispatcher) impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
+  impl_->admin.reset();
+  impl_->dispatcher.reset();
+  impl_->store.reset();
+  bus::stop_zap_authenticator(impl_->ctx);
+}
+
+void Gateway::run() {
+  impl_->ingest_loop();
+  spdlog::info("shutting down: intake stopped, waiting up to {} ms for in-flight deliveries",
+               impl_->cfg.spool.shutdown_grace_ms);
+  impl_->sub.reset();
+  impl_->watcher.reset();
+  impl_->observers->stop(std::chrono::seconds(2));
+  impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
+  spdlog::info("stopped; {} deliveries remain spooled", impl_->store->pending_count());
+}
+
+void Gateway::request_stop() { impl_->stop = true; }
+void Gateway::request_reload() { impl_->reload_config = true; }
+void Gateway::request_hooks_reload() { impl_->reload_hooks = true; }
+std::string Gateway::bus_endpoint() const { return impl_->sub ? impl_->sub->bound_endpoint() : ""; }
+int Gateway::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
+std::string Gateway::status_json() const { return impl_->status_json(); }
+
+}  // namespace hookgate

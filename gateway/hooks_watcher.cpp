@@ -1,0 +1,61 @@
+#include "gateway/hooks_watcher.hpp"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+namespace hookgate {
+
+HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<void()> on_change,
+                           std::chrono::milliseconds debounce)
+    : directories_(std::move(directories)), on_change_(std::move(on_change)), debounce_(debounce) {
+  fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (fd_ < 0 || stop_fd_ < 0) {
+    spdlog::warn("hooks: inotify unavailable, hot reload only on SIGHUP");
+    return;
+  }
+  for (const auto& dir : directories_) {
+    // Missing directories are not watched; creating one later needs a SIGHUP.
+    inotify_add_watch(fd_, dir.c_str(),
+                      IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |
+                          IN_CLOSE_WRITE);
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+HooksWatcher::~HooksWatcher() {
+  if (stop_fd_ >= 0) {
+    uint64_t one = 1;
+    (void)!write(stop_fd_, &one, sizeof one);
+  }
+  if (thread_.joinable()) thread_.join();
+  if (fd_ >= 0) close(fd_);
+  if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+void HooksWatcher::run() {
+  bool pending = false;
+  char buf[8192];
+  while (true) {
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    int timeout = pending ? static_cast<int>(debounce_.count()) : -1;
+    int n = poll(fds, 2, timeout);
+    if (n < 0) continue;
+    if (fds[1].revents) return;
+    if (n == 0 && pending) {
+      pending = false;
+      on_change_();
+      continue;
+    }
+    if (fds[0].revents & POLLIN) {
+      while (read(fd_, buf, sizeof buf) > 0) {
+      }
+      pending = true;  // restart the quiet period
+    }
+  }
+}
+
+}  // namespace hookgate

@@ -1,0 +1,35 @@
+#pragma once
+// Turns a final event into deliveries: one per webhook whose patterns match its type. Each body
+// is serialized once per event and shared by every delivery that uses that body mode.
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/event.hpp"
+#include "gateway/pattern.hpp"
+#include "webhooks/delivery.hpp"
+
+namespace hookgate {
+
+class Router {
+ public:
+  explicit Router(const std::vector<config::WebhookConfig>& webhooks);
+
+  // Appends the deliveries for `event` to `out`; returns how many were appended.
+  size_t route(const Event& event, int64_t now_unix_ms, std::vector<webhooks::Delivery>& out) const;
+  // Names of the webhooks an event of `type` would reach (for `hooks test`).
+  std::vector<std::string> matching(std::string_view type) const;
+  bool empty() const { return routes_.empty(); }
+
+ private:
+  struct Route {
+    std::string webhook;
+    PatternSet patterns;
+    config::BodyMode body;
+  };
+  std::vector<Route> routes_;
+};
+
+}  // namespace hookgate

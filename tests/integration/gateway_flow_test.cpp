@@ -1,0 +1,229 @@
+// End-to-end through the public surface only: the hookgate binary, the ZeroMQ bus, HTTP.
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+#include <signal.h>
+
+#include <set>
+#include <zmq.hpp>
+
+#include "tests/support/gateway_process.hpp"
+#include "tests/support/http_receiver.hpp"
+#include "webhooks/signing.hpp"
+
+namespace hookgate::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string base_config(const std::string& webhooks_yaml, const std::string& extra = "") {
+  return "bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
+         "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+         "spool: { path: ./spool.db }\n"
+         "hooks: { directories: [./hooks], hot_reload: false }\n" +
+         extra + "webhooks:\n" + webhooks_yaml;
+}
+
+std::string webhook(const std::string& name, const std::string& url, const std::string& events = "[\"*\"]",
+                    const std::string& more = "") {
+  return "  - name: " + name + "\n    url: " + url + "\n    events: " + events +
+         "\n    secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n" + more;
+}
+
+rapidjson::Document json(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str());
+  return d;
+}
+
+TEST(GatewayFlowTest, PublishedEventArrivesSignedAndVerifies) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url("/in"))))) << gw.log();
+  std::string id = publish(gw.bus_endpoint(), "user.created", R"({"user":"ann"})");
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  auto req = rx.requests()[0];
+  EXPECT_EQ(req.method, "POST");
+  EXPECT_EQ(req.path, "/in");
+  EXPECT_EQ(req.header("content-type"), "application/cloudevents+json");
+  EXPECT_EQ(req.header("x-hookgate-event"), "user.created");
+  EXPECT_EQ(req.header("user-agent").rfind("hookgate/", 0), 0u);
+  std::string delivery = req.header("x-hookgate-delivery");
+  EXPECT_EQ(req.header("webhook-id"), delivery);
+  // Verify both signatures the way a receiver would.
+  std::string secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  EXPECT_EQ(req.header("x-signature"), "sha256=" + webhooks::hmac_sha256_hex(secret, req.body));
+  auto key = webhooks::standard_webhooks_key(secret);
+  ASSERT_TRUE(key);
+  std::string signed_content = delivery + "." + req.header("webhook-timestamp") + "." + req.body;
+  EXPECT_EQ(req.header("webhook-signature"),
+            "v1," + webhooks::base64_encode(webhooks::hmac_sha256_raw(key.value(), signed_content)));
+  auto body = json(req.body);
+  EXPECT_STREQ(body["id"].GetString(), id.c_str());
+  EXPECT_STREQ(body["specversion"].GetString(), "1.0");
+  EXPECT_STREQ(body["data"]["user"].GetString(), "ann");
+}
+
+TEST(GatewayFlowTest, HooksRunInNumericOrderAndTransformReachesReceiver) {
+  TempDir dir;
+  HttpReceiver rx;
+  // _9_ must run before _10_: _10_ copies what _9_ set, so the copy exists only in numeric order.
+  dir.write("hooks/_10_second.yaml", "kind: transform\nactions:\n  - copy: { data.first: data.second }\n");
+  dir.write("hooks/_9_first.yaml", "kind: transform\nactions:\n  - set: { data.first: nine }\n  - remove: [data.password]\n");
+  dir.write("hooks/notes.txt", "not a hook\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url())))) << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", R"({"user":"ann","password":"hunter2"})").empty());
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  auto body = json(rx.requests()[0].body);
+  ASSERT_TRUE(body["data"].HasMember("second")) << rx.requests()[0].body;
+  EXPECT_STREQ(body["data"]["second"].GetString(), "nine");
+  EXPECT_FALSE(body["data"].HasMember("password"));
+}
+
+TEST(GatewayFlowTest, WorkspaceHookOverridesEarlierDirectory) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("builtin/_10_tag.yaml", "kind: transform\nactions:\n  - set: { data.tag: builtin }\n");
+  dir.write("user/_10_tag.yaml", "kind: transform\nactions:\n  - set: { data.tag: user }\n");
+  dir.write("hooks/_15_tag.yaml", "kind: transform\nactions:\n  - set: { data.tag: workspace }\n");
+  GatewayProcess gw(dir);
+  std::string cfg = base_config(webhook("rx", rx.url()));
+  cfg.replace(cfg.find("[./hooks]"), 9, "[./builtin, ./user, ./hooks]");
+  ASSERT_TRUE(gw.start(cfg)) << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "x.y", "{}").empty());
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  EXPECT_STREQ(json(rx.requests()[0].body)["data"]["tag"].GetString(), "workspace");
+  auto list = run_hookgate({"hooks", "list", "--config", gw.config_path()}, "", gw.env());
+  EXPECT_EQ(list.exit_code, 0) << list.out << list.err;
+  EXPECT_NE(list.out.find("overrides: " + (dir / "builtin/_10_tag.yaml").string()), std::string::npos) << list.out;
+}
+
+TEST(GatewayFlowTest, VetoDropsEventAndEmitsDiagnostic) {
+  TempDir dir;
+  HttpReceiver events_rx, diag_rx;
+  dir.write("hooks/_20_drop.yaml",
+            "kind: veto\nevents: [\"auth.*\"]\nwhen: { field: data.user, matches: \"healthcheck*\" }\nreason: health-check noise\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("events", events_rx.url(), "[\"auth.*\"]") +
+                                   webhook("alerts", diag_rx.url(), "[\"hookgate.*\"]"))))
+      << gw.log();
+  std::string vetoed = publish(gw.bus_endpoint(), "auth.failure", R"({"user":"healthcheck-7"})");
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", R"({"user":"ann"})").empty());
+  ASSERT_TRUE(diag_rx.wait_for(1, 10s)) << gw.log();
+  ASSERT_TRUE(events_rx.wait_for(1, 10s)) << gw.log();
+  auto diag = json(diag_rx.requests()[0].body);
+  EXPECT_STREQ(diag["type"].GetString(), "hookgate.event.vetoed");
+  EXPECT_STREQ(diag["data"]["hook"].GetString(), "drop");
+  EXPECT_STREQ(diag["data"]["event_id"].GetString(), vetoed.c_str());
+  EXPECT_STREQ(diag["data"]["reason"].GetString(), "health-check noise");
+  // Only the non-vetoed event reached the event webhook.
+  EXPECT_FALSE(events_rx.wait_for(2, 500ms));
+  EXPECT_STREQ(json(events_rx.requests()[0].body)["data"]["user"].GetString(), "ann");
+}
+
+TEST(GatewayFlowTest, RetryAfter500KeepsDeliveryId) {
+  TempDir dir;
+  HttpReceiver rx;
+  std::atomic<int> calls{0};
+  rx.set_handler([&](const HttpReceiver::Request&) {
+    HttpReceiver::Response r;
+    r.status = ++calls <= 2 ? 500 : 200;
+    return r;
+  });
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url(), "[\"order.*\"]",
+                                           "    retry: { max_attempts: 5, initial_backoff_ms: 50, max_backoff_ms: 200 }\n"))))
+      << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "order.paid", "{}").empty());
+  ASSERT_TRUE(rx.wait_for(3, 15s)) << gw.log();
+  auto reqs = rx.requests();
+  EXPECT_EQ(reqs[0].header("x-hookgate-delivery"), reqs[2].header("x-hookgate-delivery"));
+  EXPECT_EQ(reqs[1].header("webhook-id"), reqs[2].header("webhook-id"));
+  EXPECT_FALSE(rx.wait_for(4, 500ms)) << "delivered once the endpoint answered 200";
+  EXPECT_TRUE(gw.wait_for_log("500", 5s)) << gw.log();
+}
+
+TEST(GatewayFlowTest, HungEndpointDoesNotDelayAnother) {
+  TempDir dir;
+  HttpReceiver hung, healthy;
+  hung.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response r;
+    r.delay = 30s;
+    return r;
+  });
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("hung", hung.url(), "[\"*\"]", "    timeout_ms: 1000\n") +
+                                   webhook("healthy", healthy.url()))))
+      << gw.log();
+  for (int i = 0; i < 5; ++i) ASSERT_FALSE(publish(gw.bus_endpoint(), "e.x", "{\"i\":" + std::to_string(i) + "}").empty());
+  // The healthy endpoint gets all five well before the hung one's first attempt times out.
+  ASSERT_TRUE(healthy.wait_for(5, 5s)) << gw.log();
+  EXPECT_GE(hung.count(), 1u);
+  // And the hung one's timeouts are reported as failures, not as a stuck gateway.
+  EXPECT_TRUE(gw.wait_for_log("hung", 10s));
+  hung.stop();
+}
+
+TEST(GatewayFlowTest, MalformedBusMessagesAreSurvivedAndCounted) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url(), "[\"good.*\"]")))) << gw.log();
+  zmq::context_t ctx;
+  zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+  pub.set(zmq::sockopt::linger, 2000);
+  pub.connect(gw.bus_endpoint());
+  zmq::message_t sub_msg;
+  pub.set(zmq::sockopt::rcvtimeo, 5000);
+  ASSERT_TRUE(pub.recv(sub_msg));
+  auto send = [&](std::vector<std::string> frames) {
+    for (size_t i = 0; i < frames.size(); ++i)
+      pub.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  };
+  send({"not json at all"});
+  send({"a", "b", "c"});
+  send({"t", "\xff\xfe\xfd"});
+  send({"[1,2,3]"});
+  send({"{\"data\":1}"});
+  send({"x", "{\"type\":\"y\"}"});
+  send({"big", std::string(2 << 20, 'x')});  // over max_message_bytes: refused by the socket
+  send({"good.one", R"({"type":"good.one","data":{}})"});
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  EXPECT_EQ(json(rx.requests()[0].body)["type"], "good.one");
+  int status = 0;
+  std::string metrics = http_get(gw.admin_port(), "/metrics", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_NE(metrics.find("hookgate_events_rejected_total 6"), std::string::npos) << metrics;
+  EXPECT_TRUE(gw.running());
+  EXPECT_NE(gw.log().find("rejected message"), std::string::npos);
+}
+
+TEST(GatewayFlowTest, BrokenConfigReportedAtItsLine) {
+  TempDir dir;
+  std::string path = dir.write("bad.yaml", "bus:\n  bind: tcp://127.0.0.1:5556\nwebhooks:\n  - name: a\n    url: http://x/\n    timeout: 5\n");
+  auto r = run_hookgate({"check", "--config", path});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find(path + ":6:5: unknown key 'timeout' in webhooks[0]"), std::string::npos) << r.err;
+  std::string syntax = dir.write("syntax.yaml", "hooks:\n  fail_open: [true\n");
+  auto s = run_hookgate({"check", "--config", syntax});
+  EXPECT_EQ(s.exit_code, 1);
+  EXPECT_NE(s.err.find(syntax + ":"), std::string::npos) << s.err;
+  // And `run` refuses to start on it, with the same message.
+  auto run = run_hookgate({"run", "--config", path});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(":6:5:"), std::string::npos);
+}
+
+TEST(GatewayFlowTest, SigtermExitsZero) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url())))) << gw.log();
+  gw.signal(SIGTERM);
+  EXPECT_EQ(gw.wait_exit(15s), 0) << gw.log();
+}
+
+}  // namespace
+}  // namespace hookgate::testing

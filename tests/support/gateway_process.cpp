@@ -1,0 +1,222 @@
+#include "tests/support/gateway_process.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+namespace hookgate::testing {
+namespace fs = std::filesystem;
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+pid_t spawn(const std::vector<std::string>& args, const std::string& out_path, const std::string& err_path,
+            const std::string& in_path, const std::vector<std::string>& extra_env) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, in_path.empty() ? "/dev/null" : in_path.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  for (const auto& e : extra_env) env.push_back(e);
+  std::vector<char*> argv, envp;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), envp.data()) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+int wait_pid(pid_t pid, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return -1;
+    if (std::chrono::steady_clock::now() > deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
+int free_tcp_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = fs::temp_directory_path() / ("hookgate-test-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
+  fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!std::getenv("HOOKGATE_KEEP_TEST_DIRS")) fs::remove_all(path_, ec);
+}
+
+std::string TempDir::write(const std::string& rel, const std::string& text, bool executable) const {
+  fs::path p = path_ / rel;
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << text;
+  if (executable) fs::permissions(p, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
+  return p.string();
+}
+
+CommandResult run_hookgate(const std::vector<std::string>& args, const std::string& stdin_text,
+                           const std::vector<std::string>& env) {
+  TempDir dir;
+  std::vector<std::string> full = {HOOKGATE_BINARY};
+  full.insert(full.end(), args.begin(), args.end());
+  std::string in = stdin_text.empty() ? "" : dir.write("stdin", stdin_text);
+  pid_t pid = spawn(full, (dir / "out").string(), (dir / "err").string(), in, env);
+  CommandResult r;
+  if (pid < 0) return r;
+  r.exit_code = wait_pid(pid, std::chrono::seconds(60));
+  r.out = read_file((dir / "out").string());
+  r.err = read_file((dir / "err").string());
+  return r;
+}
+
+GatewayProcess::GatewayProcess(const TempDir& dir)
+    : dir_(dir), bus_port_(free_tcp_port()), admin_port_(free_tcp_port()) {
+  config_path_ = (dir.path() / "hookgate.yaml").string();
+  log_path_ = (dir.path() / "gateway.log").string();
+}
+
+GatewayProcess::~GatewayProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    wait_pid(pid_, std::chrono::seconds(10));
+  }
+}
+
+bool GatewayProcess::start(const std::string& config_yaml, std::chrono::milliseconds timeout) {
+  dir_.write("hookgate.yaml", config_yaml);
+  return launch(timeout);
+}
+
+bool GatewayProcess::restart(std::chrono::milliseconds timeout) { return launch(timeout); }
+
+bool GatewayProcess::launch(std::chrono::milliseconds timeout) {
+  log_offset_ = read_file(log_path_).size();
+  pid_ = spawn({HOOKGATE_BINARY, "run", "--config", config_path_}, log_path_, log_path_, "", env());
+  if (pid_ < 0) return false;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::string log = read_file(log_path_);
+    if (log.find("listening on", log_offset_) != std::string::npos) return true;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+void GatewayProcess::signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+int GatewayProcess::wait_exit(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  int code = wait_pid(pid_, timeout);
+  if (code >= 0) pid_ = -1;
+  return code;
+}
+
+bool GatewayProcess::running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> GatewayProcess::env() const {
+  return {"HG_BUS_PORT=" + std::to_string(bus_port_), "HG_ADMIN_PORT=" + std::to_string(admin_port_)};
+}
+
+std::string GatewayProcess::admin_url(const std::string& path) const {
+  return "http://127.0.0.1:" + std::to_string(admin_port_) + path;
+}
+
+std::string GatewayProcess::log() const { return read_file(log_path_); }
+
+bool GatewayProcess::wait_for_log(const std::string& needle, std::chrono::milliseconds timeout) const {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (log().find(needle) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+std::string publish(const std::string& endpoint, const std::string& type, const std::string& data_json) {
+  auto r = run_hookgate({"publish", "--endpoint", endpoint, "--type", type, "--data", data_json});
+  if (r.exit_code != 0) return "";
+  auto end = r.out.find('\n');
+  return r.out.substr(0, end);
+}
+
+std::string http_get(int port, const std::string& path, int* status, const std::string& bearer_token) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return "";
+  }
+  std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n";
+  if (!bearer_token.empty()) req += "Authorization: Bearer " + bearer_token + "\r\n";
+  req += "\r\n";
+  (void)!write(fd, req.data(), req.size());
+  std::string resp;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) resp.append(buf, static_cast<size_t>(n));
+  close(fd);
+  if (status) *status = resp.size() > 12 ? std::atoi(resp.c_str() + 9) : 0;
+  auto body = resp.find("\r\n\r\n");
+  return body == std::string::npos ? "" : resp.substr(body + 4);
+}
+
+}  // namespace hookgate::testing

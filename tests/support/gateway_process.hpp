@@ -1,0 +1,87 @@
+#pragma once
+// Runs the real `hookgate` binary as a child process for integration tests: writes the config into
+// a temporary folder, captures the log, waits for readiness, stops it with a signal.
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace hookgate::testing {
+
+// A TCP port on 127.0.0.1 that was free a moment ago (bind port 0, read it, close).
+int free_tcp_port();
+
+// A temporary folder removed on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& rel) const { return path_ / rel; }
+  // Writes `text` to path()/rel (creating folders); returns the full path.
+  std::string write(const std::string& rel, const std::string& text, bool executable = false) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Runs `hookgate` with `args`; the exit code (or 128+signal).
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+CommandResult run_hookgate(const std::vector<std::string>& args, const std::string& stdin_text = "",
+                           const std::vector<std::string>& env = {});
+
+class GatewayProcess {
+ public:
+  // Picks free ports for the bus and the admin listener; they are available to configs as
+  // ${HG_BUS_PORT} and ${HG_ADMIN_PORT} (exported into the child's environment).
+  explicit GatewayProcess(const TempDir& dir);
+  ~GatewayProcess();  // SIGKILL if still running
+
+  // Writes `config_yaml` to dir/hookgate.yaml and starts `hookgate run --config` on it. Waits
+  // for the "listening on" log line; false (with the log kept) if it exits or times out.
+  bool start(const std::string& config_yaml, std::chrono::milliseconds timeout = std::chrono::seconds(15));
+  // Starts again with the config already written (after a crash or a stop).
+  bool restart(std::chrono::milliseconds timeout = std::chrono::seconds(15));
+  void signal(int sig);
+  // Waits for the process to exit; its exit code (128+signal if killed), or -1 on timeout.
+  int wait_exit(std::chrono::milliseconds timeout);
+  bool running();
+
+  std::string bus_endpoint() const { return "tcp://127.0.0.1:" + std::to_string(bus_port_); }
+  std::string admin_url(const std::string& path) const;
+  int bus_port() const { return bus_port_; }
+  // The variables the gateway's config may use (HG_BUS_PORT=..., HG_ADMIN_PORT=...), for running
+  // other verbs on the same config.
+  std::vector<std::string> env() const;
+  int admin_port() const { return admin_port_; }
+  std::string config_path() const { return config_path_; }
+  // Everything the gateway logged so far (all runs).
+  std::string log() const;
+  // Waits until the log contains `needle`.
+  bool wait_for_log(const std::string& needle, std::chrono::milliseconds timeout) const;
+
+ private:
+  bool launch(std::chrono::milliseconds timeout);
+  const TempDir& dir_;
+  std::string config_path_;
+  std::string log_path_;
+  int bus_port_;
+  int admin_port_;
+  pid_t pid_ = -1;
+  size_t log_offset_ = 0;  // where the current run's log begins
+};
+
+// Publishes one event through `hookgate publish`; returns the event id ("" on failure).
+std::string publish(const std::string& endpoint, const std::string& type, const std::string& data_json);
+
+// A blocking HTTP GET on 127.0.0.1 (admin endpoint); the body, or "" on error. Status in *status.
+std::string http_get(int port, const std::string& path, int* status = nullptr,
+                     const std::string& bearer_token = "");
+
+}  // namespace hookgate::testing
