@@ -58,7 +58,9 @@ struct RetryConfig {
   int64_t max_retry_after_ms = 3600000;  // a Retry-After longer than this is clamped
 };
 
-enum class BodyMode { CloudEvent, Data };
+// cloudevent: the CloudEvents JSON; data: the bare `data` member; splunk_hec: Splunk's HTTP Event
+// Collector shape {"time","host","source","sourcetype","event": <CloudEvent>}.
+enum class BodyMode { CloudEvent, Data, SplunkHec };
 
 struct WebhookConfig {
   std::string name;
@@ -71,6 +73,8 @@ struct WebhookConfig {
   int max_in_flight = 16;
   double rate_limit_per_s = 0;  // 0 = unlimited
   BodyMode body = BodyMode::CloudEvent;
+  std::string hec_sourcetype;  // splunk_hec: default "hookgate:<event type>"
+  std::string hec_index;       // splunk_hec: optional index
   bool sign_github = false;  // `signatures: [github]` adds X-Hub-Signature-256
   std::vector<std::string> allow_cidrs;
   std::vector<std::string> deny_cidrs;

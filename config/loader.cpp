@@ -134,9 +134,15 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file, cons
     w.body = BodyMode::CloudEvent;
   } else if (body == "data") {
     w.body = BodyMode::Data;
+  } else if (body == "splunk_hec") {
+    w.body = BodyMode::SplunkHec;
   } else {
-    r.error(r.pos("body"), context + ".body: expected cloudevent or data, got '" + body + "'");
+    r.error(r.pos("body"), context + ".body: expected cloudevent, data or splunk_hec, got '" + body + "'");
   }
+  MapReader hec(r.node("hec"), file, context + ".hec", errors);
+  hec.get("sourcetype", w.hec_sourcetype);
+  hec.get("index", w.hec_index);
+  hec.finish();
   std::vector<std::string> signatures;
   r.get("signatures", signatures);
   for (const auto& s : signatures) {

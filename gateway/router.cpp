@@ -1,11 +1,67 @@
 #include "gateway/router.hpp"
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <ctime>
+
 #include "gateway/common/ids.hpp"
 
 namespace hookgate {
+namespace {
+
+// RFC 3339 → epoch seconds with milliseconds (Splunk's `time`); 0 when unparsable.
+double epoch_seconds(std::string_view t) {
+  std::tm tm{};
+  int ms = 0;
+  std::string s(t);
+  const char* rest = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
+  if (!rest) return 0;
+  if (*rest == '.') {
+    int digits = 0;
+    for (++rest; *rest >= '0' && *rest <= '9'; ++rest)
+      if (digits++ < 3) ms = ms * 10 + (*rest - '0');
+    while (digits++ < 3) ms *= 10;
+  }
+  time_t secs = timegm(&tm);
+  int offset = 0;
+  if (*rest == '+' || *rest == '-') {
+    int hh = 0, mm = 0;
+    if (std::sscanf(rest + 1, "%d:%d", &hh, &mm) == 2) offset = (hh * 60 + mm) * 60 * (*rest == '+' ? 1 : -1);
+  }
+  return static_cast<double>(secs - offset) + ms / 1000.0;
+}
+
+std::string hec_body(const Event& event, const config::WebhookConfig& w) {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> out(buf);
+  out.StartObject();
+  out.Key("time");
+  const JsonValue* time = event.find("time");
+  out.Double(time && time->IsString() ? epoch_seconds(time->GetString()) : 0);
+  out.Key("host");
+  const JsonValue* host = event.find("data.host");
+  out.String(host && host->IsString() ? host->GetString() : "hookgate");
+  out.Key("source");
+  std::string_view source = event.source();
+  out.String(source.data(), static_cast<rapidjson::SizeType>(source.size()));
+  out.Key("sourcetype");
+  std::string sourcetype = w.hec_sourcetype.empty() ? "hookgate:" + std::string(event.type()) : w.hec_sourcetype;
+  out.String(sourcetype.c_str(), static_cast<rapidjson::SizeType>(sourcetype.size()));
+  if (!w.hec_index.empty()) {
+    out.Key("index");
+    out.String(w.hec_index.c_str(), static_cast<rapidjson::SizeType>(w.hec_index.size()));
+  }
+  out.Key("event");
+  event.doc().Accept(out);
+  out.EndObject();
+  return {buf.GetString(), buf.GetSize()};
+}
+
+}  // namespace
 
 Router::Router(const std::vector<config::WebhookConfig>& webhooks) {
-  for (const auto& w : webhooks) routes_.push_back({w.name, PatternSet(w.events), w.body});
+  for (const auto& w : webhooks) routes_.push_back({PatternSet(w.events), w});
 }
 
 size_t Router::route(const Event& event, int64_t now_unix_ms, std::vector<webhooks::Delivery>& out) const {
@@ -14,17 +70,26 @@ size_t Router::route(const Event& event, int64_t now_unix_ms, std::vector<webhoo
   size_t added = 0;
   for (const auto& r : routes_) {
     if (!r.patterns.matches(type)) continue;
-    auto& body = r.body == config::BodyMode::Data ? data_body : cloudevent_body;
-    if (!body) {
-      body = std::make_shared<const std::string>(r.body == config::BodyMode::Data ? event.data_json()
-                                                                                  : event.to_json());
+    std::shared_ptr<const std::string> body;
+    switch (r.webhook.body) {
+      case config::BodyMode::CloudEvent:
+        if (!cloudevent_body) cloudevent_body = std::make_shared<const std::string>(event.to_json());
+        body = cloudevent_body;
+        break;
+      case config::BodyMode::Data:
+        if (!data_body) data_body = std::make_shared<const std::string>(event.data_json());
+        body = data_body;
+        break;
+      case config::BodyMode::SplunkHec:
+        body = std::make_shared<const std::string>(hec_body(event, r.webhook));
+        break;
     }
     webhooks::Delivery d;
     d.id = new_delivery_id();
-    d.webhook = r.webhook;
+    d.webhook = r.webhook.name;
     d.event_id = std::string(event.id());
     d.event_type = std::string(type);
-    d.body = body;
+    d.body = std::move(body);
     d.created_ms = now_unix_ms;
     d.next_attempt_ms = now_unix_ms;
     out.push_back(std::move(d));
@@ -36,7 +101,7 @@ size_t Router::route(const Event& event, int64_t now_unix_ms, std::vector<webhoo
 std::vector<std::string> Router::matching(std::string_view type) const {
   std::vector<std::string> names;
   for (const auto& r : routes_)
-    if (r.patterns.matches(type)) names.push_back(r.webhook);
+    if (r.patterns.matches(type)) names.push_back(r.webhook.name);
   return names;
 }
 

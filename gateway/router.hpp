@@ -25,9 +25,8 @@ class Router {
 
  private:
   struct Route {
-    std::string webhook;
     PatternSet patterns;
-    config::BodyMode body;
+    config::WebhookConfig webhook;
   };
   std::vector<Route> routes_;
 };

@@ -1,0 +1,58 @@
+#include "gateway/router.hpp"
+
+#include <gtest/gtest.h>
+#include <rapidjson/document.h>
+
+namespace hookgate {
+namespace {
+
+config::WebhookConfig hook(std::string name, std::vector<std::string> events,
+                           config::BodyMode body = config::BodyMode::CloudEvent) {
+  config::WebhookConfig w;
+  w.name = std::move(name);
+  w.url = "http://x/";
+  w.events = std::move(events);
+  w.body = body;
+  return w;
+}
+
+TEST(RouterTest, OneDeliveryPerMatchingWebhookWithSharedBody) {
+  Router router({hook("a", {"auth.*"}), hook("b", {"*"}), hook("c", {"user.*"}),
+                 hook("d", {"auth.failure"}, config::BodyMode::Data)});
+  auto ev = Event::parse_envelope(R"({"type":"auth.failure","data":{"user":"ann"}})", 1000);
+  ASSERT_TRUE(ev);
+  std::vector<webhooks::Delivery> out;
+  EXPECT_EQ(router.route(*ev, 1000, out), 3u);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].webhook, "a");
+  EXPECT_EQ(out[1].webhook, "b");
+  EXPECT_EQ(out[2].webhook, "d");
+  EXPECT_EQ(out[0].body.get(), out[1].body.get());  // serialized once
+  EXPECT_EQ(*out[2].body, R"({"user":"ann"})");
+  EXPECT_NE(out[0].id, out[1].id);
+  EXPECT_EQ(out[0].event_id, std::string(ev->id()));
+  EXPECT_EQ(router.matching("user.created"), (std::vector<std::string>{"b", "c"}));
+}
+
+TEST(RouterTest, SplunkHecShape) {
+  auto w = hook("siem", {"*"}, config::BodyMode::SplunkHec);
+  w.hec_index = "security";
+  Router router({w});
+  auto ev = Event::parse_envelope(
+      R"({"type":"auth.failure","source":"auth-svc","time":"2024-01-02T03:04:05.250Z","data":{"host":"web-1","user":"ann"}})", 0);
+  ASSERT_TRUE(ev);
+  std::vector<webhooks::Delivery> out;
+  ASSERT_EQ(router.route(*ev, 0, out), 1u);
+  rapidjson::Document d;
+  d.Parse(out[0].body->c_str());
+  ASSERT_TRUE(d.IsObject()) << *out[0].body;
+  EXPECT_DOUBLE_EQ(d["time"].GetDouble(), 1704164645.25);
+  EXPECT_STREQ(d["host"].GetString(), "web-1");
+  EXPECT_STREQ(d["source"].GetString(), "auth-svc");
+  EXPECT_STREQ(d["sourcetype"].GetString(), "hookgate:auth.failure");
+  EXPECT_STREQ(d["index"].GetString(), "security");
+  EXPECT_STREQ(d["event"]["data"]["user"].GetString(), "ann");
+}
+
+}  // namespace
+}  // namespace hookgate
