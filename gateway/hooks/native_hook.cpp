@@ -1,10 +1,398 @@
 #include "gateway/hooks/native_hook.hpp"
 
-namespace hookgate::hooks {
+#include <dlfcn.h>
 
-// Placeholder until the native-hook form lands.
-LoadResult make_native_hook(HookSpec, std::string, bool) {
-  return std::string("native hooks are not implemented yet");
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
+#include "gateway/hooks/program_protocol.hpp"
+#include "gateway/hooks/sdk/hookgate_hook.h"
+
+namespace hookgate::hooks {
+namespace {
+
+// Timeout decision (native form): a native hook runs inside the gateway and cannot be killed or
+// interrupted safely (no thread cancellation through foreign code, no longjmp out of it). So:
+// - Every call into a loaded hook (init, handle, snapshot, destroy) runs on that hook's own worker
+//   thread, one at a time; the caller waits up to timeout_ms for the result.
+// - If a call is still running at its deadline, the caller abandons it (HookFailure Timeout) and
+//   the hook is QUARANTINED: every later call fails fast with "quarantined after timeout" until
+//   the hook is reloaded (a new instance). The stuck call may still finish; its result is dropped.
+// - A quarantined hook's worker thread is detached and its library is never dlclose()d, since
+//   code from it may still be running: the leak is deliberate and bounded by one thread and one
+//   mapping per stuck hook. destroy() is not called either (its state may be in use).
+// - A caller whose call is still queued behind a slow (not yet timed out) one times out without
+//   quarantining: the hook itself has not outlived a timeout yet.
+constexpr const char* kQuarantined = "quarantined after timeout";
+
+HookFailure failure(HookFailure::Kind kind, std::string reason) {
+  return HookFailure{kind, std::move(reason)};
+}
+
+// Copies a string the hook handed over and gives it back to the hook's allocator.
+void take_string(const hookgate_hook_descriptor& d, char*& p, std::string& out) {
+  if (p == nullptr) return;
+  out.assign(p);
+  d.free_string(p);
+  p = nullptr;
+}
+
+// The hook's worker thread and its queue. Shared with the thread itself, so a detached worker of
+// a quarantined hook keeps it alive after the NativeHook is gone.
+class Worker {
+ public:
+  enum class Outcome { Done, QueuedTimeout, Stuck, Quarantined };
+
+  Worker() : s_(std::make_shared<Shared>()) {
+    thread_ = std::thread([s = s_] { loop(*s); });
+  }
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() {
+    {
+      std::lock_guard lock(s_->mu);
+      s_->stop = true;
+      s_->cv.notify_all();
+    }
+    if (quarantined()) {
+      thread_.detach();  // may be inside the hook forever
+    } else {
+      thread_.join();
+    }
+  }
+
+  // Runs fn on the worker and waits for it up to timeout_ms. fn must own its data (capture
+  // shared_ptrs): an abandoned call outlives this frame.
+  Outcome call(std::function<void()> fn, int timeout_ms) {
+    auto job = std::make_shared<Job>();
+    job->run = std::move(fn);
+    std::unique_lock lock(s_->mu);
+    if (s_->quarantined) return Outcome::Quarantined;
+    s_->queue.push_back(job);
+    s_->cv.notify_all();
+    s_->cv.wait_until(
+        lock, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms), [&] {
+          return job->state == State::Done || (s_->quarantined && job->state == State::Queued);
+        });
+    if (job->state == State::Done) return Outcome::Done;
+    if (job->state == State::Queued) {
+      s_->queue.erase(std::find(s_->queue.begin(), s_->queue.end(), job));
+      return s_->quarantined ? Outcome::Quarantined : Outcome::QueuedTimeout;
+    }
+    s_->quarantined = true;
+    s_->cv.notify_all();  // fail the callers queued behind the stuck call now
+    return Outcome::Stuck;
+  }
+
+  bool quarantined() const {
+    std::lock_guard lock(s_->mu);
+    return s_->quarantined;
+  }
+
+ private:
+  enum class State { Queued, Running, Done };
+  struct Job {
+    std::function<void()> run;
+    State state = State::Queued;
+  };
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::shared_ptr<Job>> queue;
+    bool stop = false;
+    bool quarantined = false;
+  };
+
+  static void loop(Shared& s) {
+    std::unique_lock lock(s.mu);
+    for (;;) {
+      s.cv.wait(lock, [&] { return s.stop || !s.queue.empty(); });
+      if (s.queue.empty()) return;  // stopping, nothing left
+      auto job = std::move(s.queue.front());
+      s.queue.pop_front();
+      job->state = State::Running;
+      lock.unlock();
+      job->run();
+      lock.lock();
+      job->state = State::Done;
+      s.cv.notify_all();
+    }
+  }
+
+  std::shared_ptr<Shared> s_;
+  std::thread thread_;
+};
+
+struct HandleCall {
+  std::string input;
+  int rc = 0;
+  int32_t action = HOOKGATE_CONTINUE;
+  bool has_event = false;
+  std::string event_json, reason, error;
+};
+
+struct InitCall {
+  std::string config;
+  void* state = nullptr;
+  bool failed = false;
+  std::string error;
+};
+
+struct SnapshotCall {
+  bool has_value = false;
+  std::string json;
+};
+
+class NativeHook final : public Hook {
+ public:
+  NativeHook(HookSpec spec, std::string path, void* lib, const hookgate_hook_descriptor* desc)
+      : Hook(std::move(spec)), path_(std::move(path)), lib_(lib), desc_(desc) {}
+
+  ~NativeHook() override {
+    if (initialized_ && desc_->destroy != nullptr && !worker_.quarantined()) {
+      const hookgate_hook_descriptor* d = desc_;
+      void* state = state_;
+      // destroy() gets the same deadline; a stuck one quarantines the hook like any call.
+      worker_.call([d, state] { d->destroy(state); }, spec().timeout_ms);
+    }
+    if (worker_.quarantined()) {
+      spdlog::warn("hook {}: unloading a quarantined native hook; {} stays loaded", spec().name,
+                   path_);
+      return;  // ~Worker detaches; lib_ is leaked on purpose
+    }
+    // ~Worker joins first (members are destroyed after this body), so close the library after
+    // it by handing the handle to a guard declared before the worker.
+    unload_.lib = lib_;
+  }
+
+  // Calls init(config_json) on the worker thread. Returns the load error, if any.
+  std::optional<std::string> init() {
+    if (desc_->init == nullptr) {
+      initialized_ = true;
+      return std::nullopt;
+    }
+    auto call = std::make_shared<InitCall>();
+    call->config = spec().config_json.empty() ? "{}" : spec().config_json;
+    const hookgate_hook_descriptor* d = desc_;
+    auto outcome = worker_.call(
+        [d, call] {
+          char* err = nullptr;
+          void* state = nullptr;
+          try {
+            state = d->init(call->config.c_str(), &err);
+          } catch (...) {
+            call->failed = true;
+            call->error = "init() let an exception escape through the C ABI";
+            return;
+          }
+          if (err != nullptr) {
+            call->failed = true;
+            take_string(*d, err, call->error);
+          } else {
+            call->state = state;
+          }
+        },
+        spec().timeout_ms);
+    if (outcome != Worker::Outcome::Done) {
+      return "init() did not return within " + std::to_string(spec().timeout_ms) +
+             " ms (library left loaded)";
+    }
+    if (call->failed) {
+      return "init() failed: " +
+             (call->error.empty() ? std::string("no reason given") : excerpt(call->error, 1024));
+    }
+    state_ = call->state;
+    initialized_ = true;
+    return std::nullopt;
+  }
+
+  HookResult handle(Event& event) override {
+    auto call = std::make_shared<HandleCall>();
+    call->input = event.to_json();
+    const hookgate_hook_descriptor* d = desc_;
+    void* state = state_;
+    auto outcome = worker_.call(
+        [d, state, call] {
+          hookgate_hook_result r{HOOKGATE_CONTINUE, nullptr, nullptr, nullptr};
+          try {
+            call->rc = d->handle(state, call->input.c_str(), call->input.size(), &r);
+          } catch (...) {  // only hooks not built with the SDK wrapper get here
+            call->rc = -1;
+            call->error = "handle() let an exception escape through the C ABI";
+          }
+          call->action = r.action;
+          call->has_event = r.event_json != nullptr;
+          take_string(*d, r.event_json, call->event_json);
+          take_string(*d, r.reason, call->reason);
+          take_string(*d, r.error, call->error);
+        },
+        spec().timeout_ms);
+    switch (outcome) {
+      case Worker::Outcome::Done:
+        break;
+      case Worker::Outcome::Quarantined:
+        return failure(HookFailure::Kind::Error, kQuarantined);
+      case Worker::Outcome::QueuedTimeout:
+        return failure(HookFailure::Kind::Timeout,
+                       "no turn within " + std::to_string(spec().timeout_ms) +
+                           " ms (an earlier call into the hook is still running)");
+      case Worker::Outcome::Stuck:
+        return stuck("handle()");
+    }
+    return interpret(*call);
+  }
+
+  std::string snapshot() const override {
+    if (worker_.quarantined())
+      return R"({"quarantined":true,"reason":"quarantined after timeout"})";
+    if (desc_->snapshot == nullptr) return "{}";
+    auto call = std::make_shared<SnapshotCall>();
+    const hookgate_hook_descriptor* d = desc_;
+    void* state = state_;
+    auto outcome = worker_.call(
+        [d, state, call] {
+          char* s = d->snapshot(state);
+          call->has_value = s != nullptr;
+          take_string(*d, s, call->json);
+        },
+        spec().timeout_ms);
+    if (outcome == Worker::Outcome::Stuck) {
+      (void)stuck("snapshot()");
+      return R"({"quarantined":true,"reason":"quarantined after timeout"})";
+    }
+    if (outcome != Worker::Outcome::Done || !call->has_value) return "{}";
+    // Status pages embed it as JSON: only a well-formed object is passed on.
+    JsonDocument doc;
+    doc.Parse(call->json.data(), call->json.size());
+    if (doc.HasParseError() || !doc.IsObject()) return "{}";
+    return call->json;
+  }
+
+ private:
+  HookResult stuck(const char* what) const {
+    static auto& quarantines =
+        metrics::counter("hookgate_hook_quarantined_total",
+                         "Native hooks quarantined after a call outlived its timeout");
+    quarantines.inc();
+    std::string reason = std::string(what) + " did not return within " +
+                         std::to_string(spec().timeout_ms) + " ms; hook quarantined until reloaded";
+    spdlog::error("hook {}: {}", spec().name, reason);
+    return failure(HookFailure::Kind::Timeout, std::move(reason));
+  }
+
+  HookResult interpret(const HandleCall& c) const {
+    if (c.rc != 0) {
+      return failure(HookFailure::Kind::Error, c.error.empty()
+                                                   ? "handle() returned " + std::to_string(c.rc)
+                                                   : excerpt(c.error, 1024));
+    }
+    HookVerdict v;
+    switch (c.action) {
+      case HOOKGATE_CONTINUE:
+        return v;
+      case HOOKGATE_SKIP:
+        v.action = Action::Skip;
+        return v;
+      case HOOKGATE_VETO:
+        v.action = Action::Veto;
+        v.reason = c.reason.empty() ? "vetoed by hook " + spec().name : excerpt(c.reason, 1024);
+        return v;
+      case HOOKGATE_REPLACE: {
+        if (!c.has_event) {
+          return failure(HookFailure::Kind::Error, "garbage answer: replace without event_json");
+        }
+        auto replacement = replacement_event(c.event_json);
+        if (!replacement) {
+          return failure(HookFailure::Kind::Error,
+                         "garbage answer: " + replacement.error() + ": " + excerpt(c.event_json));
+        }
+        v.action = Action::Replace;
+        v.replacement = std::move(replacement).value();
+        return v;
+      }
+      default:
+        return failure(HookFailure::Kind::Error,
+                       "garbage answer: unknown action " + std::to_string(c.action));
+    }
+  }
+
+  // dlclose()s after the worker has been joined (declared before worker_, destroyed after it).
+  struct Unloader {
+    void* lib = nullptr;
+    ~Unloader() {
+      if (lib != nullptr) ::dlclose(lib);
+    }
+  };
+
+  const std::string path_;
+  void* const lib_;
+  const hookgate_hook_descriptor* const desc_;
+  Unloader unload_;
+  mutable Worker worker_;
+  void* state_ = nullptr;
+  bool initialized_ = false;
+};
+
+}  // namespace
+
+LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_sets_kind) {
+  spec.form = HookForm::Native;
+  // Without a slash dlopen() would search the library path instead of opening this file.
+  std::string path = so_path.find('/') == std::string::npos ? "./" + so_path : so_path;
+  void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* err = ::dlerror();
+    return "cannot load " + so_path + ": " + (err != nullptr ? err : "dlopen failed");
+  }
+  auto fail = [&](std::string reason) -> LoadResult {
+    ::dlclose(lib);  // nothing from the library is running: safe to unload
+    return reason;
+  };
+  ::dlerror();
+  void* sym = ::dlsym(lib, HOOKGATE_HOOK_ENTRY_NAME);
+  if (sym == nullptr) {
+    return fail(std::string("no ") + HOOKGATE_HOOK_ENTRY_NAME +
+                "() exported: not a hookgate native hook (see gateway/hooks/sdk/hookgate_hook.h)");
+  }
+  auto entry = reinterpret_cast<hookgate_hook_entry_fn>(sym);
+  const hookgate_hook_descriptor* desc = entry();
+  if (desc == nullptr) return fail(std::string(HOOKGATE_HOOK_ENTRY_NAME) + "() returned NULL");
+  if (desc->abi_version != HOOKGATE_HOOK_ABI_VERSION) {
+    return fail("ABI version " + std::to_string(desc->abi_version) +
+                " not supported (this gateway speaks " + std::to_string(HOOKGATE_HOOK_ABI_VERSION) +
+                ")");
+  }
+  if (desc->handle == nullptr) return fail("descriptor has no handle function");
+  if (desc->free_string == nullptr) return fail("descriptor has no free_string function");
+  if (!descriptor_sets_kind) {
+    if (desc->kind == nullptr) return fail("descriptor names no kind (veto, transform or observe)");
+    auto kind = kind_from_text(desc->kind);
+    if (!kind) {
+      return fail("descriptor kind \"" + excerpt(desc->kind, 40) +
+                  "\" is not veto, transform or observe");
+    }
+    std::vector<std::string> events;
+    for (const char* const* e = desc->events; e != nullptr && *e != nullptr; ++e) {
+      if (**e == '\0') return fail("descriptor lists an empty event pattern");
+      events.emplace_back(*e);
+    }
+    if (events.empty()) events.emplace_back("*");
+    spec.kind = *kind;
+    spec.events = std::move(events);
+  }
+
+  auto hook = std::make_shared<NativeHook>(std::move(spec), so_path, lib, desc);
+  if (auto err = hook->init()) return *std::move(err);  // ~NativeHook unloads (or leaks if stuck)
+  spdlog::debug("hook {}: loaded native {} ({})", hook->spec().name, so_path,
+                desc->name != nullptr ? desc->name : "unnamed");
+  return HookPtr(std::move(hook));
 }
 
 }  // namespace hookgate::hooks

@@ -1,14 +1,578 @@
 #include "gateway/hooks/program_hook.hpp"
 
-namespace hookgate::hooks {
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
-// Placeholder until the program-hook form lands.
-LoadResult make_program_hook(HookSpec, std::vector<std::string>, bool) {
-  return std::string("program hooks are not implemented yet");
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "gateway/common/clock.hpp"
+#include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
+#include "gateway/hooks/program_protocol.hpp"
+#include "gateway/hooks/subprocess.hpp"
+
+namespace hookgate::hooks {
+namespace {
+
+// Protocol decisions (program form):
+// - One request in flight per co-process. Callers take turns (ProgramHook::Turn); the
+//   protocol has ids, but a hook written as "read a line, print a line" is the common case and
+//   pipelining would make every hook author handle concurrency for little gain (observers already
+//   run in parallel across hooks). A caller waits at most timeout_ms for its turn (then fails with
+//   a timeout without touching the process), and then has timeout_ms of its own for the request.
+// - Answers echo the request id. An answer with another id (a hook that answered twice, or late)
+//   is logged and discarded until the right id arrives or the deadline passes.
+// - A timeout kills the process group (TERM, 200 ms, KILL); a crash (EOF on stdout, EPIPE on
+//   stdin) reaps it. Either way the next request restarts the process lazily, after an exponential
+//   backoff (100 ms doubling to 30 s, reset by the first good answer); requests during the backoff
+//   fail fast. A garbage answer is a failure but leaves the process running.
+constexpr int kTermGraceMs = 200;
+constexpr int kPoliteExitMs = 100;  // after closing stdin on unload / after EOF on stdout
+constexpr int64_t kBackoffInitialMs = 100;
+constexpr int64_t kBackoffMaxMs = 30'000;
+constexpr size_t kMaxHandshakeBytes = 64 * 1024;
+constexpr size_t kMaxAnswerBytes = 16 * 1024 * 1024;
+// One-shot capture limits: stdout carries at most a replaced event, stderr at most a reason.
+constexpr size_t kMaxOneShotStdout = 4 * 1024 * 1024;
+constexpr size_t kMaxOneShotStderr = 64 * 1024;
+constexpr size_t kMaxVetoReason = 1024;
+
+HookFailure failure(HookFailure::Kind kind, std::string reason) {
+  return HookFailure{kind, std::move(reason)};
 }
 
-LoadResult make_oneshot_hook(HookSpec, std::string, std::vector<int>) {
-  return std::string("one-shot hooks are not implemented yet");
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Hooks run with their hook directory as working directory (so a descriptor's `command:` can
+// name files beside it). A relative program path from discovery keeps meaning the same file.
+SpawnRequest base_request(const HookSpec& spec, std::vector<std::string> argv) {
+  SpawnRequest req;
+  req.env = {{"HOOKGATE_HOOK_NAME", spec.name}, {"HOOKGATE_HOOK_CONFIG", spec.config_json}};
+  if (is_directory(spec.directory)) {
+    req.cwd = spec.directory;
+    req.env.emplace_back("HOOKGATE_HOOK_DIR", spec.directory);
+    if (!argv.empty() && argv[0].find('/') != std::string::npos && argv[0][0] != '/') {
+      char cwd[4096];
+      if (::getcwd(cwd, sizeof cwd) != nullptr) argv[0] = std::string(cwd) + "/" + argv[0];
+    }
+  }
+  req.argv = std::move(argv);
+  return req;
+}
+
+struct Handshake {
+  std::optional<HookKind> kind;
+  std::vector<std::string> events{"*"};
+};
+
+Result<Handshake, std::string> parse_handshake(const std::string& line, bool need_kind) {
+  const std::string want = R"(want {"hookgate":1,"kind":"veto|transform|observe","events":[...]})";
+  JsonDocument doc;
+  doc.Parse(line.data(), line.size());
+  if (doc.HasParseError() || !doc.IsObject()) {
+    return "invalid handshake line (" + want + "): " + excerpt(line);
+  }
+  auto version = doc.FindMember("hookgate");
+  if (version == doc.MemberEnd()) return "handshake has no \"hookgate\" version (" + want + ")";
+  if (!version->value.IsInt() || version->value.GetInt() != 1) {
+    return "handshake speaks protocol version " + to_json(version->value) +
+           " (this gateway speaks 1)";
+  }
+  Handshake hs;
+  if (!need_kind) return hs;  // a YAML descriptor sets kind and events
+  auto kind = doc.FindMember("kind");
+  if (kind == doc.MemberEnd()) {
+    return std::string(
+        "handshake names no kind: print {\"hookgate\":1,\"kind\":\"veto|transform|observe\"} or "
+        "set kind in a YAML descriptor");
+  }
+  if (!kind->value.IsString() || !(hs.kind = kind_from_text(kind->value.GetString()))) {
+    return "handshake kind " + to_json(kind->value) + " is not veto, transform or observe";
+  }
+  auto events = doc.FindMember("events");
+  if (events != doc.MemberEnd()) {
+    if (!events->value.IsArray() || events->value.Empty()) {
+      return std::string("handshake \"events\" must be a non-empty array of patterns");
+    }
+    hs.events.clear();
+    for (const auto& e : events->value.GetArray()) {
+      if (!e.IsString() || e.GetStringLength() == 0) {
+        return std::string("handshake \"events\" must hold non-empty strings");
+      }
+      hs.events.emplace_back(e.GetString(), e.GetStringLength());
+    }
+  }
+  return hs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Program form: a long-running co-process.
+
+class ProgramHook final : public Hook {
+ public:
+  ProgramHook(HookSpec spec, std::vector<std::string> argv, bool descriptor_sets_kind)
+      : Hook(std::move(spec)),
+        argv_(std::move(argv)),
+        descriptor_sets_kind_(descriptor_sets_kind),
+        restarts_counter_(&metrics::counter("hookgate_hook_restarts_total",
+                                            "Program hook processes restarted after a crash or "
+                                            "timeout",
+                                            {{"hook", this->spec().name}})) {}
+
+  // No caller can be inside handle() any more: the last HookPtr is gone.
+  ~ProgramHook() override { stop_locked(kPoliteExitMs); }
+
+  // Starts the first process and reads its handshake (kind and events come from it unless a
+  // descriptor set them). Runs before the hook is shared, so neither a Turn nor
+  // set_kind_and_events' lack of locking matter.
+  std::optional<std::string> load() {
+    Handshake hs;
+    if (auto f = start_locked(deadline_from_now(), &hs)) return f->reason;
+    if (!descriptor_sets_kind_) set_kind_and_events(*hs.kind, hs.events);
+    return std::nullopt;
+  }
+
+  HookResult handle(Event& event) override {
+    const std::string event_json = event.to_json();  // before taking a turn: needs none
+    Turn turn(*this);
+    if (!turn.acquired()) {
+      return failure(HookFailure::Kind::Timeout,
+                     "co-process busy: no turn within " + std::to_string(spec().timeout_ms) +
+                         " ms (one request in flight per program hook)");
+    }
+    const int64_t deadline = deadline_from_now();
+    if (!proc_) {
+      if (now_steady_ns() < retry_at_ns_) {
+        return failure(HookFailure::Kind::Error, "restarting after crash (backoff)");
+      }
+      if (auto f = start_locked(deadline, nullptr)) return backoff_locked(std::move(*f));
+      restarts_.fetch_add(1, std::memory_order_relaxed);
+      restarts_counter_->inc();
+    }
+
+    const uint64_t id = ++next_id_;
+    std::string request = "{\"id\":" + std::to_string(id) + ",\"event\":" + event_json + "}\n";
+    switch (write_all(proc_->stdin_fd(), request, deadline)) {
+      case WriteStatus::Done:
+        break;
+      case WriteStatus::Timeout:
+        return timed_out_locked("writing the request");
+      case WriteStatus::Closed:
+      case WriteStatus::Error:
+        return crashed_locked();
+    }
+
+    for (;;) {
+      std::string line;
+      switch (read_line(proc_->stdout_fd(), out_buf_, line, deadline, kMaxAnswerBytes)) {
+        case ReadStatus::Line:
+          break;
+        case ReadStatus::Timeout:
+          return timed_out_locked("waiting for the answer");
+        case ReadStatus::TooLong:
+          stop_locked(0);
+          return backoff_locked(failure(
+              HookFailure::Kind::Error,
+              "garbage answer: a line longer than " + std::to_string(kMaxAnswerBytes) + " bytes"));
+        case ReadStatus::Eof:
+        case ReadStatus::Error:
+          return crashed_locked();
+      }
+      if (trim(line).empty()) continue;
+      std::optional<HookResult> answer = interpret(line, id);
+      if (!answer) continue;              // stale id, already logged
+      if (answer->ok()) backoff_ms_ = 0;  // a healthy answer ends the crash streak
+      return std::move(*answer);
+    }
+  }
+
+  std::string snapshot() const override {
+    int pid = pid_.load(std::memory_order_relaxed);
+    return "{\"pid\":" + std::to_string(pid) +
+           ",\"restarts\":" + std::to_string(restarts_.load(std::memory_order_relaxed)) +
+           ",\"state\":\"" + (pid > 0 ? "running" : "backoff") + "\"}";
+  }
+
+ private:
+  int64_t deadline_from_now() const {
+    return now_steady_ns() + int64_t{spec().timeout_ms} * 1'000'000;
+  }
+
+  // Spawns the process and reads its handshake line. On failure nothing is left running.
+  std::optional<HookFailure> start_locked(int64_t deadline, Handshake* out) {
+    auto spawned = Subprocess::spawn(base_request(spec(), argv_));
+    if (!spawned) return failure(HookFailure::Kind::Error, std::move(spawned).error());
+    proc_ = std::move(spawned).value();
+    stderr_ = std::make_unique<StderrForwarder>(spec().name, proc_->release_stderr());
+    out_buf_.clear();
+
+    std::string line;
+    switch (read_line(proc_->stdout_fd(), out_buf_, line, deadline, kMaxHandshakeBytes)) {
+      case ReadStatus::Line:
+        break;
+      case ReadStatus::Timeout:
+        stop_locked(0);
+        return failure(HookFailure::Kind::Timeout,
+                       "no handshake line within " + std::to_string(spec().timeout_ms) + " ms");
+      case ReadStatus::TooLong:
+        stop_locked(0);
+        return failure(HookFailure::Kind::Error, "handshake line too long");
+      case ReadStatus::Eof:
+      case ReadStatus::Error: {
+        int status = stop_locked(kPoliteExitMs);
+        return failure(HookFailure::Kind::Error,
+                       "hook process " + describe_wait_status(status) + " before its handshake");
+      }
+    }
+    auto hs = parse_handshake(line, !descriptor_sets_kind_);
+    if (!hs) {
+      stop_locked(0);
+      return failure(HookFailure::Kind::Error, std::move(hs).error());
+    }
+    if (out != nullptr) {
+      *out = std::move(hs).value();
+    } else if (!descriptor_sets_kind_ && hs->kind != spec().kind) {
+      // The chain was built for the first handshake's kind; it cannot change under it.
+      spdlog::warn("hook {}: restarted process announces kind {}; keeping {}", spec().name,
+                   kind_text(*hs->kind), kind_text(spec().kind));
+    }
+    pid_.store(proc_->pid(), std::memory_order_relaxed);
+    return std::nullopt;
+  }
+
+  // Closes stdin (a polite hook exits on EOF), waits natural_ms, then TERM/KILL to the group,
+  // reaps, and logs what the process still had on stderr. Returns the wait status.
+  int stop_locked(int natural_ms) {
+    if (!proc_) return 0;
+    proc_->close_stdin();
+    int status = proc_->terminate(natural_ms, kTermGraceMs);
+    if (stderr_) stderr_->stop();
+    stderr_.reset();
+    proc_.reset();
+    out_buf_.clear();
+    pid_.store(0, std::memory_order_relaxed);
+    return status;
+  }
+
+  HookResult backoff_locked(HookFailure f) {
+    backoff_ms_ = backoff_ms_ == 0 ? kBackoffInitialMs : std::min(backoff_ms_ * 2, kBackoffMaxMs);
+    retry_at_ns_ = now_steady_ns() + backoff_ms_ * 1'000'000;
+    spdlog::warn("hook {}: {}; restarting in {} ms", spec().name, f.reason, backoff_ms_);
+    return f;
+  }
+
+  HookResult crashed_locked() {
+    int status = stop_locked(kPoliteExitMs);
+    return backoff_locked(
+        failure(HookFailure::Kind::Error, "hook process " + describe_wait_status(status)));
+  }
+
+  HookResult timed_out_locked(const char* doing) {
+    stop_locked(0);
+    return backoff_locked(
+        failure(HookFailure::Kind::Timeout, "timed out after " + std::to_string(spec().timeout_ms) +
+                                                " ms " + doing + "; process group killed"));
+  }
+
+  // nullopt: an answer for another id (discarded). Garbage is a failure, the process stays.
+  std::optional<HookResult> interpret(const std::string& line, uint64_t id) {
+    auto garbage = [&] {
+      return HookResult(failure(HookFailure::Kind::Error, "garbage answer: " + excerpt(line)));
+    };
+    JsonDocument doc;
+    doc.Parse(line.data(), line.size());
+    if (doc.HasParseError() || !doc.IsObject()) return garbage();
+    auto id_it = doc.FindMember("id");
+    if (id_it == doc.MemberEnd() || !id_it->value.IsUint64()) return garbage();
+    if (id_it->value.GetUint64() != id) {
+      spdlog::warn("hook {}: discarding answer for id {} (waiting for {})", spec().name,
+                   id_it->value.GetUint64(), id);
+      return std::nullopt;
+    }
+    auto action = doc.FindMember("action");
+    if (action == doc.MemberEnd() || !action->value.IsString()) return garbage();
+    std::string_view a(action->value.GetString(), action->value.GetStringLength());
+    HookVerdict v;
+    if (a == "continue") {
+      v.action = Action::Continue;
+    } else if (a == "skip") {
+      v.action = Action::Skip;
+    } else if (a == "veto") {
+      v.action = Action::Veto;
+      auto reason = doc.FindMember("reason");
+      if (reason != doc.MemberEnd() && reason->value.IsString() &&
+          reason->value.GetStringLength() > 0) {
+        v.reason.assign(reason->value.GetString(), reason->value.GetStringLength());
+      } else {
+        v.reason = "vetoed by hook " + spec().name;
+      }
+    } else if (a == "replace") {
+      auto ev = doc.FindMember("event");
+      if (ev == doc.MemberEnd()) {
+        return HookResult(failure(HookFailure::Kind::Error,
+                                  "garbage answer: replace without an event: " + excerpt(line)));
+      }
+      auto replacement = replacement_event(ev->value);
+      if (!replacement) {
+        return HookResult(failure(HookFailure::Kind::Error,
+                                  "garbage answer: " + replacement.error() + ": " + excerpt(line)));
+      }
+      v.action = Action::Replace;
+      v.replacement = std::move(replacement).value();
+    } else {
+      return garbage();
+    }
+    return HookResult(std::move(v));
+  }
+
+  // The right to talk to the co-process: one request in flight. A flag under a mutex rather than
+  // a timed_mutex held across the request, so waiting for a turn is bounded and sanitizers
+  // understand it.
+  class Turn {
+   public:
+    explicit Turn(ProgramHook& hook) : hook_(hook) {
+      std::unique_lock lock(hook_.turn_mu_);
+      acquired_ = hook_.turn_cv_.wait_until(
+          lock,
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(hook_.spec().timeout_ms),
+          [&] { return !hook_.busy_; });
+      if (acquired_) hook_.busy_ = true;
+    }
+    ~Turn() {
+      if (!acquired_) return;
+      {
+        std::lock_guard lock(hook_.turn_mu_);
+        hook_.busy_ = false;
+      }
+      hook_.turn_cv_.notify_one();
+    }
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+    bool acquired() const { return acquired_; }
+
+   private:
+    ProgramHook& hook_;
+    bool acquired_ = false;
+  };
+
+  const std::vector<std::string> argv_;
+  const bool descriptor_sets_kind_;
+  metrics::Counter* restarts_counter_;
+
+  std::mutex turn_mu_;
+  std::condition_variable turn_cv_;
+  bool busy_ = false;  // a Turn is held; it guards everything below
+  std::unique_ptr<Subprocess> proc_;
+  std::unique_ptr<StderrForwarder> stderr_;
+  std::string out_buf_;  // stdout bytes after the last line read
+  uint64_t next_id_ = 0;
+  int64_t backoff_ms_ = 0;
+  int64_t retry_at_ns_ = 0;
+
+  // Read by snapshot() without the request lock, so a status page never waits on a slow hook.
+  std::atomic<int> pid_{0};
+  std::atomic<uint64_t> restarts_{0};
+};
+
+// ---------------------------------------------------------------------------------------------
+// One-shot form: `/bin/sh -c command` per event.
+
+class OneShotHook final : public Hook {
+ public:
+  OneShotHook(HookSpec spec, std::string command, std::vector<int> veto_exit_codes)
+      : Hook(std::move(spec)),
+        command_(std::move(command)),
+        veto_codes_(std::move(veto_exit_codes)) {}
+
+  // Concurrent calls are fine: each runs its own process.
+  HookResult handle(Event& event) override {
+    const int64_t deadline = deadline_from_now();
+    SpawnRequest req = base_request(spec(), {"/bin/sh", "-c", command_});
+    req.env.emplace_back("HOOKGATE_EVENT_TYPE", std::string(event.type()));
+    req.env.emplace_back("HOOKGATE_EVENT_ID", std::string(event.id()));
+    req.env.emplace_back("HOOKGATE_EVENT_SOURCE", std::string(event.source()));
+    auto spawned = Subprocess::spawn(req);
+    if (!spawned) return failure(HookFailure::Kind::Error, std::move(spawned).error());
+    Subprocess& proc = *spawned.value();
+
+    // A trailing newline so line-oriented tools (`read`) see a complete line.
+    const std::string input = event.to_json() + "\n";
+    Capture out{kMaxOneShotStdout}, err{kMaxOneShotStderr};
+    if (!pump(proc, input, out, err, deadline)) {
+      proc.terminate(0, kTermGraceMs);
+      forward_stderr(err.data);
+      return failure(HookFailure::Kind::Timeout, "command did not finish within " +
+                                                     std::to_string(spec().timeout_ms) +
+                                                     " ms; process group killed");
+    }
+    // The shell has exited: what it wrote is in the pipes. Its leftovers (background jobs) die
+    // with it, since a one-shot command's group never outlives the command.
+    out.drain(proc.stdout_fd());
+    err.drain(proc.stderr_fd());
+    const int status = proc.terminate(0, 0);
+
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0 &&
+        std::find(veto_codes_.begin(), veto_codes_.end(), WEXITSTATUS(status)) !=
+            veto_codes_.end()) {
+      HookVerdict v;
+      v.action = Action::Veto;
+      v.reason = excerpt(trim(err.data), kMaxVetoReason);
+      if (v.reason.empty()) {
+        v.reason =
+            "vetoed by hook " + spec().name + " (exit " + std::to_string(WEXITSTATUS(status)) + ")";
+      }
+      return v;
+    }
+    forward_stderr(err.data);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::string reason = "command " + describe_wait_status(status);
+      std::string_view detail = trim(err.data);
+      if (!detail.empty()) reason += ": " + excerpt(detail);
+      return failure(HookFailure::Kind::Error, std::move(reason));
+    }
+    if (out.overflow) {
+      return failure(HookFailure::Kind::Error, "garbage output: stdout exceeds " +
+                                                   std::to_string(kMaxOneShotStdout) + " bytes");
+    }
+    std::string_view text = trim(out.data);
+    if (text.empty()) return HookVerdict{};  // continue
+    auto replacement = replacement_event(text);
+    if (!replacement) {
+      return failure(HookFailure::Kind::Error,
+                     "garbage output (" + replacement.error() + "): " + excerpt(text));
+    }
+    HookVerdict v;
+    v.action = Action::Replace;
+    v.replacement = std::move(replacement).value();
+    return v;
+  }
+
+ private:
+  struct Capture {
+    size_t limit;
+    std::string data;
+    bool overflow = false;
+    bool open = true;
+    // Reads what is available; false at EOF or error.
+    bool read_some(int fd) {
+      char chunk[65536];
+      for (int rounds = 0; rounds < 64; ++rounds) {  // bounded: a chatty child cannot starve us
+        ssize_t n = ::read(fd, chunk, sizeof chunk);
+        if (n > 0) {
+          size_t room = limit > data.size() ? limit - data.size() : 0;
+          data.append(chunk, std::min(room, static_cast<size_t>(n)));
+          overflow = overflow || static_cast<size_t>(n) > room;
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        return n < 0 && errno == EAGAIN;
+      }
+      return true;
+    }
+    void drain(int fd) {
+      if (open && fd >= 0) read_some(fd);
+    }
+  };
+
+  int64_t deadline_from_now() const {
+    return now_steady_ns() + int64_t{spec().timeout_ms} * 1'000'000;
+  }
+
+  // Feeds stdin and collects stdout/stderr until the shell exits. False on timeout.
+  static bool pump(Subprocess& proc, std::string_view input, Capture& out, Capture& err,
+                   int64_t deadline) {
+    size_t written = 0;
+    if (input.empty()) proc.close_stdin();
+    for (;;) {
+      if (proc.exited()) return true;
+      int left = remaining_ms(deadline);
+      if (left <= 0) return false;
+      pollfd fds[4];
+      nfds_t n = 0;
+      int in_idx = -1, out_idx = -1, err_idx = -1;
+      if (proc.stdin_fd() >= 0) {
+        in_idx = static_cast<int>(n);
+        fds[n++] = {proc.stdin_fd(), POLLOUT, 0};
+      }
+      if (out.open) {
+        out_idx = static_cast<int>(n);
+        fds[n++] = {proc.stdout_fd(), POLLIN, 0};
+      }
+      if (err.open) {
+        err_idx = static_cast<int>(n);
+        fds[n++] = {proc.stderr_fd(), POLLIN, 0};
+      }
+      // Without a pidfd, exit is noticed by polling every 10 ms.
+      int wait_ms = left;
+      if (proc.exit_fd() >= 0) {
+        fds[n++] = {proc.exit_fd(), POLLIN, 0};
+      } else {
+        wait_ms = std::min(left, 10);
+      }
+      if (::poll(fds, n, wait_ms) < 0 && errno != EINTR) return false;
+      if (in_idx >= 0 && fds[in_idx].revents != 0) {
+        ssize_t w = ::write(proc.stdin_fd(), input.data() + written, input.size() - written);
+        if (w > 0) written += static_cast<size_t>(w);
+        // EPIPE: the command does not read its stdin; that is its right, not a failure.
+        if ((w < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) {
+          proc.close_stdin();
+        }
+      }
+      if (out_idx >= 0 && fds[out_idx].revents != 0 && !out.read_some(proc.stdout_fd())) {
+        out.open = false;
+        proc.close_stdout();
+      }
+      if (err_idx >= 0 && fds[err_idx].revents != 0 && !err.read_some(proc.stderr_fd())) {
+        err.open = false;
+        proc.close_stderr();
+      }
+    }
+  }
+
+  void forward_stderr(std::string_view text) const {
+    while (!text.empty()) {
+      size_t nl = text.find('\n');
+      std::string_view line = trim(text.substr(0, nl));
+      if (!line.empty()) {
+        spdlog::warn("hook {} stderr: {}", spec().name, excerpt(line, StderrForwarder::kMaxLine));
+      }
+      if (nl == std::string_view::npos) break;
+      text.remove_prefix(nl + 1);
+    }
+  }
+
+  const std::string command_;
+  const std::vector<int> veto_codes_;
+};
+
+}  // namespace
+
+LoadResult make_program_hook(HookSpec spec, std::vector<std::string> argv,
+                             bool descriptor_sets_kind) {
+  ignore_sigpipe_once();
+  if (argv.empty()) return std::string("program hook has an empty command line");
+  spec.form = HookForm::Program;
+  auto hook = std::make_shared<ProgramHook>(std::move(spec), std::move(argv), descriptor_sets_kind);
+  if (auto err = hook->load()) return *std::move(err);
+  return HookPtr(std::move(hook));
+}
+
+LoadResult make_oneshot_hook(HookSpec spec, std::string command, std::vector<int> veto_exit_codes) {
+  ignore_sigpipe_once();
+  if (trim(command).empty()) return std::string("one-shot hook has an empty command");
+  spec.form = HookForm::OneShot;
+  return HookPtr(std::make_shared<OneShotHook>(std::move(spec), std::move(command),
+                                               std::move(veto_exit_codes)));
 }
 
 }  // namespace hookgate::hooks

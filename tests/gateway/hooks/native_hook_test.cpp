@@ -1,0 +1,337 @@
+// Native hooks against real shared libraries built by CMake from fixtures/native/ (and the
+// examples/hooks/native/ examples).
+#include "gateway/hooks/native_hook.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "gateway/common/clock.hpp"
+
+namespace hookgate::hooks {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture(const std::string& name) {
+  return std::string(HOOKGATE_TEST_NATIVE_DIR) + "/" + name + ".so";
+}
+
+HookSpec make_spec(const std::string& config = "{}", int timeout_ms = 5000) {
+  HookSpec spec;
+  spec.name = "native";
+  spec.timeout_ms = timeout_ms;
+  spec.config_json = config;
+  return spec;
+}
+
+HookPtr load(const std::string& so, const std::string& config = "{}", int timeout_ms = 5000) {
+  auto hook = make_native_hook(make_spec(config, timeout_ms), fixture(so), false);
+  EXPECT_TRUE(hook) << hook.error();
+  return hook ? hook.value() : nullptr;
+}
+
+Event make_event(const std::string& data_json, const std::string& type = "test.event") {
+  auto ev = Event::parse_envelope(R"({"type":")" + type + R"(","data":)" + data_json + "}",
+                                  now_unix_ms());
+  EXPECT_TRUE(ev) << ev.error().message;
+  return std::move(ev).value();
+}
+
+int64_t elapsed_ms(int64_t start_ns) {
+  return (now_steady_ns() - start_ns) / 1'000'000;
+}
+
+TEST(NativeHookTest, DescriptorSetsKindAndEvents) {
+  auto hook = load("fixture_hook", R"({"mode":"replace"})");
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->spec().form, HookForm::Native);
+  EXPECT_EQ(hook->spec().kind, HookKind::Transform);
+  EXPECT_EQ(hook->spec().events, (std::vector<std::string>{"fixture.*", "test.*"}));
+  EXPECT_TRUE(hook->matches("test.event"));
+  EXPECT_FALSE(hook->matches("auth.failure"));
+}
+
+TEST(NativeHookTest, YamlDescriptorKindWins) {
+  HookSpec spec = make_spec();
+  spec.kind = HookKind::Observe;
+  spec.events = {"deploy.*"};
+  auto hook = make_native_hook(spec, fixture("fixture_hook"), true);
+  ASSERT_TRUE(hook) << hook.error();
+  EXPECT_EQ((*hook)->spec().kind, HookKind::Observe);
+  EXPECT_EQ((*hook)->spec().events, std::vector<std::string>{"deploy.*"});
+}
+
+TEST(NativeHookTest, ReplaceAndSnapshot) {
+  auto hook = load("fixture_hook", R"({"mode":"replace"})");
+  ASSERT_TRUE(hook);
+  for (int i = 1; i <= 2; ++i) {
+    Event ev = make_event("{}");
+    auto r = hook->handle(ev);
+    ASSERT_TRUE(r) << r.error().reason;
+    ASSERT_EQ(r->action, Action::Replace);
+    EXPECT_EQ(r->replacement->type(), "fixture.replaced");
+    EXPECT_EQ(r->replacement->find("data.calls")->GetInt(), i);
+  }
+  EXPECT_EQ(hook->snapshot(), R"({"calls":2,"mode":"replace"})");
+}
+
+TEST(NativeHookTest, EventArrivesWhole) {
+  auto hook = load("fixture_hook", R"({"mode":"echo"})");
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"user":"ann","n":[1,2,3],"s":"caf\u00e9 \"quoted\""})");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  ASSERT_EQ(r->action, Action::Replace);
+  EXPECT_EQ(r->replacement->to_json(), ev.to_json());
+}
+
+TEST(NativeHookTest, ContinueSkipVeto) {
+  auto hook = load("fixture_hook", R"({"mode":"continue"})");
+  ASSERT_TRUE(hook);
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->action, Action::Continue);
+
+  hook = load("fixture_hook", R"({"mode":"skip"})");
+  r = hook->handle(ev);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->action, Action::Skip);
+
+  hook = load("fixture_hook", R"({"mode":"veto"})");
+  r = hook->handle(ev);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->action, Action::Veto);
+  EXPECT_EQ(r->reason, "fixture says no");
+}
+
+TEST(NativeHookTest, PlainCHook) {
+  auto hook = load("c_veto_hook");
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->spec().kind, HookKind::Veto);
+  EXPECT_EQ(hook->spec().events, (std::vector<std::string>{"auth.*", "user.*"}));
+  Event ev = make_event(R"({"user":"mallory"})", "auth.failure");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Veto);
+  EXPECT_EQ(r->reason, "mallory is banned");
+  ev = make_event(R"({"user":"ann"})", "auth.failure");
+  r = hook->handle(ev);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->action, Action::Continue);
+  EXPECT_EQ(hook->snapshot(), "{}");  // no snapshot function
+}
+
+TEST(NativeHookTest, ErrorsAndExceptionsAreFailures) {
+  auto hook = load("fixture_hook", R"({"mode":"error"})");
+  ASSERT_TRUE(hook);
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_EQ(r.error().reason, "fixture failure");
+
+  // A C++ exception is caught by the SDK trampoline, not unwound through the C ABI.
+  hook = load("fixture_hook", R"({"mode":"throw"})");
+  r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().reason, "handle threw: kaboom");
+  r = hook->handle(ev);  // and the hook keeps working
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().reason, "handle threw: kaboom");
+}
+
+TEST(NativeHookTest, GarbageReplacementsAreFailures) {
+  auto hook = load("fixture_hook", R"({"mode":"garbage"})");
+  ASSERT_TRUE(hook);
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_EQ(r.error().reason.rfind("garbage answer: ", 0), 0u) << r.error().reason;
+
+  hook = load("fixture_hook", R"({"mode":"notype"})");
+  r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("no non-empty string \"type\""), std::string::npos)
+      << r.error().reason;
+}
+
+TEST(NativeHookTest, TimeoutQuarantinesTheHook) {
+  auto hook = load("fixture_hook", R"({"mode":"hang"})", 100);
+  ASSERT_TRUE(hook);
+  Event ev = make_event("{}");
+  int64_t start = now_steady_ns();
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Timeout);
+  EXPECT_NE(r.error().reason.find("quarantined until reloaded"), std::string::npos)
+      << r.error().reason;
+  EXPECT_GE(elapsed_ms(start), 100);
+  EXPECT_LT(elapsed_ms(start), 1000);
+
+  // Every later call fails fast while the stuck call is still running.
+  start = now_steady_ns();
+  r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_EQ(r.error().reason, "quarantined after timeout");
+  EXPECT_LT(elapsed_ms(start), 50);
+  EXPECT_EQ(hook->snapshot(), R"({"quarantined":true,"reason":"quarantined after timeout"})");
+
+  // Unloading does not wait for the stuck call (the library stays mapped).
+  start = now_steady_ns();
+  hook.reset();
+  EXPECT_LT(elapsed_ms(start), 500);
+}
+
+TEST(NativeHookTest, CallersQueuedBehindAStuckCallFailToo) {
+  auto hook = load("fixture_hook", R"({"mode":"hang"})", 300);
+  ASSERT_TRUE(hook);
+  std::atomic<int> timeouts{0}, quarantined{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&] {
+      Event ev = make_event("{}");
+      auto r = hook->handle(ev);
+      if (!r && r.error().kind == HookFailure::Kind::Timeout) ++timeouts;
+      if (!r && r.error().reason == "quarantined after timeout") ++quarantined;
+    });
+  }
+  for (auto& t : threads) t.join();
+  // One call was running and timed out; the ones queued behind it learned of the quarantine.
+  EXPECT_GE(timeouts.load(), 1);
+  EXPECT_EQ(timeouts.load() + quarantined.load(), 3);
+}
+
+TEST(NativeHookTest, ConcurrentCallersAreSerialized) {
+  auto hook = load("fixture_hook", R"({"mode":"continue"})");
+  ASSERT_TRUE(hook);
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        Event ev = make_event("{}");
+        if (hook->handle(ev)) ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 200);
+  // The fixture counts without a lock: exact only if calls never overlapped.
+  EXPECT_EQ(hook->snapshot(), R"({"calls":200,"mode":"continue"})");
+}
+
+TEST(NativeHookTest, DestroyRunsOnUnload) {
+  char tmpl[] = "/tmp/hookgate-native-test-XXXXXX";
+  std::string dir = ::mkdtemp(tmpl);
+  std::string marker = dir + "/destroyed";
+  auto hook = load("fixture_hook", R"({"mode":"continue","destroy_marker":")" + marker + "\"}");
+  ASSERT_TRUE(hook);
+  EXPECT_FALSE(fs::exists(marker));
+  hook.reset();
+  EXPECT_TRUE(fs::exists(marker));
+  fs::remove_all(dir);
+}
+
+TEST(NativeHookTest, InvalidSnapshotBecomesEmptyObject) {
+  auto hook = load("fixture_hook", R"({"mode":"bad_snapshot"})");
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->snapshot(), "{}");
+}
+
+TEST(NativeHookTest, LoadErrors) {
+  auto r = make_native_hook(make_spec(), fixture("bad_abi_hook"), false);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), "ABI version 7 not supported (this gateway speaks 1)");
+
+  r = make_native_hook(make_spec(), fixture("bad_kind_hook"), false);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), "descriptor kind \"mutate\" is not veto, transform or observe");
+  // ...unless a YAML descriptor sets the kind.
+  r = make_native_hook(make_spec(), fixture("bad_kind_hook"), true);
+  EXPECT_TRUE(r) << r.error();
+
+  r = make_native_hook(make_spec(), fixture("no_entry_hook"), false);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().rfind("no hookgate_hook_v1() exported", 0), 0u) << r.error();
+
+  r = make_native_hook(make_spec(), fixture("does_not_exist"), false);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().rfind("cannot load ", 0), 0u) << r.error();
+
+  r = make_native_hook(make_spec(R"({"mode":"init_fail"})"), fixture("fixture_hook"), false);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), "init() failed: refusing to start");
+
+  r = make_native_hook(make_spec(R"({"mode":"init_throw"})"), fixture("fixture_hook"), false);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), "init() failed: init threw: init exploded");
+}
+
+TEST(NativeHookTest, HungInitIsALoadError) {
+  int64_t start = now_steady_ns();
+  auto r =
+      make_native_hook(make_spec(R"({"mode":"init_hang"})", 100), fixture("fixture_hook"), false);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), "init() did not return within 100 ms (library left loaded)");
+  EXPECT_LT(elapsed_ms(start), 1000);
+}
+
+#ifdef HOOKGATE_EXAMPLE_HOOKS_DIR
+std::string example(const std::string& name) {
+  return std::string(HOOKGATE_EXAMPLE_HOOKS_DIR) + "/" + name + ".so";
+}
+
+TEST(NativeHookTest, ExampleRedactRemovesSecrets) {
+  auto hook = make_native_hook(make_spec(), example("_20_native_redact"), false);
+  ASSERT_TRUE(hook) << hook.error();
+  EXPECT_EQ((*hook)->spec().kind, HookKind::Transform);
+  Event ev = make_event(
+      R"({"user":"ann","password":"hunter2","token":"t1","pass\u0077ord":"dup","ip":"10.0.0.1"})",
+      "auth.failure");
+  auto r = (*hook)->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  ASSERT_EQ(r->action, Action::Replace);
+  EXPECT_EQ(r->replacement->find("data.password"), nullptr);
+  EXPECT_EQ(r->replacement->find("data.token"), nullptr);
+  EXPECT_EQ(r->replacement->to_json().find("hunter2"), std::string::npos);
+  EXPECT_EQ(r->replacement->to_json().find("dup"), std::string::npos);
+  EXPECT_STREQ(r->replacement->find("data.user")->GetString(), "ann");
+  EXPECT_STREQ(r->replacement->find("data.ip")->GetString(), "10.0.0.1");
+  EXPECT_EQ(r->replacement->id(), ev.id());
+
+  Event clean = make_event(R"({"user":"ann"})");
+  r = (*hook)->handle(clean);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->action, Action::Continue);
+  EXPECT_EQ((*hook)->snapshot(), R"({"redacted":1})");
+}
+
+TEST(NativeHookTest, ExampleEnrichAddsHostAndEnvironment) {
+  auto hook =
+      make_native_hook(make_spec(R"({"environment":"prod"})"), example("_30_enrich"), false);
+  ASSERT_TRUE(hook) << hook.error();
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof host - 1), 0);
+  Event ev = make_event(R"({"user":"ann"})", "auth.failure");
+  auto r = (*hook)->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  ASSERT_EQ(r->action, Action::Replace);
+  EXPECT_STREQ(r->replacement->find("data.host")->GetString(), host);
+  EXPECT_STREQ(r->replacement->find("data.environment")->GetString(), "prod");
+  EXPECT_STREQ(r->replacement->find("data.user")->GetString(), "ann");
+
+  auto bad = make_native_hook(make_spec(R"({"environment":42})"), example("_30_enrich"), false);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error(), "init() failed: config.environment must be a string");
+}
+#endif
+
+}  // namespace
+}  // namespace hookgate::hooks

@@ -1,0 +1,694 @@
+// Program (co-process) and one-shot hooks against real child processes: the fixture
+// fixtures/program/proto_hook.py and small /bin/sh commands.
+#include "gateway/hooks/program_hook.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spdlog/sinks/base_sink.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "gateway/common/clock.hpp"
+#include "gateway/common/log.hpp"
+
+namespace hookgate::hooks {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kProtoHook = std::string(HOOKGATE_TEST_HOOK_FIXTURES) + "/program/proto_hook.py";
+
+// Polls `done` until it holds or `timeout_ms` passes: for conditions that come true
+// asynchronously (a process dying, a log line arriving).
+bool wait_until(const std::function<bool()>& done, int timeout_ms = 5000) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// Gone = no such process, or a zombie waiting for a reaper that is not us (an orphan's parent is
+// init, which in a container may never reap it).
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  auto close_paren = line.rfind(')');
+  return close_paren != std::string::npos && close_paren + 2 < line.size() &&
+         line[close_paren + 2] == 'Z';
+}
+
+size_t open_fd_count() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+int64_t elapsed_ms(int64_t start_ns) {
+  return (now_steady_ns() - start_ns) / 1'000'000;
+}
+
+Event make_event(const std::string& data_json, const std::string& type = "test.event") {
+  auto ev = Event::parse_envelope(
+      R"({"type":")" + type + R"(","source":"unit","data":)" + data_json + "}", now_unix_ms());
+  EXPECT_TRUE(ev) << ev.error().message;
+  return std::move(ev).value();
+}
+
+HookSpec make_spec(const std::string& name, int timeout_ms = 5000,
+                   const std::string& config = "{}") {
+  HookSpec spec;
+  spec.name = name;
+  spec.file = kProtoHook;
+  spec.timeout_ms = timeout_ms;
+  spec.config_json = config;
+  return spec;
+}
+
+HookPtr load_proto(const std::string& config = "{}", int timeout_ms = 5000,
+                   bool descriptor_sets_kind = false, HookSpec spec = {}) {
+  if (spec.name.empty()) spec = make_spec("proto", timeout_ms, config);
+  auto hook = make_program_hook(std::move(spec), {kProtoHook}, descriptor_sets_kind);
+  EXPECT_TRUE(hook) << hook.error();
+  return hook ? hook.value() : nullptr;
+}
+
+std::string snapshot_field(const Hook& hook, const char* field) {
+  auto doc = Event::parse(hook.snapshot());
+  EXPECT_TRUE(doc) << hook.snapshot();
+  const JsonValue* v = doc->find(field);
+  return v == nullptr ? "" : scalar_text(*v);
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/hookgate-program-test-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::vector<pid_t> read_pids(const std::string& file) {
+  std::vector<pid_t> pids;
+  std::ifstream in(file);
+  pid_t p;
+  while (in >> p) pids.push_back(p);
+  return pids;
+}
+
+// Collects log messages so tests can see what reached spdlog.
+class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  bool contains(const std::string& needle) {
+    std::lock_guard lock(mutex_);
+    for (const auto& m : messages_) {
+      if (m.find(needle) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    messages_.emplace_back(msg.payload.data(), msg.payload.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::vector<std::string> messages_;
+};
+
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<CaptureSink>()) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  CaptureSink& sink() { return *sink_; }
+
+ private:
+  std::shared_ptr<CaptureSink> sink_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Program hooks
+
+TEST(ProgramHookTest, HandshakeSetsKindAndEvents) {
+  auto hook = load_proto(R"({"kind":"veto","events":["auth.*","user.created"]})");
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->spec().kind, HookKind::Veto);
+  EXPECT_EQ(hook->spec().form, HookForm::Program);
+  EXPECT_EQ(hook->spec().events, (std::vector<std::string>{"auth.*", "user.created"}));
+  EXPECT_TRUE(hook->matches("auth.failure"));
+  EXPECT_FALSE(hook->matches("deploy.finished"));
+  EXPECT_EQ(snapshot_field(*hook, "state"), "running");
+  EXPECT_NE(snapshot_field(*hook, "pid"), "0");
+  EXPECT_EQ(snapshot_field(*hook, "restarts"), "0");
+}
+
+TEST(ProgramHookTest, AnswersContinueReplaceVetoSkip) {
+  auto hook = load_proto();
+  ASSERT_TRUE(hook);
+
+  Event ev = make_event(R"({"do":"continue"})");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Continue);
+
+  ev = make_event(R"({"do":"replace"})", "user.created");
+  r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  ASSERT_EQ(r->action, Action::Replace);
+  ASSERT_TRUE(r->replacement);
+  EXPECT_EQ(r->replacement->type(), "user.created.replaced");
+  EXPECT_EQ(r->replacement->id(), ev.id());  // the whole event went over the pipe and back
+  EXPECT_STREQ(r->replacement->find("data.seen_by")->GetString(), "proto");
+
+  ev = make_event(R"({"do":"veto","user":"mallory"})");
+  r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Veto);
+  EXPECT_EQ(r->reason, "no mallory");
+
+  ev = make_event(R"({"do":"skip"})");
+  r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Skip);
+}
+
+TEST(ProgramHookTest, GarbageAnswersAreFailuresAndTheProcessStays) {
+  auto hook = load_proto();
+  ASSERT_TRUE(hook);
+  std::string pid = snapshot_field(*hook, "pid");
+  for (const char* what : {"garbage", "unknown_action", "missing_id", "replace_notype"}) {
+    SCOPED_TRACE(what);
+    Event ev = make_event(std::string(R"({"do":")") + what + "\"}");
+    auto r = hook->handle(ev);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+    EXPECT_EQ(r.error().reason.rfind("garbage answer: ", 0), 0u) << r.error().reason;
+  }
+  Event ev = make_event(R"({"do":"garbage"})");
+  EXPECT_EQ(hook->handle(ev).error().reason, "garbage answer: this is not json");
+  // The protocol is still in step: the next event is answered normally by the same process.
+  ev = make_event(R"({"do":"skip"})");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Skip);
+  EXPECT_EQ(snapshot_field(*hook, "pid"), pid);
+}
+
+TEST(ProgramHookTest, AnswersForOtherIdsAreDiscarded) {
+  auto hook = load_proto();
+  ASSERT_TRUE(hook);
+  // The hook first answers id-1 and id+1000 with vetoes, then the real id with continue.
+  Event ev = make_event(R"({"do":"stale"})");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Continue);
+  // A duplicate answer (skip, then a veto for the same id) is left in the pipe; the next
+  // request must discard it as stale rather than take it for its own.
+  ev = make_event(R"({"do":"double"})");
+  r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Skip);
+  ev = make_event(R"({"do":"continue"})");
+  r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Continue);
+}
+
+TEST(ProgramHookTest, CrashIsAFailureThenRestartAfterBackoff) {
+  auto hook = load_proto();
+  ASSERT_TRUE(hook);
+  pid_t first = std::stoi(snapshot_field(*hook, "pid"));
+
+  Event ev = make_event(R"({"do":"crash"})");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_EQ(r.error().reason, "hook process exited with status 3");
+  EXPECT_TRUE(process_gone(first));
+  EXPECT_EQ(snapshot_field(*hook, "state"), "backoff");
+
+  // Within the backoff window requests fail fast without starting anything.
+  ev = make_event(R"({"do":"continue"})");
+  int64_t start = now_steady_ns();
+  r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().reason, "restarting after crash (backoff)");
+  EXPECT_LT(elapsed_ms(start), 50);
+
+  // After the backoff the next request restarts the process and is answered.
+  std::string last;
+  ASSERT_TRUE(wait_until([&] {
+    Event e = make_event(R"({"do":"continue"})");
+    auto res = hook->handle(e);
+    last = res ? "ok" : res.error().reason;
+    return res.ok();
+  })) << last;
+  EXPECT_EQ(snapshot_field(*hook, "restarts"), "1");
+  EXPECT_EQ(snapshot_field(*hook, "state"), "running");
+  EXPECT_NE(std::stoi(snapshot_field(*hook, "pid")), first);
+}
+
+TEST(ProgramHookTest, KilledBetweenRequestsIsACrashNotASigpipe) {
+  auto hook = load_proto();
+  ASSERT_TRUE(hook);
+  pid_t pid = std::stoi(snapshot_field(*hook, "pid"));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(wait_until([&] { return process_gone(pid); }));
+  // Writing the request hits a pipe without a reader: EPIPE (SIGPIPE is ignored), not our death.
+  Event ev = make_event(R"({"do":"continue"})");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_EQ(r.error().reason, "hook process killed by signal 9");
+}
+
+TEST(ProgramHookTest, HangKillsTheWholeProcessGroup) {
+  TempDir tmp;
+  std::string pidfile = tmp.path() + "/pids";
+  // Generous enough for Python to start on a busy machine; the hang itself is what times out.
+  auto hook = load_proto("{}", 1500);
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"do":"hang","pidfile":")" + pidfile + "\"}");
+  int64_t start = now_steady_ns();
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Timeout);
+  EXPECT_NE(r.error().reason.find("process group killed"), std::string::npos) << r.error().reason;
+  EXPECT_GE(elapsed_ms(start), 1500);
+  EXPECT_LT(elapsed_ms(start), 4000);
+  auto pids = read_pids(pidfile);
+  ASSERT_EQ(pids.size(), 2u);  // the hook and its `sleep 60` child
+  EXPECT_TRUE(process_gone(pids[0]));
+  EXPECT_TRUE(wait_until([&] { return process_gone(pids[1]); })) << "sleep child survived";
+  EXPECT_EQ(snapshot_field(*hook, "state"), "backoff");
+
+  // Like a crash: restarted lazily once the backoff has passed.
+  ASSERT_TRUE(wait_until([&] {
+    Event e = make_event(R"({"do":"continue"})");
+    return hook->handle(e).ok();
+  }));
+  EXPECT_EQ(snapshot_field(*hook, "restarts"), "1");
+}
+
+TEST(ProgramHookTest, HangIgnoringTermIsKilled) {
+  TempDir tmp;
+  std::string pidfile = tmp.path() + "/pids";
+  auto hook = load_proto("{}", 1500);
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"do":"hang_ignore_term","pidfile":")" + pidfile + "\"}");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Timeout);
+  auto pids = read_pids(pidfile);
+  ASSERT_EQ(pids.size(), 2u);
+  EXPECT_TRUE(process_gone(pids[0]));
+  EXPECT_TRUE(wait_until([&] { return process_gone(pids[1]); })) << "sleep child survived";
+}
+
+TEST(ProgramHookTest, StderrGoesToTheLog) {
+  LogCapture capture;
+  auto hook = load_proto();
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"do":"stderr","msg":"disk almost full"})");
+  ASSERT_TRUE(hook->handle(ev));
+  EXPECT_TRUE(wait_until(
+      [&] { return capture.sink().contains("hook proto stderr: diagnostic: disk almost full"); }));
+  hook.reset();  // joins the forwarder before the capture sink goes away
+}
+
+TEST(ProgramHookTest, EnvironmentWorkingDirectoryAndProcessGroup) {
+  TempDir dir;
+  HookSpec spec = make_spec("envcheck", 5000, R"({"threshold":3})");
+  spec.directory = dir.path();
+  auto hook = load_proto("", 5000, false, spec);
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"do":"env"})");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  auto env = Event::parse(r->reason);
+  ASSERT_TRUE(env) << r->reason;
+  EXPECT_STREQ(env->find("HOOKGATE_HOOK_NAME")->GetString(), "envcheck");
+  EXPECT_STREQ(env->find("HOOKGATE_HOOK_CONFIG")->GetString(), R"({"threshold":3})");
+  EXPECT_EQ(env->find("HOOKGATE_HOOK_DIR")->GetString(), dir.path());
+  EXPECT_EQ(env->find("cwd")->GetString(), fs::canonical(dir.path()).string());
+  EXPECT_TRUE(env->find("pgid_is_pid")->GetBool());
+}
+
+TEST(ProgramHookTest, ChildGetsOnlyStdioFds) {
+  // An fd opened without O_CLOEXEC, as a careless library might: the hook must not inherit it.
+  int fd = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::dup2(fd, 100), 100);
+  ::close(fd);
+  auto hook = load_proto();
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"do":"fds"})");
+  auto r = hook->handle(ev);
+  ::close(100);
+  ASSERT_TRUE(r) << r.error().reason;
+  // 0-2 are the pipes; the one more is listdir's own handle on /proc/self/fd.
+  EXPECT_EQ(r->reason, "0 1 2 3");
+}
+
+TEST(ProgramHookTest, UnloadReapsTheProcessAndClosesEveryFd) {
+  size_t fds_before = open_fd_count();
+  auto hook = load_proto();
+  ASSERT_TRUE(hook);
+  pid_t pid = std::stoi(snapshot_field(*hook, "pid"));
+  EXPECT_GT(open_fd_count(), fds_before);
+  hook.reset();
+  // Reaped, not merely killed: no zombie of ours is left (kill() on a zombie would succeed).
+  EXPECT_NE(::kill(pid, 0), 0);
+  EXPECT_EQ(open_fd_count(), fds_before);
+}
+
+TEST(ProgramHookTest, DescriptorKindWinsAndBareHandshakeIsEnough) {
+  HookSpec spec = make_spec("bare", 5000, R"({"handshake":"bare"})");
+  spec.kind = HookKind::Observe;
+  spec.events = {"deploy.*"};
+  auto hook = load_proto("", 5000, true, spec);
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->spec().kind, HookKind::Observe);
+  EXPECT_EQ(hook->spec().events, std::vector<std::string>{"deploy.*"});
+
+  // With a descriptor even a handshake naming another kind does not change it.
+  spec.config_json = R"({"kind":"veto","events":["x"]})";
+  hook = load_proto("", 5000, true, spec);
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->spec().kind, HookKind::Observe);
+  EXPECT_EQ(hook->spec().events, std::vector<std::string>{"deploy.*"});
+}
+
+TEST(ProgramHookTest, BadHandshakesAreLoadErrors) {
+  struct Case {
+    const char* config;
+    const char* expected;
+  } cases[] = {
+      {R"({"handshake":"bare"})", "handshake names no kind"},
+      {R"({"handshake":"v2"})", "handshake speaks protocol version 2 (this gateway speaks 1)"},
+      {R"({"handshake":"badkind"})", "handshake kind \"mutate\" is not veto, transform or observe"},
+      {R"({"handshake":"garbage"})", "invalid handshake line"},
+      {R"({"handshake":"exit"})", "hook process exited with status 5 before its handshake"},
+      {R"({"events":[]})", "handshake \"events\" must be a non-empty array"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.config);
+    auto hook = make_program_hook(make_spec("bad", 5000, c.config), {kProtoHook}, false);
+    ASSERT_FALSE(hook);
+    EXPECT_NE(hook.error().find(c.expected), std::string::npos) << hook.error();
+  }
+}
+
+TEST(ProgramHookTest, SilentHandshakeTimesOutAndLeavesNothingRunning) {
+  size_t fds_before = open_fd_count();
+  int64_t start = now_steady_ns();
+  auto hook =
+      make_program_hook(make_spec("silent", 300, R"({"handshake":"silent"})"), {kProtoHook}, false);
+  ASSERT_FALSE(hook);
+  EXPECT_EQ(hook.error(), "no handshake line within 300 ms");
+  EXPECT_LT(elapsed_ms(start), 2000);
+  EXPECT_EQ(open_fd_count(), fds_before);
+}
+
+TEST(ProgramHookTest, MissingExecutableIsALoadError) {
+  auto hook = make_program_hook(make_spec("missing"), {"/nonexistent/hook"}, false);
+  ASSERT_FALSE(hook);
+  EXPECT_NE(hook.error().find("cannot start /nonexistent/hook"), std::string::npos) << hook.error();
+}
+
+TEST(ProgramHookTest, ConcurrentCallersAreSerialized) {
+  auto hook = load_proto();
+  ASSERT_TRUE(hook);
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        Event ev = make_event(R"({"do":"veto","user":"u)" + std::to_string(t * 100 + i) + "\"}");
+        auto r = hook->handle(ev);
+        // Each caller gets the answer to its own event, never a neighbour's.
+        if (r && r->reason == "no u" + std::to_string(t * 100 + i)) ++ok;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 40);
+}
+
+TEST(ProgramHookTest, ExampleAuditHookAnswersContinue) {
+#ifndef HOOKGATE_EXAMPLE_HOOKS_SOURCE_DIR
+  GTEST_SKIP() << "examples not configured";
+#else
+  TempDir tmp;
+  std::string audit = tmp.path() + "/audit.jsonl";
+  HookSpec spec = make_spec("audit", 5000, R"({"path":")" + audit + "\"}");
+  auto hook = make_program_hook(
+      spec, {std::string(HOOKGATE_EXAMPLE_HOOKS_SOURCE_DIR) + "/program/_40_audit.py"}, false);
+  ASSERT_TRUE(hook) << hook.error();
+  EXPECT_EQ((*hook)->spec().kind, HookKind::Observe);
+  EXPECT_TRUE((*hook)->matches("auth.failure"));
+  Event ev = make_event(R"({"user":"ann"})", "auth.failure");
+  auto r = (*hook)->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Continue);
+  std::ifstream in(audit);
+  std::string line;
+  std::getline(in, line);
+  auto record = Event::parse(line);
+  ASSERT_TRUE(record) << line;
+  EXPECT_STREQ(record->find("user")->GetString(), "ann");
+  EXPECT_EQ(record->find("id")->GetString(), ev.id());
+#endif
+}
+
+// ---------------------------------------------------------------------------------------------
+// One-shot hooks
+
+HookPtr oneshot(const std::string& command, std::vector<int> veto_codes = {1},
+                int timeout_ms = 5000, const std::string& config = "{}") {
+  HookSpec spec;
+  spec.name = "shell";
+  spec.kind = HookKind::Veto;
+  spec.timeout_ms = timeout_ms;
+  spec.config_json = config;
+  auto hook = make_oneshot_hook(spec, command, std::move(veto_codes));
+  EXPECT_TRUE(hook) << hook.error();
+  EXPECT_EQ((*hook)->spec().form, HookForm::OneShot);
+  return hook.value();
+}
+
+TEST(OneShotHookTest, ExitZeroWithoutOutputContinues) {
+  auto hook = oneshot("cat >/dev/null");
+  Event ev = make_event(R"({"user":"ann"})");
+  std::string before = ev.to_json();
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Continue);
+  EXPECT_EQ(ev.to_json(), before);
+}
+
+TEST(OneShotHookTest, JsonOnStdoutReplaces) {
+  auto hook = oneshot(R"(printf '  {"type":"x.replaced","data":{"ok":true}}\n')");
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  ASSERT_EQ(r->action, Action::Replace);
+  EXPECT_EQ(r->replacement->type(), "x.replaced");
+  EXPECT_TRUE(r->replacement->find("data.ok")->GetBool());
+}
+
+TEST(OneShotHookTest, SeesEventOnStdinAndEnvironment) {
+  auto hook = oneshot(
+      R"(read -r line; case "$line" in *'"user":"mallory"'*) m=true;; *) m=false;; esac; )"
+      R"(printf '{"type":"seen","data":{"t":"%s","id":"%s","src":"%s","cfg":%s,"name":"%s","m":%s}}' )"
+      R"("$HOOKGATE_EVENT_TYPE" "$HOOKGATE_EVENT_ID" "$HOOKGATE_EVENT_SOURCE" )"
+      R"("$HOOKGATE_HOOK_CONFIG" "$HOOKGATE_HOOK_NAME" "$m")",
+      {1}, 5000, R"({"level":2})");
+  Event ev = make_event(R"({"user":"mallory"})", "auth.failure");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  ASSERT_EQ(r->action, Action::Replace);
+  const Event& out = *r->replacement;
+  EXPECT_STREQ(out.find("data.t")->GetString(), "auth.failure");
+  EXPECT_EQ(out.find("data.id")->GetString(), ev.id());
+  EXPECT_STREQ(out.find("data.src")->GetString(), "unit");
+  EXPECT_EQ(out.find("data.cfg.level")->GetInt(), 2);
+  EXPECT_STREQ(out.find("data.name")->GetString(), "shell");
+  EXPECT_TRUE(out.find("data.m")->GetBool());
+}
+
+TEST(OneShotHookTest, ListedExitCodeVetoesWithTrimmedStderr) {
+  auto hook = oneshot(R"(cat >/dev/null; printf '  go away, mallory \n\n' >&2; exit 3)", {1, 3});
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Veto);
+  EXPECT_EQ(r->reason, "go away, mallory");
+
+  hook = oneshot("exit 3", {3});
+  r = hook->handle(ev);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->reason, "vetoed by hook shell (exit 3)");
+
+  // The reason is bounded (1 KiB) even when the script writes a lot.
+  hook = oneshot("head -c 100000 /dev/zero | tr '\\0' x >&2; exit 1", {1});
+  r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Veto);
+  EXPECT_LE(r->reason.size(), 1024u + 3u);
+  EXPECT_GE(r->reason.size(), 1024u);
+}
+
+TEST(OneShotHookTest, UnlistedExitCodeIsAFailure) {
+  auto hook = oneshot("echo 'database unreachable' >&2; exit 4", {1, 3});
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_EQ(r.error().reason, "command exited with status 4: database unreachable");
+}
+
+TEST(OneShotHookTest, KilledBySignalIsAFailure) {
+  auto hook = oneshot("kill -9 $$");
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().reason, "command killed by signal 9");
+}
+
+TEST(OneShotHookTest, GarbageOutputIsAFailure) {
+  auto hook = oneshot("echo not json");
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_EQ(r.error().reason.rfind("garbage output", 0), 0u) << r.error().reason;
+
+  hook = oneshot(R"(echo '{"data":1}')");
+  r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().reason.find("no non-empty string \"type\""), std::string::npos)
+      << r.error().reason;
+}
+
+TEST(OneShotHookTest, TimeoutKillsTheProcessGroup) {
+  TempDir tmp;
+  std::string pidfile = tmp.path() + "/pids";
+  auto hook =
+      oneshot("echo $$ > " + pidfile + "; sleep 30 & echo $! >> " + pidfile + "; wait", {1}, 300);
+  Event ev = make_event("{}");
+  int64_t start = now_steady_ns();
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Timeout);
+  EXPECT_GE(elapsed_ms(start), 300);
+  EXPECT_LT(elapsed_ms(start), 2000);
+  auto pids = read_pids(pidfile);
+  ASSERT_EQ(pids.size(), 2u);
+  EXPECT_NE(::kill(pids[0], 0), 0) << "the shell was not reaped";
+  EXPECT_TRUE(wait_until([&] { return process_gone(pids[1]); })) << "sleep survived";
+}
+
+TEST(OneShotHookTest, BackgroundLeftoversDoNotHoldTheResult) {
+  // The shell exits at once but its background job keeps stdout open: the result is the shell's,
+  // and the job dies with it.
+  TempDir tmp;
+  std::string pidfile = tmp.path() + "/pid";
+  auto hook =
+      oneshot("sleep 30 & echo $! > " + pidfile + R"(; echo '{"type":"bg.done"}')", {1}, 5000);
+  Event ev = make_event("{}");
+  int64_t start = now_steady_ns();
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->replacement->type(), "bg.done");
+  EXPECT_LT(elapsed_ms(start), 2000);
+  auto pids = read_pids(pidfile);
+  ASSERT_EQ(pids.size(), 1u);
+  EXPECT_TRUE(wait_until([&] { return process_gone(pids[0]); }));
+}
+
+TEST(OneShotHookTest, CommandThatIgnoresALargeEventStillCompletes) {
+  std::string big(2 * 1024 * 1024, 'a');  // far more than a pipe holds
+  auto hook = oneshot("exit 0");
+  Event ev = make_event("{\"blob\":\"" + big + "\"}");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Continue);
+
+  // And one that reads it all sees all of it.
+  hook = oneshot(R"(n=$(wc -c); printf '{"type":"len","data":{"n":%d}}' "$n")");
+  r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->replacement->find("data.n")->GetInt64(),
+            static_cast<int64_t>(ev.to_json().size() + 1));
+}
+
+TEST(OneShotHookTest, RunsInTheHookDirectory) {
+  TempDir dir;
+  {
+    std::ofstream script(dir.path() + "/helper.sh");
+    script << "printf '{\"type\":\"helped\"}'\n";
+  }
+  HookSpec spec;
+  spec.name = "dir";
+  spec.directory = dir.path();
+  auto hook = make_oneshot_hook(spec, "sh helper.sh", {1});
+  ASSERT_TRUE(hook) << hook.error();
+  Event ev = make_event("{}");
+  auto r = (*hook)->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->replacement->type(), "helped");
+}
+
+TEST(OneShotHookTest, ExampleBlockBannedVetoesMallory) {
+#ifndef HOOKGATE_EXAMPLE_HOOKS_SOURCE_DIR
+  GTEST_SKIP() << "examples not configured";
+#else
+  // What discovery makes of program/_50_block_banned.yaml.
+  HookSpec spec;
+  spec.name = "block_banned";
+  spec.kind = HookKind::Veto;
+  spec.directory = std::string(HOOKGATE_EXAMPLE_HOOKS_SOURCE_DIR) + "/program";
+  auto hook = make_oneshot_hook(spec, "sh scripts/block_banned.sh", {1});
+  ASSERT_TRUE(hook) << hook.error();
+  Event ev = make_event(R"({"user":"mallory"})", "auth.failure");
+  auto r = (*hook)->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Veto);
+  EXPECT_EQ(r->reason, "user mallory is banned");
+  ev = make_event(R"({"user":"ann"})", "auth.failure");
+  r = (*hook)->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Continue);
+#endif
+}
+
+}  // namespace
+}  // namespace hookgate::hooks
