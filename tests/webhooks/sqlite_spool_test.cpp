@@ -1,0 +1,573 @@
+#include "webhooks/sqlite_spool.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "gateway/common/clock.hpp"
+
+namespace hookgate::webhooks {
+namespace {
+
+namespace fs = std::filesystem;
+
+class SqliteSpoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "hookgate-spool-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    cfg_.path = (dir_ / "spool.db").string();
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::unique_ptr<SqliteSpool> open(bool tools = false, SqliteSpoolTuning tuning = {}) {
+    auto spool = SqliteSpool::open(cfg_, tuning, tools);
+    EXPECT_TRUE(spool) << (spool ? "" : spool.error().message);
+    return spool ? std::move(spool).value() : nullptr;
+  }
+
+  static Delivery make(const std::string& id, const std::string& webhook,
+                       const std::string& body = "") {
+    Delivery d;
+    d.id = id;
+    d.webhook = webhook;
+    d.event_id = "ev-" + id;
+    d.event_type = "auth.failure";
+    d.body = std::make_shared<const std::string>(body.empty() ? "{\"id\":\"" + id + "\"}" : body);
+    return d;
+  }
+
+  static std::vector<std::string> ids_of(const std::vector<Delivery>& ds) {
+    std::vector<std::string> out;
+    for (const auto& d : ds) out.push_back(d.id);
+    return out;
+  }
+
+  static std::string seq_id(int i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "msg_%07d", i);
+    return buf;
+  }
+
+  fs::path dir_;
+  config::SpoolConfig cfg_;
+};
+
+TEST_F(SqliteSpoolTest, AddClaimCompleteRoundTrip) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("a1", "siem", "body-1"), make("b1", "audit"), make("a2", "siem")}));
+  EXPECT_EQ(spool->pending_count(), 3u);
+  const int64_t now = now_unix_ms();
+
+  auto claimed = spool->claim_due("siem", now, 10);
+  ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"a1", "a2"}));
+  EXPECT_EQ(*claimed[0].body, "body-1");
+  EXPECT_EQ(claimed[0].event_id, "ev-a1");
+  EXPECT_EQ(claimed[0].event_type, "auth.failure");
+  EXPECT_EQ(claimed[0].attempts, 0);
+  EXPECT_GT(claimed[0].created_ms, 0);
+
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 2u);
+  auto got = spool->get("a1");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->state, DeliveryState::Delivered);
+  EXPECT_EQ(got->attempts, 1);
+  EXPECT_EQ(*got->body, "body-1");
+  EXPECT_FALSE(spool->get("nope"));
+
+  EXPECT_EQ(ids_of(spool->claim_due("audit", now, 10)), (std::vector<std::string>{"b1"}));
+  EXPECT_TRUE(spool->claim_due("unknown", now, 10).empty());
+  EXPECT_EQ(spool->list(DeliveryState::Pending, "", 0).size(), 2u);
+  EXPECT_EQ(spool->list(std::nullopt, "siem", 0).size(), 2u);
+  EXPECT_EQ(spool->list(std::nullopt, "", 1).size(), 1u);
+}
+
+TEST_F(SqliteSpoolTest, ClaimedDeliveriesAreNotHandedOutTwice) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  std::vector<Delivery> batch;
+  for (int i = 0; i < 5; ++i) batch.push_back(make(seq_id(i), "siem"));
+  ASSERT_TRUE(spool->add(batch));
+  const int64_t now = now_unix_ms();
+  auto first = spool->claim_due("siem", now, 3);
+  auto second = spool->claim_due("siem", now, 3);
+  EXPECT_EQ(ids_of(first), (std::vector<std::string>{seq_id(0), seq_id(1), seq_id(2)}));
+  EXPECT_EQ(ids_of(second), (std::vector<std::string>{seq_id(3), seq_id(4)}));
+  EXPECT_TRUE(spool->claim_due("siem", now, 3).empty());
+  EXPECT_FALSE(spool->next_due("siem"));
+  EXPECT_EQ(spool->pending_count(), 5u);  // in flight still counts as pending
+
+  spool->release(first[1]);
+  EXPECT_EQ(ids_of(spool->claim_due("siem", now, 3)), (std::vector<std::string>{seq_id(1)}));
+}
+
+TEST_F(SqliteSpoolTest, RetryBecomesDueLater) {
+  std::atomic<int> ready{0};  // outlives the spool: the writer may call back until close()
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  spool->set_on_ready([&] { ready++; });
+  ASSERT_TRUE(spool->add({make("r1", "siem")}));
+  const int64_t now = now_unix_ms();
+  auto claimed = spool->claim_due("siem", now, 1);
+  ASSERT_EQ(claimed.size(), 1u);
+  const int before = ready.load();
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Retry, now + 60000, "HTTP 503"});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_GT(ready.load(), before);  // the dispatcher re-reads next_due after the retry commits
+  EXPECT_TRUE(spool->claim_due("siem", now, 1).empty());
+  EXPECT_EQ(spool->next_due("siem"), now + 60000);
+  auto again = spool->claim_due("siem", now + 60000, 1);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id, "r1");
+  EXPECT_EQ(again[0].attempts, 1);
+  EXPECT_EQ(again[0].last_error, "HTTP 503");
+  EXPECT_EQ(spool->get("r1")->next_attempt_ms, now + 60000);
+}
+
+TEST_F(SqliteSpoolTest, DeadLettersAreListedAndReplayed) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("d1", "siem"), make("d2", "siem")}));
+  const int64_t now = now_unix_ms();
+  for (auto& d : spool->claim_due("siem", now, 10))
+    spool->complete(d, {AttemptOutcome::Kind::Dead, 0, "HTTP 404"});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 0u);
+  auto dead = spool->list(DeliveryState::Dead, "", 0);
+  ASSERT_EQ(ids_of(dead), (std::vector<std::string>{"d1", "d2"}));
+  EXPECT_EQ(dead[0].last_error, "HTTP 404");
+  EXPECT_EQ(dead[0].attempts, 1);
+
+  EXPECT_EQ(spool->replay({"d1", "missing"}), 1u);
+  EXPECT_EQ(spool->replay({"d1"}), 0u);  // no longer dead
+  EXPECT_EQ(spool->pending_count(), 1u);
+  auto back = spool->claim_due("siem", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(back), (std::vector<std::string>{"d1"}));
+  EXPECT_EQ(back[0].attempts, 0);
+  EXPECT_EQ(spool->replay_all_dead(), 1u);
+  EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms(), 10)), (std::vector<std::string>{"d2"}));
+}
+
+TEST_F(SqliteSpoolTest, IdsAndBodiesSurviveReopenAndClaimsResume) {
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    ASSERT_TRUE(spool->add({make("k1", "siem", "one"), make("k2", "siem", std::string(5000, 'x')),
+                            make("k3", "siem", "three")}));
+    auto claimed = spool->claim_due("siem", now_unix_ms(), 10);
+    ASSERT_EQ(claimed.size(), 3u);
+    spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
+    spool->complete(claimed[2], {AttemptOutcome::Kind::Retry, 1, "timeout"});
+    // k2 stays claimed: the process "dies" with it in flight.
+  }
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  EXPECT_EQ(spool->pending_count(), 2u);
+  auto resumed = spool->claim_due("siem", now_unix_ms(), 10);
+  // Due order: k3's retry time (1) is earlier than k2's creation time.
+  ASSERT_EQ(ids_of(resumed), (std::vector<std::string>{"k3", "k2"}));
+  EXPECT_EQ(*resumed[1].body, std::string(5000, 'x'));
+  EXPECT_EQ(resumed[0].attempts, 1);
+  EXPECT_EQ(*resumed[0].body, "three");
+  EXPECT_EQ(spool->get("k1")->state, DeliveryState::Delivered);
+}
+
+TEST_F(SqliteSpoolTest, CliInstanceListsAndReplaysWhileGatewayRuns) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int wakeups = 0;
+  auto gateway = open();
+  ASSERT_TRUE(gateway);
+  gateway->set_on_ready([&] {
+    std::lock_guard lock(mu);
+    ++wakeups;
+    cv.notify_all();
+  });
+  ASSERT_TRUE(gateway->add({make("x1", "siem"), make("x2", "siem")}));
+  for (auto& d : gateway->claim_due("siem", now_unix_ms(), 10)) {
+    if (d.id == "x1") gateway->complete(d, {AttemptOutcome::Kind::Dead, 0, "HTTP 410"});
+  }
+  ASSERT_TRUE(gateway->flush());
+
+  auto cli = open(/*tools=*/true);
+  ASSERT_TRUE(cli);
+  EXPECT_EQ(ids_of(cli->list(DeliveryState::Dead, "", 0)), (std::vector<std::string>{"x1"}));
+  EXPECT_EQ(cli->pending_count(), 1u);  // x2, in flight in the gateway
+  EXPECT_FALSE(cli->add({make("x9", "siem")}));
+  EXPECT_TRUE(cli->claim_due("siem", now_unix_ms(), 10).empty());
+  int seen;
+  {
+    std::lock_guard lock(mu);
+    seen = wakeups;
+  }
+  EXPECT_EQ(cli->replay({"x1"}), 1u);
+
+  {  // The gateway notices the other process's commit and wakes its dispatcher.
+    std::unique_lock lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return wakeups > seen; }));
+  }
+  auto replayed = gateway->claim_due("siem", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(replayed), (std::vector<std::string>{"x1"}));
+  EXPECT_EQ(replayed[0].attempts, 0);
+  EXPECT_EQ(gateway->pending_count(), 2u);
+  EXPECT_EQ(cli->get("x1")->state, DeliveryState::Pending);
+}
+
+TEST_F(SqliteSpoolTest, CliRefusesMissingOrForeignFiles) {
+  auto missing = SqliteSpool::open(cfg_, /*read_only_tools=*/true);
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("no such spool file"), std::string::npos);
+  EXPECT_FALSE(fs::exists(cfg_.path));  // the CLI never creates a spool
+
+  std::ofstream(cfg_.path) << "this is not a database, just some text that is long enough......";
+  auto garbage = SqliteSpool::open(cfg_);
+  ASSERT_FALSE(garbage);
+  EXPECT_NE(garbage.error().message.find("not a database"), std::string::npos)
+      << garbage.error().message;
+
+  config::SpoolConfig bad = cfg_;
+  bad.path = (dir_ / "other.db").string();
+  bad.synchronous = "SOMETIMES";
+  EXPECT_FALSE(SqliteSpool::open(bad));
+  bad.path = (dir_ / "no-such-dir" / "spool.db").string();
+  bad.synchronous = "FULL";
+  EXPECT_FALSE(SqliteSpool::open(bad));
+}
+
+TEST_F(SqliteSpoolTest, RejectsBadBatchesWhole) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("u1", "siem")}));
+  auto dup = spool->add({make("u2", "siem"), make("u1", "siem")});
+  ASSERT_FALSE(dup);
+  EXPECT_NE(dup.error().message.find("duplicate delivery id u1"), std::string::npos);
+  EXPECT_FALSE(spool->get("u2"));  // all or nothing
+  EXPECT_FALSE(spool->add({make("", "siem")}));
+  EXPECT_EQ(spool->pending_count(), 1u);
+  EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms(), 10)), (std::vector<std::string>{"u1"}));
+  spool->close();
+  EXPECT_FALSE(spool->add({make("u3", "siem")}));
+  EXPECT_TRUE(spool->claim_due("siem", now_unix_ms(), 10).empty());
+}
+
+TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
+  cfg_.retention_ms = 100;
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("old", "siem"), make("dead", "siem")}));
+  for (auto& d : spool->claim_due("siem", now_unix_ms(), 10)) {
+    spool->complete(d, d.id == "old" ? AttemptOutcome{AttemptOutcome::Kind::Delivered}
+                                     : AttemptOutcome{AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
+  }
+  ASSERT_TRUE(spool->flush());
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  ASSERT_TRUE(spool->add({make("new", "siem"), make("waiting", "siem")}));
+  for (auto& d : spool->claim_due("siem", now_unix_ms(), 1))
+    spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+
+  EXPECT_EQ(spool->prune(now_unix_ms()), 1u);
+  EXPECT_FALSE(spool->get("old"));
+  EXPECT_EQ(spool->get("new")->state, DeliveryState::Delivered);
+  EXPECT_EQ(spool->get("dead")->state, DeliveryState::Dead);
+  EXPECT_EQ(spool->get("waiting")->state, DeliveryState::Pending);
+}
+
+TEST_F(SqliteSpoolTest, BoundedCachePagesFiftyThousandInOrder) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  constexpr int kTotal = 50000;
+  for (int i = 0; i < kTotal; i += 1000) {
+    std::vector<Delivery> batch;
+    for (int j = i; j < i + 1000; ++j) batch.push_back(make(seq_id(j), "backlog"));
+    ASSERT_TRUE(spool->add(std::move(batch)));
+    ASSERT_LE(spool->stats().cached, 10000u);
+  }
+  // A healthy webhook added after the backlog keeps its hot path in memory.
+  ASSERT_TRUE(spool->add({make("h1", "healthy")}));
+  EXPECT_GE(spool->stats().cached, 1u);
+  EXPECT_EQ(spool->pending_count(), kTotal + 1u);
+  EXPECT_EQ(ids_of(spool->claim_due("healthy", now_unix_ms(), 10)),
+            (std::vector<std::string>{"h1"}));
+
+  int next = 0;
+  std::set<std::string> seen;
+  std::vector<Delivery> held;  // keep one page in flight to exercise the exclusion of claims
+  while (true) {
+    auto page = spool->claim_due("backlog", now_unix_ms(), 700);
+    if (page.empty()) break;
+    for (auto& d : page) {
+      ASSERT_EQ(d.id, seq_id(next)) << "out of order or duplicated";
+      ASSERT_TRUE(seen.insert(d.id).second);
+      ++next;
+    }
+    for (auto& d : held) spool->complete(d, {AttemptOutcome::Kind::Delivered});
+    held = std::move(page);
+    ASSERT_LE(spool->stats().cached, 10000u);
+  }
+  EXPECT_EQ(next, kTotal);
+  for (auto& d : held) spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 1u);  // h1, in flight
+  EXPECT_FALSE(spool->next_due("backlog"));
+}
+
+TEST_F(SqliteSpoolTest, SurvivesAbruptExitOfTheWritingProcess) {
+  constexpr int kN = 300;
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto spool = SqliteSpool::open(cfg_);
+    if (!spool) _exit(2);
+    for (int i = 0; i < kN; i += 10) {
+      std::vector<Delivery> batch;
+      for (int j = i; j < i + 10; ++j) batch.push_back(make(seq_id(j), "siem"));
+      if (!spool.value()->add(std::move(batch))) _exit(3);
+    }
+    _exit(0);  // no close(), no destructor, no checkpoint: like a crash right after accepting
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  EXPECT_EQ(spool->pending_count(), static_cast<size_t>(kN));
+  auto all = spool->claim_due("siem", now_unix_ms(), 1000);
+  ASSERT_EQ(all.size(), static_cast<size_t>(kN));
+  for (int i = 0; i < kN; ++i) EXPECT_EQ(all[i].id, seq_id(i));
+}
+
+// A full disk (here: a file size limit) makes add() fail with a clear error, never crash, and
+// every add() that succeeded is still in the file afterwards.
+TEST_F(SqliteSpoolTest, FullDiskRefusesAddsAndKeepsAcceptedOnes) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    std::signal(SIGXFSZ, SIG_IGN);  // get EFBIG instead of being killed
+    rlimit limit{512 * 1024, 512 * 1024};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    auto spool = SqliteSpool::open(cfg_);
+    if (!spool) _exit(2);
+    int accepted = 0;
+    std::string error;
+    for (int i = 0; i < 10000 && error.empty(); ++i) {
+      auto st = spool.value()->add({make(seq_id(i), "siem", std::string(2000, 'x'))});
+      if (st) {
+        accepted = i + 1;
+      } else {
+        error = st.error().message;
+      }
+    }
+    (void)spool.value()->add({make("after", "siem")});  // still no crash
+    if (write(fds[1], &accepted, sizeof accepted) != sizeof accepted) _exit(5);
+    if (error.empty()) _exit(3);
+    if (error.find(cfg_.path) == std::string::npos) _exit(4);
+    _exit(0);
+  }
+  close(fds[1]);
+  int accepted = -1;
+  ASSERT_EQ(read(fds[0], &accepted, sizeof accepted), static_cast<ssize_t>(sizeof accepted));
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_GT(accepted, 0);
+
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  std::set<std::string> pending;
+  for (const auto& d : spool->list(DeliveryState::Pending, "siem", 0)) pending.insert(d.id);
+  for (int i = 0; i < accepted; ++i) EXPECT_EQ(pending.count(seq_id(i)), 1u) << seq_id(i);
+  EXPECT_EQ(pending.count(seq_id(accepted)), 0u);  // the refused one is not there
+}
+
+TEST_F(SqliteSpoolTest, OnlyClaimsCanBeCompletedAndOnlyOnce) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("c1", "siem")}));
+  spool->complete(make("c1", "siem"), {AttemptOutcome::Kind::Delivered});  // never claimed
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->get("c1")->state, DeliveryState::Pending);
+
+  auto claimed = spool->claim_due("siem", now_unix_ms(), 1);
+  ASSERT_EQ(claimed.size(), 1u);
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Retry, 5, "first"});
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Retry, 5, "second"});
+  spool->release(claimed[0]);
+  ASSERT_TRUE(spool->flush());
+  auto again = spool->claim_due("siem", now_unix_ms(), 10);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].attempts, 1);
+  EXPECT_EQ(again[0].last_error, "first");
+}
+
+TEST_F(SqliteSpoolTest, BlockingCallFromOnReadyFailsInsteadOfDeadlocking) {
+  std::promise<bool> result;
+  std::atomic<bool> tried{false};
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  spool->set_on_ready([&] {
+    if (tried.exchange(true)) return;
+    result.set_value(spool->add({make("from-callback", "siem")}).ok());
+  });
+  ASSERT_TRUE(spool->add({make("o1", "siem")}));
+  auto fut = result.get_future();
+  ASSERT_EQ(fut.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_FALSE(fut.get());
+}
+
+// Adders, claimers and random outcomes at once, with a tiny cache so lanes keep switching between
+// memory and disk mode: every delivery ends up delivered exactly once, never claimed twice.
+TEST_F(SqliteSpoolTest, ConcurrentAddClaimCompleteLosesNothing) {
+  SqliteSpoolTuning tuning;
+  tuning.max_cached_deliveries = 40;
+  tuning.refill_limit = 8;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  constexpr int kAdders = 3;
+  constexpr int kPerAdder = 600;
+  const std::vector<std::string> hooks = {"a", "b", "c"};
+  std::atomic<int> delivered{0};
+  std::mutex mu;
+  std::set<std::string> in_flight;
+  std::map<std::string, int> done;
+  std::atomic<bool> failed{false};
+
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kAdders; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerAdder; i += 3) {
+        std::vector<Delivery> batch;
+        for (int j = i; j < i + 3; ++j) {
+          const std::string id = "t" + std::to_string(t) + "-" + std::to_string(j);
+          batch.push_back(make(id, hooks[static_cast<size_t>(j) % hooks.size()]));
+        }
+        if (!spool->add(std::move(batch))) failed = true;
+      }
+    });
+  }
+  const int total = kAdders * kPerAdder;
+  for (int c = 0; c < 4; ++c) {
+    threads.emplace_back([&, c] {
+      std::mt19937 rng(static_cast<unsigned>(c));
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (delivered.load() < total && std::chrono::steady_clock::now() < deadline) {
+        const auto& hook = hooks[rng() % hooks.size()];
+        auto page = spool->claim_due(hook, now_unix_ms(), 1 + rng() % 20);
+        if (page.empty()) {
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+          continue;
+        }
+        for (auto& d : page) {
+          {
+            std::lock_guard lock(mu);
+            if (!in_flight.insert(d.id).second || done.count(d.id)) failed = true;
+          }
+          const unsigned roll = rng() % 10;
+          if (roll == 0) {
+            std::lock_guard lock(mu);
+            in_flight.erase(d.id);
+            spool->release(d);
+          } else if (roll < 3) {
+            std::lock_guard lock(mu);
+            in_flight.erase(d.id);
+            spool->complete(d, {AttemptOutcome::Kind::Retry,
+                                now_unix_ms() + static_cast<int64_t>(rng() % 20), "503"});
+          } else {
+            std::lock_guard lock(mu);
+            in_flight.erase(d.id);
+            done[d.id]++;
+            delivered++;
+            spool->complete(d, {AttemptOutcome::Kind::Delivered});
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(failed.load());
+  EXPECT_EQ(delivered.load(), total);
+  EXPECT_EQ(done.size(), static_cast<size_t>(total));
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 0u);
+  EXPECT_EQ(spool->list(DeliveryState::Delivered, "", 0).size(), static_cast<size_t>(total));
+}
+
+// Many concurrent add() callers share commits. Prints the measured group size.
+TEST_F(SqliteSpoolTest, GroupCommitSharesTransactionsBetweenAdders) {
+  for (const char* sync : {"NORMAL", "FULL"}) {
+    cfg_.synchronous = sync;
+    cfg_.path = (dir_ / (std::string(sync) + ".db")).string();
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    constexpr int kThreads = 8;
+    constexpr int kAddsPerThread = 250;
+    constexpr int kFanOut = 16;
+    const std::string body(400, 'b');
+    const auto before = spool->stats();
+    const int64_t t0 = now_steady_ns();
+    std::vector<std::thread> threads;
+    std::atomic<int> errors{0};
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kAddsPerThread; ++i) {
+          auto shared = std::make_shared<const std::string>(body);
+          std::vector<Delivery> batch;
+          for (int w = 0; w < kFanOut; ++w) {
+            Delivery d =
+                make("e" + std::to_string(t) + "-" + std::to_string(i) + "-" + std::to_string(w),
+                     "w" + std::to_string(w));
+            d.body = shared;
+            batch.push_back(std::move(d));
+          }
+          if (!spool->add(std::move(batch))) errors++;
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    const double secs = static_cast<double>(now_steady_ns() - t0) / 1e9;
+    const auto after = spool->stats();
+    const uint64_t commits = after.commits - before.commits;
+    const uint64_t rows = after.rows_written - before.rows_written;
+    EXPECT_EQ(errors.load(), 0);
+    EXPECT_EQ(rows, static_cast<uint64_t>(kThreads * kAddsPerThread * kFanOut));
+    EXPECT_LT(commits, static_cast<uint64_t>(kThreads * kAddsPerThread));
+    std::printf(
+        "[spool bench] synchronous=%s: %d add() calls x %d rows in %.2fs: %llu commits, "
+        "%.1f rows/commit, %.0f events/s, %.0f rows/s\n",
+        sync, kThreads * kAddsPerThread, kFanOut, secs, static_cast<unsigned long long>(commits),
+        static_cast<double>(rows) / static_cast<double>(commits ? commits : 1),
+        kThreads * kAddsPerThread / secs, static_cast<double>(rows) / secs);
+  }
+}
+
+}  // namespace
+}  // namespace hookgate::webhooks

@@ -1,0 +1,1183 @@
+#include "webhooks/sqlite_spool.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <limits>
+#include <unordered_set>
+
+#include "gateway/common/clock.hpp"
+#include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
+
+namespace hookgate::webhooks {
+namespace {
+
+constexpr int kSchemaVersion = 1;
+constexpr int kPending = 0;
+constexpr int kDelivered = 1;
+constexpr int kDead = 2;
+constexpr int64_t kPruneChunk = 5000;  // rows per prune transaction: keeps the writer responsive
+// Accounting for one cached delivery beyond its body (strings, map node): an estimate is enough.
+constexpr size_t kCachedOverhead = 256;
+// The spool whose writer runs on this thread, if any (see enqueue()).
+thread_local const void* tls_writer_of = nullptr;
+
+// Body last: SQLite reads a row's columns in order, so everything before the (possibly
+// multi-page) body is reachable without walking its overflow pages.
+constexpr const char* kSchema = R"sql(
+CREATE TABLE deliveries(
+  id TEXT PRIMARY KEY NOT NULL,
+  webhook TEXT NOT NULL,
+  event_id TEXT NOT NULL,
+  event_type TEXT NOT NULL,
+  attempts INTEGER NOT NULL,
+  next_attempt_ms INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL,
+  state INTEGER NOT NULL,
+  last_error TEXT NOT NULL,
+  body BLOB NOT NULL
+);
+CREATE INDEX deliveries_claim ON deliveries(state, webhook, next_attempt_ms);
+CREATE INDEX deliveries_prune ON deliveries(updated_ms) WHERE state = 1;
+PRAGMA user_version = 1;
+)sql";
+
+#define HG_COLUMNS                                                                           \
+  "SELECT rowid, id, webhook, event_id, event_type, attempts, next_attempt_ms, created_ms, " \
+  "state, last_error, body FROM deliveries "
+
+constexpr const char* kInsert =
+    "INSERT INTO deliveries(id, webhook, event_id, event_type, attempts, next_attempt_ms, "
+    "created_ms, updated_ms, state, last_error, body) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)";
+// One statement for all three outcomes: ?3 is the new state; next_attempt_ms only moves on retry.
+constexpr const char* kComplete =
+    "UPDATE deliveries SET state = ?3, attempts = attempts + 1, updated_ms = ?2, "
+    "next_attempt_ms = CASE WHEN ?3 = 0 THEN ?4 ELSE next_attempt_ms END, last_error = ?5 "
+    "WHERE id = ?1 AND state = 0 RETURNING rowid, attempts";
+constexpr const char* kReplayOne =
+    "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
+    "WHERE id = ?1 AND state = 2";
+constexpr const char* kReplayAll =
+    "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
+    "WHERE state = 2 AND (?1 = '' OR webhook = ?1)";
+constexpr const char* kPrune =
+    "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
+    "deliveries_prune "
+    "WHERE state = 1 AND updated_ms < ?1 LIMIT ?2)";
+// `state = 0` is a literal so the planner can walk deliveries_claim in (next_attempt_ms, rowid)
+// order without sorting.
+constexpr const char* kClaimDue = HG_COLUMNS
+    "WHERE state = 0 AND webhook = ?1 AND next_attempt_ms <= ?2 "
+    "ORDER BY next_attempt_ms, rowid LIMIT ?3";
+constexpr const char* kPendingKeys =
+    "SELECT rowid, id, next_attempt_ms FROM deliveries WHERE state = 0 AND webhook = ?1 "
+    "ORDER BY next_attempt_ms, rowid LIMIT ?2";
+constexpr const char* kByRowid = HG_COLUMNS "WHERE rowid = ?1 AND state = 0";
+constexpr const char* kById = HG_COLUMNS "WHERE id = ?1";
+constexpr const char* kList =
+    HG_COLUMNS "WHERE (?1 < 0 OR state = ?1) AND (?2 = '' OR webhook = ?2) ORDER BY id LIMIT ?3";
+constexpr const char* kLanes =
+    "SELECT webhook, MIN(next_attempt_ms), COUNT(*) FROM deliveries WHERE state = 0 "
+    "GROUP BY webhook";
+constexpr const char* kCountPending = "SELECT COUNT(*) FROM deliveries WHERE state = 0";
+constexpr const char* kNextDue =
+    "SELECT MIN(next_attempt_ms) FROM deliveries WHERE state = 0 AND webhook = ?1";
+constexpr const char* kDataVersion = "PRAGMA data_version";
+
+int state_code(DeliveryState s) {
+  switch (s) {
+    case DeliveryState::Pending:
+      return kPending;
+    case DeliveryState::Delivered:
+      return kDelivered;
+    case DeliveryState::Dead:
+      return kDead;
+  }
+  return kPending;
+}
+
+DeliveryState state_from(int code) {
+  if (code == kDelivered) return DeliveryState::Delivered;
+  if (code == kDead) return DeliveryState::Dead;
+  return DeliveryState::Pending;
+}
+
+// Resets a cached statement when the scope ends, so no statement keeps a read snapshot open
+// (which would stall WAL checkpoints) and bindings never leak into the next use.
+class StmtScope {
+ public:
+  explicit StmtScope(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  ~StmtScope() {
+    if (stmt_ != nullptr) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
+  StmtScope(const StmtScope&) = delete;
+  StmtScope& operator=(const StmtScope&) = delete;
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
+void bind_text(sqlite3_stmt* s, int i, const std::string& v) {
+  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+}
+
+std::string column_text(sqlite3_stmt* s, int i) {
+  const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, i));
+  return p == nullptr ? std::string()
+                      : std::string(p, static_cast<size_t>(sqlite3_column_bytes(s, i)));
+}
+
+// Reads a row selected with HG_COLUMNS.
+std::pair<int64_t, Delivery> read_row(sqlite3_stmt* s) {
+  Delivery d;
+  const int64_t rowid = sqlite3_column_int64(s, 0);
+  d.id = column_text(s, 1);
+  d.webhook = column_text(s, 2);
+  d.event_id = column_text(s, 3);
+  d.event_type = column_text(s, 4);
+  d.attempts = sqlite3_column_int(s, 5);
+  d.next_attempt_ms = sqlite3_column_int64(s, 6);
+  d.created_ms = sqlite3_column_int64(s, 7);
+  d.state = state_from(sqlite3_column_int(s, 8));
+  d.last_error = column_text(s, 9);
+  const void* blob = sqlite3_column_blob(s, 10);
+  const int n = sqlite3_column_bytes(s, 10);
+  d.body = std::make_shared<const std::string>(
+      blob == nullptr ? std::string()
+                      : std::string(static_cast<const char*>(blob), static_cast<size_t>(n)));
+  return {rowid, std::move(d)};
+}
+
+size_t cached_size(const Delivery& d) {
+  return kCachedOverhead + (d.body ? d.body->size() : 0) + d.last_error.size();
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+// One connection and its prepared statements (prepared once, reused: the writer's hot loop never
+// re-parses SQL). Not thread-safe: each Conn is used by one thread at a time.
+struct SqliteSpool::Conn {
+  sqlite3* db = nullptr;
+  std::unordered_map<const char*, sqlite3_stmt*> stmts;  // keyed by the SQL constant's address
+
+  ~Conn() {
+    for (auto& [sql, stmt] : stmts) sqlite3_finalize(stmt);
+    if (db != nullptr) sqlite3_close_v2(db);
+  }
+  // SQLite's message plus the OS reason for I/O failures ("disk I/O error (No space left on
+  // device)"), so the operator sees what to fix.
+  std::string error() const {
+    if (db == nullptr) return "out of memory";
+    std::string msg = sqlite3_errmsg(db);
+    const int code = sqlite3_extended_errcode(db) & 0xff;
+    const int sys = sqlite3_system_errno(db);
+    if ((code == SQLITE_IOERR || code == SQLITE_FULL || code == SQLITE_CANTOPEN) && sys != 0)
+      msg += std::string(" (") + std::strerror(sys) + ")";
+    return msg;
+  }
+  sqlite3_stmt* stmt(const char* sql) {
+    auto it = stmts.find(sql);
+    if (it != stmts.end()) return it->second;
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) {
+      sqlite3_finalize(s);
+      return nullptr;
+    }
+    stmts.emplace(sql, s);
+    return s;
+  }
+  bool exec(const char* sql) {
+    return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
+  // First column of the first row as an integer (pragmas, counts); nullopt on error or NULL.
+  std::optional<int64_t> scalar(const char* sql) {
+    sqlite3_stmt* s = stmt(sql);
+    if (s == nullptr) return std::nullopt;
+    StmtScope scope(s);
+    if (sqlite3_step(s) != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL)
+      return std::nullopt;
+    return sqlite3_column_int64(s, 0);
+  }
+};
+
+struct SqliteSpool::Op {
+  enum class Kind { Add, Complete, Replay, Prune, Flush };
+  struct Outcome {
+    Status status;
+    size_t count = 0;
+  };
+  Kind kind = Kind::Flush;
+  std::vector<Delivery> batch;   // Add
+  std::vector<int64_t> rowids;   // Add: filled by the writer
+  Delivery delivery;             // Complete
+  AttemptOutcome outcome{};      // Complete
+  std::vector<std::string> ids;  // Replay
+  bool all_dead = false;         // Replay
+  std::string webhook;           // Replay (all_dead filter)
+  int64_t now_ms = 0;            // Prune
+  // Writer results.
+  Status status;
+  size_t count = 0;                             // Replay: rows moved; Prune: rows deleted
+  bool applied = false;                         // Complete: the row was pending and changed
+  int64_t rowid = 0;                            // Complete
+  int attempts = 0;                             // Complete
+  std::unique_ptr<std::promise<Outcome>> done;  // only for callers that wait
+};
+
+namespace {
+struct SpoolMetrics {
+  metrics::Gauge& depth = metrics::gauge(
+      "hookgate_spool_depth", "Pending deliveries in the spool, including those in flight");
+  metrics::Histogram& commit = metrics::histogram("hookgate_spool_commit_duration_seconds",
+                                                  "Time to write and commit one spool transaction");
+  metrics::Counter& commits =
+      metrics::counter("hookgate_spool_commits_total", "Spool transactions committed");
+  metrics::Counter& rows = metrics::counter(
+      "hookgate_spool_rows_written_total",
+      "Rows inserted or updated by committed spool transactions (rows/commits = group size)");
+  metrics::Counter& errors =
+      metrics::counter("hookgate_spool_write_errors_total", "Spool transactions that failed");
+};
+SpoolMetrics& spool_metrics() {
+  static SpoolMetrics m;
+  return m;
+}
+}  // namespace
+
+Result<std::unique_ptr<SqliteSpool>> SqliteSpool::open(const config::SpoolConfig& cfg,
+                                                       bool read_only_tools) {
+  return open(cfg, SqliteSpoolTuning{}, read_only_tools);
+}
+
+Result<std::unique_ptr<SqliteSpool>> SqliteSpool::open(const config::SpoolConfig& cfg,
+                                                       const SqliteSpoolTuning& tuning,
+                                                       bool read_only_tools) {
+  std::unique_ptr<SqliteSpool> spool(new SqliteSpool(cfg.path, cfg, tuning, read_only_tools));
+  if (auto st = spool->init(read_only_tools); !st) {
+    spool->close();
+    return st.error();
+  }
+  return spool;
+}
+
+SqliteSpool::SqliteSpool(std::string path, const config::SpoolConfig& cfg,
+                         const SqliteSpoolTuning& tuning, bool tools)
+    : path_(std::move(path)), cfg_(cfg), tuning_(tuning), tools_(tools) {}
+
+SqliteSpool::~SqliteSpool() {
+  close();
+}
+
+namespace {
+// Opens one connection with the settings every connection needs.
+Status open_db(const std::string& path, bool create, int busy_ms, sqlite3** out) {
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;  // our own mutexes guard each handle
+  if (create) flags |= SQLITE_OPEN_CREATE;
+  const int rc = sqlite3_open_v2(path.c_str(), out, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string why = *out != nullptr ? sqlite3_errmsg(*out) : sqlite3_errstr(rc);
+    if (!create && rc == SQLITE_CANTOPEN) why = "no such spool file (is spool.path right?)";
+    return make_error("cannot open: " + why);
+  }
+  sqlite3_extended_result_codes(*out, 1);
+  sqlite3_busy_timeout(*out, busy_ms);
+  return {};
+}
+}  // namespace
+
+// open() errors do not repeat the path: its callers (gateway, CLI) prefix "spool PATH: ".
+Status SqliteSpool::init(bool tools) {
+  const std::string sync = upper(cfg_.synchronous.empty() ? "NORMAL" : cfg_.synchronous);
+  if (sync != "NORMAL" && sync != "FULL" && sync != "EXTRA")
+    return make_error("spool.synchronous must be NORMAL or FULL, not '" + cfg_.synchronous + "'");
+  const std::string sync_pragma = "PRAGMA synchronous=" + sync;
+  auto fail = [&](Conn& c, const std::string& what) { return make_error(what + ": " + c.error()); };
+
+  // Conn owns the handle even when opening fails (sqlite3_open_v2 may still allocate one).
+  auto main = std::make_unique<Conn>();
+  if (auto st = open_db(path_, !tools, tuning_.busy_timeout_ms, &main->db); !st) return st;
+
+  if (!tools) {
+    // WAL: readers (claims, the CLI) never block the writer, and a commit is one sequential append.
+    sqlite3_stmt* jm = nullptr;
+    std::string mode;
+    if (sqlite3_prepare_v2(main->db, "PRAGMA journal_mode=WAL", -1, &jm, nullptr) == SQLITE_OK &&
+        sqlite3_step(jm) == SQLITE_ROW)
+      mode = column_text(jm, 0);
+    sqlite3_finalize(jm);
+    if (mode != "wal") {
+      if (mode.empty()) return fail(*main, "cannot enable WAL");
+      return make_error("WAL mode unavailable (journal_mode stays '" + mode +
+                        "'; is it on a network filesystem?)");
+    }
+    // Bound the -wal file after checkpoints instead of leaving it at its high-water mark.
+    main->exec("PRAGMA journal_size_limit=67108864");
+    // 16 MiB of page cache (default 2 MiB): the id and claim indexes of a large backlog stay hot
+    // instead of being re-read from the OS on every insert.
+    main->exec("PRAGMA cache_size=-16384");
+  }
+  if (!main->exec(sync_pragma.c_str())) return fail(*main, "cannot set synchronous");
+
+  auto version = main->scalar("PRAGMA user_version");
+  if (!version) return fail(*main, "not a readable SQLite database");
+  if (*version == 0) {
+    if (tools) return make_error("no hookgate schema in this file yet");
+    // Create under the write lock, re-checking: another process may be creating it too.
+    if (!main->exec("BEGIN IMMEDIATE")) return fail(*main, "cannot lock for schema creation");
+    auto again = main->scalar("PRAGMA user_version");
+    auto tables = main->scalar("SELECT COUNT(*) FROM sqlite_schema");
+    if (again && *again == 0) {
+      if (!tables || *tables != 0) {
+        main->exec("ROLLBACK");
+        return make_error("an SQLite file, but not a hookgate spool");
+      }
+      if (!main->exec(kSchema)) {
+        auto err = fail(*main, "cannot create schema");
+        main->exec("ROLLBACK");
+        return err;
+      }
+    }
+    if (!main->exec("COMMIT")) {
+      auto err = fail(*main, "cannot commit schema");
+      main->exec("ROLLBACK");
+      return err;
+    }
+    version = again && *again != 0 ? *again : kSchemaVersion;
+  }
+  if (*version > kSchemaVersion)
+    return make_error("schema version " + std::to_string(*version) +
+                      ", newer than this hookgate understands (" + std::to_string(kSchemaVersion) +
+                      ")");
+
+  if (tools) {
+    reader_ = std::move(main);
+    return {};
+  }
+
+  auto reader = std::make_unique<Conn>();
+  if (auto st = open_db(path_, false, tuning_.busy_timeout_ms, &reader->db); !st) return st;
+  reader_ = std::move(reader);
+  reader_->exec("PRAGMA query_only=1");
+  writer_ = std::move(main);
+
+  auto dv = writer_->scalar(kDataVersion);
+  if (!dv) return fail(*writer_, "cannot read data_version");
+  data_version_ = *dv;
+  {
+    std::scoped_lock lock(disk_mu_, mu_);
+    if (!resync_locked()) return fail(*writer_, "cannot read pending deliveries");
+  }
+  spool_metrics().depth.set(static_cast<int64_t>(pending_));
+  spdlog::debug("spool {}: opened ({} pending, synchronous={})", path_, pending_, sync);
+  writer_thread_ = std::thread([this] { writer_loop(); });
+  return {};
+}
+
+void SqliteSpool::close() {
+  {
+    std::lock_guard lock(q_mu_);
+    if (closed_) return;
+    closed_ = true;
+    stopping_ = true;
+  }
+  q_cv_.notify_all();
+  if (writer_thread_.joinable()) writer_thread_.join();
+  {
+    std::lock_guard lock(read_mu_);
+    reader_.reset();
+  }
+  if (writer_) {
+    // Fold the WAL back into the main file so a copied or backed-up .db is self-contained. Fails
+    // harmlessly (busy) if another process holds a read snapshot.
+    writer_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    writer_.reset();
+  }
+  std::lock_guard lock(mu_);
+  lanes_.clear();
+  in_flight_.clear();
+  cached_ = cached_bytes_ = 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer thread
+
+Status SqliteSpool::enqueue(std::unique_ptr<Op> op) {
+  // A waiting call from the writer thread (an on_ready callback calling add()) would wait for
+  // itself forever.
+  if (op->done && tls_writer_of == this)
+    return make_error("spool: blocking call from the spool's own writer thread (on_ready)");
+  {
+    std::lock_guard lock(q_mu_);
+    if (tools_) return make_error("spool " + path_ + " is open for operator tools only");
+    if (stopping_) return make_error("spool " + path_ + " is closed");
+    queue_.push_back(std::move(op));
+  }
+  q_cv_.notify_one();
+  return {};
+}
+
+void SqliteSpool::writer_loop() {
+  tls_writer_of = this;
+  for (;;) {
+    std::vector<std::unique_ptr<Op>> ops;
+    bool stop = false;
+    {
+      std::unique_lock lock(q_mu_);
+      if (!prune_more_) {
+        q_cv_.wait_for(lock, std::chrono::milliseconds(tuning_.poll_interval_ms),
+                       [&] { return stopping_ || wake_ || !queue_.empty(); });
+      }
+      ops.swap(queue_);
+      wake_ = false;
+      stop = stopping_;
+    }
+    if (!ops.empty()) run_batch(ops);
+    // enqueue() refuses once stopping_ is set, so after this swap nothing new can arrive.
+    if (stop) break;
+    tick(now_unix_ms());
+  }
+}
+
+void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
+  Conn& c = *writer_;
+  const int64_t now = now_unix_ms();
+  bool any_txn = false;
+  for (auto& op : ops) any_txn |= op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune;
+
+  std::string failure;  // non-empty: the whole transaction was lost
+  size_t rows = 0;
+  const int64_t t0 = now_steady_ns();
+  if (any_txn) {
+    if (!c.exec("BEGIN IMMEDIATE")) failure = c.error();
+    for (auto& op_ptr : ops) {
+      if (!failure.empty()) break;
+      Op& op = *op_ptr;
+      switch (op.kind) {
+        case Op::Kind::Add: {
+          // A savepoint per add() call: a bad batch (duplicate id) fails alone, atomically.
+          if (!c.exec("SAVEPOINT add_batch")) {
+            failure = c.error();
+            break;
+          }
+          sqlite3_stmt* s = c.stmt(kInsert);
+          std::string err = s == nullptr ? c.error() : "";
+          op.rowids.reserve(op.batch.size());
+          for (size_t i = 0; err.empty() && i < op.batch.size(); ++i) {
+            const Delivery& d = op.batch[i];
+            StmtScope scope(s);
+            bind_text(s, 1, d.id);
+            bind_text(s, 2, d.webhook);
+            bind_text(s, 3, d.event_id);
+            bind_text(s, 4, d.event_type);
+            sqlite3_bind_int(s, 5, d.attempts);
+            sqlite3_bind_int64(s, 6, d.next_attempt_ms);
+            sqlite3_bind_int64(s, 7, d.created_ms);
+            sqlite3_bind_int64(s, 8, now);
+            sqlite3_bind_int(s, 9, state_code(d.state));
+            bind_text(s, 10, d.last_error);
+            if (d.body && !d.body->empty()) {
+              sqlite3_bind_blob64(s, 11, d.body->data(), d.body->size(), SQLITE_STATIC);
+            } else {
+              sqlite3_bind_zeroblob(s, 11, 0);
+            }
+            const int rc = sqlite3_step(s);
+            if (rc == SQLITE_DONE) {
+              op.rowids.push_back(sqlite3_last_insert_rowid(c.db));
+            } else if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+              err = "duplicate delivery id " + d.id;
+            } else {
+              err = c.error();
+            }
+          }
+          if (sqlite3_get_autocommit(c.db)) {  // SQLite rolled the whole transaction back
+            failure = err.empty() ? c.error() : err;
+          } else if (!err.empty()) {
+            c.exec("ROLLBACK TO add_batch");
+            c.exec("RELEASE add_batch");
+            op.status = make_error("spool " + path_ + ": " + err);
+            op.rowids.clear();
+          } else if (!c.exec("RELEASE add_batch")) {
+            failure = c.error();
+          } else {
+            rows += op.batch.size();
+          }
+          break;
+        }
+        case Op::Kind::Complete: {
+          sqlite3_stmt* s = c.stmt(kComplete);
+          if (s == nullptr) {
+            failure = c.error();
+            break;
+          }
+          StmtScope scope(s);
+          bind_text(s, 1, op.delivery.id);
+          sqlite3_bind_int64(s, 2, now);
+          int state = kPending;
+          if (op.outcome.kind == AttemptOutcome::Kind::Delivered) state = kDelivered;
+          if (op.outcome.kind == AttemptOutcome::Kind::Dead) state = kDead;
+          sqlite3_bind_int(s, 3, state);
+          sqlite3_bind_int64(s, 4, op.outcome.next_attempt_ms);
+          static const std::string kNoError;
+          bind_text(s, 5, state == kDelivered ? kNoError : op.outcome.error);
+          int rc = sqlite3_step(s);
+          if (rc == SQLITE_ROW) {
+            op.applied = true;
+            op.rowid = sqlite3_column_int64(s, 0);
+            op.attempts = sqlite3_column_int(s, 1);
+            rc = sqlite3_step(s);
+          }
+          if (rc != SQLITE_DONE) {
+            // Not fatal for the others unless SQLite gave up the transaction.
+            spdlog::warn("spool {}: recording outcome of {} failed: {}", path_, op.delivery.id,
+                         c.error());
+            op.applied = false;
+            if (sqlite3_get_autocommit(c.db)) failure = c.error();
+          } else if (op.applied) {
+            ++rows;
+          }
+          break;
+        }
+        case Op::Kind::Replay: {
+          auto run = [&](const char* sql, const std::string& key) {
+            sqlite3_stmt* s = c.stmt(sql);
+            if (s == nullptr) return false;
+            StmtScope scope(s);
+            bind_text(s, 1, key);
+            sqlite3_bind_int64(s, 2, now);
+            if (sqlite3_step(s) != SQLITE_DONE) return false;
+            op.count += static_cast<size_t>(sqlite3_changes(c.db));
+            return true;
+          };
+          bool ok = true;
+          if (op.all_dead) {
+            ok = run(kReplayAll, op.webhook);
+          } else {
+            for (const auto& id : op.ids) ok = ok && run(kReplayOne, id);
+          }
+          if (!ok) {
+            op.status = make_error("spool " + path_ + ": replay failed: " + c.error());
+            if (sqlite3_get_autocommit(c.db)) failure = c.error();
+          }
+          rows += op.count;
+          break;
+        }
+        case Op::Kind::Prune:
+        case Op::Kind::Flush:
+          break;
+      }
+    }
+    if (failure.empty() && !c.exec("COMMIT")) failure = c.error();
+    if (!failure.empty() && !sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
+    auto& m = spool_metrics();
+    if (failure.empty()) {
+      m.commit.observe_ns(now_steady_ns() - t0);
+      m.commits.inc();
+      m.rows.inc(rows);
+      std::lock_guard lock(stats_mu_);
+      ++commits_;
+      rows_written_ += rows;
+    } else {
+      m.errors.inc();
+    }
+    if (failure != last_write_error_) {
+      if (failure.empty()) {
+        spdlog::info("spool {}: writes succeed again", path_);
+      } else {
+        spdlog::error("spool {}: write transaction failed, events are being refused: {}", path_,
+                      failure);
+      }
+      last_write_error_ = failure;
+    }
+  }
+
+  // Publish what committed: claimable copies, released claims, the pending count.
+  bool ready = false;
+  {
+    std::scoped_lock lock(disk_mu_, mu_);
+    bool resync = !failure.empty();
+    for (auto& op_ptr : ops) {
+      Op& op = *op_ptr;
+      if (op.kind == Op::Kind::Complete) {
+        // The claim ends even when the write failed: the file still says pending, and the
+        // resync below makes it claimable again (at-least-once).
+        if (auto it = in_flight_.find(op.delivery.id); it != in_flight_.end()) {
+          if (auto lane = lanes_.find(it->second.webhook); lane != lanes_.end())
+            --lane->second.in_flight;
+          in_flight_.erase(it);
+        }
+        if (!failure.empty() || !op.applied) continue;
+        if (op.outcome.kind != AttemptOutcome::Kind::Retry) {
+          if (pending_ > 0) --pending_;
+          continue;
+        }
+        Delivery d = std::move(op.delivery);
+        d.attempts = op.attempts;
+        d.next_attempt_ms = op.outcome.next_attempt_ms;
+        d.last_error = op.outcome.error;
+        d.state = DeliveryState::Pending;
+        Lane& lane = lanes_[d.webhook];  // before the move below: argument order is unspecified
+        cache_locked(lane, std::move(d), op.rowid);
+        ready = true;
+      } else if (op.kind == Op::Kind::Add && failure.empty() && op.status.ok()) {
+        for (size_t i = 0; i < op.batch.size(); ++i) {
+          if (op.batch[i].state != DeliveryState::Pending) continue;
+          ++pending_;
+          ready = true;
+          Lane& lane = lanes_[op.batch[i].webhook];
+          cache_locked(lane, std::move(op.batch[i]), op.rowids[i]);
+        }
+      } else if (op.kind == Op::Kind::Replay && failure.empty() && op.count > 0) {
+        resync = true;  // the replayed rows' lanes must look at the file again
+        ready = true;
+      }
+    }
+    if (resync && !resync_locked()) resync_pending_ = true;
+    enforce_cap_locked();
+    spool_metrics().depth.set(static_cast<int64_t>(pending_));
+  }
+
+  // Wake the dispatcher before answering the callers, so that after add() or flush() returns
+  // the callback has run (no lost wake-up for a caller that checks right away).
+  if (ready) notify_ready();
+  for (auto& op_ptr : ops) {
+    Op& op = *op_ptr;
+    if (op.kind == Op::Kind::Prune) {
+      bool more = true;
+      while (more) op.count += prune_chunk(c, op.now_ms, &more);
+    }
+    if (!op.done) continue;
+    Op::Outcome out;
+    if (!failure.empty() && op.kind != Op::Kind::Prune) {
+      out.status = make_error("spool " + path_ + ": write failed: " + failure);
+    } else {
+      out.status = op.status;
+      out.count = op.count;
+    }
+    op.done->set_value(std::move(out));
+  }
+}
+
+size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more) {
+  *more = false;
+  sqlite3_stmt* s = c.stmt(kPrune);
+  if (s == nullptr) return 0;
+  StmtScope scope(s);
+  sqlite3_bind_int64(s, 1, now_ms - std::max<int64_t>(cfg_.retention_ms, 0));
+  sqlite3_bind_int64(s, 2, kPruneChunk);
+  if (sqlite3_step(s) != SQLITE_DONE) {
+    spdlog::warn("spool {}: pruning failed: {}", path_, c.error());
+    return 0;
+  }
+  const auto n = static_cast<size_t>(sqlite3_changes(c.db));
+  *more = n == static_cast<size_t>(kPruneChunk);
+  return n;
+}
+
+void SqliteSpool::tick(int64_t now_ms) {
+  // Another process (the CLI replaying dead letters) committed: the file is the truth again.
+  auto dv = writer_->scalar(kDataVersion);
+  const bool external = dv && *dv != data_version_;
+  if (dv) data_version_ = *dv;
+  if (external || resync_pending_) {
+    {
+      std::scoped_lock lock(disk_mu_, mu_);
+      resync_pending_ = !resync_locked();
+      spool_metrics().depth.set(static_cast<int64_t>(pending_));
+    }
+    notify_ready();
+  }
+  bool announce = false;
+  {
+    std::lock_guard lock(cb_mu_);
+    std::swap(announce, announce_backlog_);
+  }
+  if (announce && pending_count() > 0) notify_ready();
+
+  if (prune_more_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
+    const size_t n = prune_chunk(*writer_, now_ms, &prune_more_);
+    last_prune_ms_ = now_ms;
+    if (n > 0) spdlog::debug("spool {}: pruned {} delivered rows", path_, n);
+  }
+}
+
+void SqliteSpool::notify_ready() {
+  std::function<void()> cb;
+  {
+    std::lock_guard lock(cb_mu_);
+    cb = on_ready_;
+  }
+  if (cb) cb();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lanes
+
+void SqliteSpool::cache_locked(Lane& lane, Delivery delivery, int64_t rowid) {
+  // Already handed out straight from the file by a disk-mode claim that saw the commit first.
+  if (in_flight_.count(delivery.id) > 0) return;
+  if (lane.disk) {
+    lane.disk_next_due = std::min(lane.disk_next_due, delivery.next_attempt_ms);
+    return;
+  }
+  const size_t bytes = cached_size(delivery);
+  const auto key = std::make_pair(delivery.next_attempt_ms, rowid);
+  if (!lane.cached.emplace(key, std::move(delivery)).second) return;  // loaded by a refill already
+  lane.cached_bytes += bytes;
+  ++cached_;
+  cached_bytes_ += bytes;
+}
+
+void SqliteSpool::to_disk_mode_locked(Lane& lane) {
+  if (!lane.cached.empty()) {
+    lane.disk_next_due = lane.disk ? std::min(lane.disk_next_due, lane.cached.begin()->first.first)
+                                   : lane.cached.begin()->first.first;
+  } else if (!lane.disk) {
+    lane.disk_next_due = std::numeric_limits<int64_t>::min();  // unknown: look on the next claim
+  }
+  cached_ -= lane.cached.size();
+  cached_bytes_ -= lane.cached_bytes;
+  lane.cached.clear();
+  lane.cached_bytes = 0;
+  lane.disk = true;
+}
+
+void SqliteSpool::enforce_cap_locked() {
+  // Evict the biggest lane: the webhook with the backlog (typically a slow or dead endpoint)
+  // pages from disk, and the healthy ones keep their hot path in memory.
+  while (cached_ > tuning_.max_cached_deliveries || cached_bytes_ > tuning_.max_cached_bytes) {
+    Lane* biggest = nullptr;
+    for (auto& [name, lane] : lanes_) {
+      if (biggest == nullptr || lane.cached_bytes > biggest->cached_bytes) biggest = &lane;
+    }
+    if (biggest == nullptr || biggest->cached.empty()) break;
+    to_disk_mode_locked(*biggest);
+  }
+}
+
+bool SqliteSpool::resync_locked() {
+  // Runs on the writer connection (writer thread or open()), under disk_mu_ and mu_.
+  for (auto& [name, lane] : lanes_) {
+    cached_ -= lane.cached.size();
+    cached_bytes_ -= lane.cached_bytes;
+    lane.cached.clear();
+    lane.cached_bytes = 0;
+    lane.disk = false;
+  }
+  sqlite3_stmt* s = writer_->stmt(kLanes);
+  if (s == nullptr) {
+    for (auto& [name, lane] : lanes_) to_disk_mode_locked(lane);
+    return false;
+  }
+  StmtScope scope(s);
+  size_t pending = 0;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    Lane& lane = lanes_[column_text(s, 0)];
+    lane.disk = true;
+    lane.disk_next_due = sqlite3_column_int64(s, 1);
+    pending += static_cast<size_t>(sqlite3_column_int64(s, 2));
+  }
+  if (rc != SQLITE_DONE) {
+    spdlog::warn("spool {}: cannot read pending deliveries: {}", path_, writer_->error());
+    for (auto& [name, lane] : lanes_) to_disk_mode_locked(lane);
+    return false;
+  }
+  pending_ = pending;
+  std::erase_if(lanes_, [](const auto& kv) {
+    return !kv.second.disk && kv.second.in_flight == 0 && kv.second.cached.empty();
+  });
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// DeliveryStore
+
+Status SqliteSpool::add(std::vector<Delivery> batch) {
+  if (batch.empty()) return {};
+  const int64_t now = now_unix_ms();
+  std::unordered_set<std::string_view> ids;
+  for (auto& d : batch) {
+    if (d.id.empty() || d.webhook.empty()) return make_error("delivery without an id or a webhook");
+    if (!ids.insert(d.id).second) return make_error("duplicate delivery id " + d.id);
+    if (d.created_ms <= 0) d.created_ms = now;
+    // "0 = now" is stored as the creation time so due order is also age order.
+    if (d.next_attempt_ms <= 0) d.next_attempt_ms = d.created_ms;
+  }
+  auto op = std::make_unique<Op>();
+  op->kind = Op::Kind::Add;
+  op->batch = std::move(batch);
+  op->done = std::make_unique<std::promise<Op::Outcome>>();
+  auto fut = op->done->get_future();
+  if (auto st = enqueue(std::move(op)); !st) return st;
+  return fut.get().status;
+}
+
+std::vector<Delivery> SqliteSpool::claim_due(const std::string& webhook, int64_t now_ms,
+                                             size_t limit) {
+  std::vector<Delivery> out;
+  if (limit == 0 || tools_) return out;
+  {
+    std::lock_guard lock(mu_);
+    auto it = lanes_.find(webhook);
+    if (it == lanes_.end()) return out;
+    Lane& lane = it->second;
+    if (!lane.disk) {
+      claim_cached_locked(lane, webhook, now_ms, limit, out);
+      return out;
+    }
+    if (lane.disk_next_due > now_ms) return out;  // nothing on disk is due yet: no I/O
+  }
+  return claim_from_disk(webhook, now_ms, limit);
+}
+
+void SqliteSpool::claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms,
+                                      size_t limit, std::vector<Delivery>& out) {
+  while (out.size() < limit && !lane.cached.empty() && lane.cached.begin()->first.first <= now_ms) {
+    auto node = lane.cached.extract(lane.cached.begin());
+    const size_t bytes = cached_size(node.mapped());
+    lane.cached_bytes -= bytes;
+    cached_bytes_ -= bytes;
+    --cached_;
+    in_flight_[node.mapped().id] = InFlight{webhook, node.key().second};
+    ++lane.in_flight;
+    out.push_back(std::move(node.mapped()));
+  }
+}
+
+std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, int64_t now_ms,
+                                                   size_t limit) {
+  std::vector<Delivery> out;
+  // Held throughout: the writer cannot publish (so claims of this lane cannot end and its mode
+  // cannot change) while this claim compares the file with memory.
+  std::lock_guard disk_lock(disk_mu_);
+  std::unordered_set<std::string> busy;  // this lane's claims; may only shrink (release) meanwhile
+  {
+    std::lock_guard lock(mu_);
+    auto it = lanes_.find(webhook);
+    if (it == lanes_.end()) return out;
+    if (!it->second.disk) {  // a concurrent claim drained the backlog and switched modes
+      claim_cached_locked(it->second, webhook, now_ms, limit, out);
+      return out;
+    }
+    if (it->second.disk_next_due > now_ms) return out;
+    if (it->second.in_flight > 0) {
+      for (const auto& [id, claim] : in_flight_)
+        if (claim.webhook == webhook) busy.insert(id);
+    }
+  }
+
+  std::vector<std::pair<int64_t, Delivery>> due;
+  std::vector<std::pair<int64_t, Delivery>> refill;  // loaded back into memory when small enough
+  bool drained = false;  // every pending, unclaimed row is in `due` or `refill`
+  std::optional<int64_t> next_due;
+  {
+    std::lock_guard rl(read_mu_);
+    if (!reader_) return out;
+    Conn& c = *reader_;
+    bool ok = c.exec("BEGIN");  // one snapshot for the due page and the look at what remains
+    sqlite3_stmt* s = ok ? c.stmt(kClaimDue) : nullptr;
+    ok = s != nullptr;
+    bool exhausted = false;  // saw every due row
+    if (ok) {
+      StmtScope scope(s);
+      bind_text(s, 1, webhook);
+      sqlite3_bind_int64(s, 2, now_ms);
+      sqlite3_bind_int64(s, 3, static_cast<int64_t>(limit + busy.size()));
+      int rc;
+      while (due.size() < limit && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        // Claimed rows are skipped before their body is read.
+        if (busy.count(column_text(s, 1)) == 0) due.push_back(read_row(s));
+      }
+      if (due.size() < limit) {
+        ok = rc == SQLITE_DONE;
+        exhausted = true;
+      }
+    }
+    // No more due rows: either stay in disk mode, knowing when the next one is due, or load the
+    // (small) remainder back into memory.
+    if (ok && exhausted) {
+      for (const auto& r : due) busy.insert(r.second.id);
+      sqlite3_stmt* k = c.stmt(kPendingKeys);
+      ok = k != nullptr;
+      std::vector<std::pair<int64_t, int64_t>> keys;  // (rowid, next_attempt_ms)
+      if (ok) {
+        StmtScope scope(k);
+        bind_text(k, 1, webhook);
+        sqlite3_bind_int64(k, 2, static_cast<int64_t>(busy.size() + tuning_.refill_limit + 1));
+        int rc;
+        while ((rc = sqlite3_step(k)) == SQLITE_ROW) {
+          if (busy.count(column_text(k, 1)) == 0)
+            keys.emplace_back(sqlite3_column_int64(k, 0), sqlite3_column_int64(k, 2));
+        }
+        ok = rc == SQLITE_DONE;
+      }
+      if (ok && !keys.empty()) next_due = keys.front().second;
+      if (ok && keys.size() <= tuning_.refill_limit) {
+        drained = true;
+        sqlite3_stmt* r = c.stmt(kByRowid);
+        ok = r != nullptr;
+        for (size_t i = 0; ok && i < keys.size(); ++i) {
+          StmtScope scope(r);
+          sqlite3_bind_int64(r, 1, keys[i].first);
+          const int rc = sqlite3_step(r);
+          if (rc == SQLITE_ROW) refill.push_back(read_row(r));
+          ok = rc == SQLITE_ROW || rc == SQLITE_DONE;
+        }
+      }
+    }
+    const std::string err = ok ? "" : c.error();
+    c.exec("COMMIT");
+    if (!ok) {
+      spdlog::warn("spool {}: reading due deliveries of {} failed: {}", path_, webhook, err);
+      return out;
+    }
+  }
+
+  std::lock_guard lock(mu_);
+  Lane& lane = lanes_[webhook];
+  for (auto& [rowid, d] : due) {
+    in_flight_[d.id] = InFlight{webhook, rowid};
+    ++lane.in_flight;
+    out.push_back(std::move(d));
+  }
+  if (drained) {
+    // Everything left fits in memory: back to the hot path. The writer's later publishing of
+    // commits this snapshot already saw is deduplicated in cache_locked.
+    lane.disk = false;
+    for (auto& [rowid, d] : refill) cache_locked(lane, std::move(d), rowid);
+    enforce_cap_locked();
+  } else if (next_due) {
+    lane.disk_next_due = *next_due;
+  }
+  return out;
+}
+
+void SqliteSpool::complete(const Delivery& delivery, const AttemptOutcome& outcome) {
+  if (tools_) return;
+  {
+    // Like the memory store: only a claim can be completed, and only once. A second outcome
+    // for the same claim would otherwise cache the delivery twice.
+    std::lock_guard lock(mu_);
+    auto it = in_flight_.find(delivery.id);
+    if (it == in_flight_.end() || it->second.completing) {
+      spdlog::debug("spool {}: outcome for unclaimed delivery {} ignored", path_, delivery.id);
+      return;
+    }
+    it->second.completing = true;
+  }
+  auto op = std::make_unique<Op>();
+  op->kind = Op::Kind::Complete;
+  op->delivery = delivery;
+  op->outcome = outcome;
+  if (auto st = enqueue(std::move(op)); !st) {
+    // Closed: the row stays pending in the file and is retried after the restart.
+    spdlog::warn("spool {}: outcome of {} not recorded: {}", path_, delivery.id,
+                 st.error().message);
+  }
+}
+
+void SqliteSpool::release(const Delivery& delivery) {
+  // Claims exist only in memory, so releasing touches no file.
+  std::lock_guard lock(mu_);
+  auto it = in_flight_.find(delivery.id);
+  if (it == in_flight_.end() || it->second.completing) return;
+  const InFlight claim = it->second;
+  in_flight_.erase(it);
+  Lane& lane = lanes_[claim.webhook];
+  --lane.in_flight;
+  Delivery d = delivery;
+  d.state = DeliveryState::Pending;
+  cache_locked(lane, std::move(d), claim.rowid);
+  enforce_cap_locked();
+}
+
+std::optional<int64_t> SqliteSpool::next_due(const std::string& webhook) {
+  if (tools_) {
+    std::lock_guard rl(read_mu_);
+    if (!reader_) return std::nullopt;
+    sqlite3_stmt* s = reader_->stmt(kNextDue);
+    if (s == nullptr) return std::nullopt;
+    StmtScope scope(s);
+    bind_text(s, 1, webhook);
+    if (sqlite3_step(s) != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL)
+      return std::nullopt;
+    return sqlite3_column_int64(s, 0);
+  }
+  std::lock_guard lock(mu_);
+  auto it = lanes_.find(webhook);
+  if (it == lanes_.end()) return std::nullopt;
+  const Lane& lane = it->second;
+  if (lane.disk) return lane.disk_next_due;  // a lower bound: at worst one early, empty claim
+  if (lane.cached.empty()) return std::nullopt;
+  return lane.cached.begin()->first.first;
+}
+
+size_t SqliteSpool::pending_count() {
+  if (tools_) {
+    std::lock_guard rl(read_mu_);
+    if (!reader_) return 0;
+    return static_cast<size_t>(reader_->scalar(kCountPending).value_or(0));
+  }
+  std::lock_guard lock(mu_);
+  return pending_;
+}
+
+void SqliteSpool::set_on_ready(std::function<void()> on_ready) {
+  {
+    std::lock_guard lock(cb_mu_);
+    on_ready_ = std::move(on_ready);
+    announce_backlog_ = true;  // recovered deliveries: the writer says so once, off this thread
+  }
+  {
+    std::lock_guard lock(q_mu_);
+    wake_ = true;
+  }
+  q_cv_.notify_one();
+}
+
+std::vector<Delivery> SqliteSpool::list(std::optional<DeliveryState> state,
+                                        const std::string& webhook, size_t limit) {
+  std::vector<Delivery> out;
+  std::lock_guard rl(read_mu_);
+  if (!reader_) return out;
+  sqlite3_stmt* s = reader_->stmt(kList);
+  if (s == nullptr) return out;
+  StmtScope scope(s);
+  sqlite3_bind_int(s, 1, state ? state_code(*state) : -1);
+  bind_text(s, 2, webhook);
+  sqlite3_bind_int64(s, 3, limit == 0 ? -1 : static_cast<int64_t>(limit));
+  while (sqlite3_step(s) == SQLITE_ROW) out.push_back(read_row(s).second);
+  return out;
+}
+
+std::optional<Delivery> SqliteSpool::get(const std::string& id) {
+  std::lock_guard rl(read_mu_);
+  if (!reader_) return std::nullopt;
+  sqlite3_stmt* s = reader_->stmt(kById);
+  if (s == nullptr) return std::nullopt;
+  StmtScope scope(s);
+  bind_text(s, 1, id);
+  if (sqlite3_step(s) != SQLITE_ROW) return std::nullopt;
+  return read_row(s).second;
+}
+
+size_t SqliteSpool::replay(const std::vector<std::string>& ids) {
+  if (ids.empty()) return 0;
+  if (tools_) return replay_direct(ids, false, "");
+  auto op = std::make_unique<Op>();
+  op->kind = Op::Kind::Replay;
+  op->ids = ids;
+  op->done = std::make_unique<std::promise<Op::Outcome>>();
+  auto fut = op->done->get_future();
+  if (!enqueue(std::move(op))) return 0;
+  auto out = fut.get();
+  if (!out.status) spdlog::warn("{}", out.status.error().message);
+  return out.count;
+}
+
+size_t SqliteSpool::replay_all_dead(const std::string& webhook) {
+  if (tools_) return replay_direct({}, true, webhook);
+  auto op = std::make_unique<Op>();
+  op->kind = Op::Kind::Replay;
+  op->all_dead = true;
+  op->webhook = webhook;
+  op->done = std::make_unique<std::promise<Op::Outcome>>();
+  auto fut = op->done->get_future();
+  if (!enqueue(std::move(op))) return 0;
+  auto out = fut.get();
+  if (!out.status) spdlog::warn("{}", out.status.error().message);
+  return out.count;
+}
+
+size_t SqliteSpool::replay_direct(const std::vector<std::string>& ids, bool all_dead,
+                                  const std::string& webhook) {
+  std::lock_guard rl(read_mu_);
+  if (!reader_) return 0;
+  Conn& c = *reader_;
+  const int64_t now = now_unix_ms();
+  // IMMEDIATE: take the write lock up front (waiting up to busy_timeout for the gateway's
+  // writer) instead of failing on upgrade halfway through.
+  if (!c.exec("BEGIN IMMEDIATE")) {
+    spdlog::error("spool {}: replay: {}", path_, c.error());
+    return 0;
+  }
+  size_t moved = 0;
+  bool ok = true;
+  auto run = [&](const char* sql, const std::string& key) {
+    sqlite3_stmt* s = c.stmt(sql);
+    if (s == nullptr) return false;
+    StmtScope scope(s);
+    bind_text(s, 1, key);
+    sqlite3_bind_int64(s, 2, now);
+    if (sqlite3_step(s) != SQLITE_DONE) return false;
+    moved += static_cast<size_t>(sqlite3_changes(c.db));
+    return true;
+  };
+  if (all_dead) {
+    ok = run(kReplayAll, webhook);
+  } else {
+    for (const auto& id : ids) ok = ok && run(kReplayOne, id);
+  }
+  if (ok && c.exec("COMMIT")) return moved;
+  spdlog::error("spool {}: replay: {}", path_, c.error());
+  c.exec("ROLLBACK");
+  return 0;
+}
+
+size_t SqliteSpool::prune(int64_t now_ms) {
+  if (tools_) {
+    std::lock_guard rl(read_mu_);
+    if (!reader_) return 0;
+    size_t n = 0;
+    bool more = true;
+    while (more) n += prune_chunk(*reader_, now_ms, &more);
+    return n;
+  }
+  auto op = std::make_unique<Op>();
+  op->kind = Op::Kind::Prune;
+  op->now_ms = now_ms;
+  op->done = std::make_unique<std::promise<Op::Outcome>>();
+  auto fut = op->done->get_future();
+  if (!enqueue(std::move(op))) return 0;
+  return fut.get().count;
+}
+
+Status SqliteSpool::flush() {
+  if (tools_) return {};
+  auto op = std::make_unique<Op>();
+  op->kind = Op::Kind::Flush;
+  op->done = std::make_unique<std::promise<Op::Outcome>>();
+  auto fut = op->done->get_future();
+  if (auto st = enqueue(std::move(op)); !st) return st;
+  return fut.get().status;
+}
+
+SqliteSpool::Stats SqliteSpool::stats() {
+  Stats s;
+  {
+    std::lock_guard lock(mu_);
+    s.cached = cached_;
+    s.cached_bytes = cached_bytes_;
+    s.in_flight = in_flight_.size();
+  }
+  std::lock_guard lock(stats_mu_);
+  s.commits = commits_;
+  s.rows_written = rows_written_;
+  return s;
+}
+
+}  // namespace hookgate::webhooks

@@ -1,0 +1,196 @@
+#pragma once
+// The durable DeliveryStore: an SQLite file in WAL mode (docs/spool.md).
+//
+// One writer thread owns the write connection and group-commits everything queued since its last
+// transaction (adds, attempt outcomes, replays, pruning). add() blocks until the transaction
+// holding its batch has committed: that is when the gateway may call the event accepted.
+//
+// Claiming is served from a bounded in-memory copy of each webhook's claimable deliveries, filled
+// from add() batches after they commit. A webhook whose backlog does not fit (and every webhook
+// with pending rows at open) is in "disk mode": claims page from the file until the backlog is
+// drained. Claims live in memory only, so after a crash in-flight deliveries are simply pending
+// again, with the same ids. Changes made by another process (the `hookgate deliveries` CLI
+// replaying dead letters) are noticed through PRAGMA data_version within ~200 ms.
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/common/result.hpp"
+#include "webhooks/delivery.hpp"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace hookgate::webhooks {
+
+// Knobs that are not worth a config key; tests shrink them.
+struct SqliteSpoolTuning {
+  size_t max_cached_deliveries = 10000;  // in-memory claimable copies, all webhooks together
+  size_t max_cached_bytes = 64u << 20;   // body bytes of those copies (bodies may be 1 MiB)
+  size_t refill_limit = 256;             // a drained disk-mode webhook with at most this many
+                                         // (future) rows left is loaded back into memory
+  int64_t prune_interval_ms = 60000;     // how often delivered rows past retention are pruned
+  int64_t poll_interval_ms = 200;        // writer idle tick: external-change check, pruning
+  int busy_timeout_ms = 5000;            // waiting for the other process's write lock
+};
+
+class SqliteSpool final : public DeliveryStore {
+ public:
+  // Opens (creating if needed, gateway mode) the spool at cfg.path. With read_only_tools the
+  // spool serves only the operator views (list/get/replay, pending_count, next_due) straight from
+  // the file, starts no writer thread and never creates or migrates the file: that is the
+  // `hookgate deliveries` CLI running beside a live gateway.
+  static Result<std::unique_ptr<SqliteSpool>> open(const config::SpoolConfig& cfg,
+                                                   bool read_only_tools = false);
+  static Result<std::unique_ptr<SqliteSpool>> open(const config::SpoolConfig& cfg,
+                                                   const SqliteSpoolTuning& tuning,
+                                                   bool read_only_tools = false);
+  ~SqliteSpool() override;
+  SqliteSpool(const SqliteSpool&) = delete;
+  SqliteSpool& operator=(const SqliteSpool&) = delete;
+
+  // Blocks until the batch is committed (or failed: disk full, corrupt file, duplicate id); the
+  // batch is accepted whole or not at all.
+  Status add(std::vector<Delivery> batch) override;
+  // Due order: (next_attempt_ms, insertion order); a fresh delivery is due at its created_ms.
+  std::vector<Delivery> claim_due(const std::string& webhook, int64_t now_ms,
+                                  size_t limit) override;
+  // Only a delivery claimed here can be completed, once. Queued to the writer, not waited for:
+  // a crash before the commit means one more attempt (at-least-once). The claim ends when the
+  // outcome commits, so the delivery is never handed out in between.
+  void complete(const Delivery& delivery, const AttemptOutcome& outcome) override;
+  // Memory only: the file never knew about the claim.
+  void release(const Delivery& delivery) override;
+  // For a webhook paging from disk this may be a lower bound (at worst one early, empty claim).
+  std::optional<int64_t> next_due(const std::string& webhook) override;
+  size_t pending_count() override;
+  // Called from the writer thread, never under a spool lock. The callback may claim, complete
+  // and release, but a blocking call (add, flush, replay, prune) from it fails instead of
+  // deadlocking.
+  void set_on_ready(std::function<void()> on_ready) override;
+
+  // Ordered by id (time-ordered, so oldest first); limit 0 = no limit; webhook "" = all.
+  std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,
+                             size_t limit) override;
+  std::optional<Delivery> get(const std::string& id) override;
+  // Dead → pending, attempts 0, due now (last_error kept as history). Blocks until committed.
+  size_t replay(const std::vector<std::string>& ids) override;
+  // `hookgate deliveries replay --all-dead` (webhook "" = every webhook).
+  size_t replay_all_dead(const std::string& webhook = "");
+
+  // Deletes delivered rows last updated before now_ms - retention_ms; returns how many. The
+  // writer also does this on its own every prune_interval_ms and right after open.
+  size_t prune(int64_t now_ms);
+  // Waits until everything queued so far (including complete()) is committed.
+  Status flush();
+  // Flushes, stops the writer, checkpoints the WAL into the file and closes it. Idempotent; the
+  // destructor calls it. Afterwards add() fails and claims return nothing.
+  void close();
+
+  struct Stats {
+    size_t cached = 0;  // deliveries held in memory for claiming
+    size_t cached_bytes = 0;
+    size_t in_flight = 0;  // claimed, outcome not committed yet
+    uint64_t commits = 0;  // writer transactions
+    uint64_t rows_written = 0;
+  };
+  Stats stats();
+  const std::string& path() const { return path_; }
+
+ private:
+  struct Op;  // a unit of work for the writer thread
+  // Claimable deliveries of one webhook that are not in flight.
+  struct Lane {
+    // Memory mode (disk == false): `cached` holds every such delivery, keyed like the claim index
+    // (next_attempt_ms, rowid). Disk mode: the file is the truth and `cached` is empty.
+    std::map<std::pair<int64_t, int64_t>, Delivery> cached;
+    size_t cached_bytes = 0;
+    bool disk = false;
+    int64_t disk_next_due = 0;  // disk mode: a lower bound on the earliest next_attempt_ms
+    size_t in_flight = 0;
+  };
+  struct InFlight {
+    std::string webhook;
+    int64_t rowid = 0;
+    bool completing = false;  // complete() queued its outcome; the claim ends when it commits
+  };
+  struct Conn;  // one sqlite3 handle and its prepared statements
+
+  SqliteSpool(std::string path, const config::SpoolConfig& cfg, const SqliteSpoolTuning& tuning,
+              bool tools);
+  Status init(bool tools);
+
+  // Writer side.
+  void writer_loop();
+  void run_batch(std::vector<std::unique_ptr<Op>>& ops);
+  void tick(int64_t now_ms);
+  size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more);
+  Status enqueue(std::unique_ptr<Op> op);
+  void notify_ready();
+
+  // Lane bookkeeping; callers hold mu_ (resync_locked also disk_mu_, and runs on the writer).
+  void cache_locked(Lane& lane, Delivery delivery, int64_t rowid);
+  void enforce_cap_locked();
+  void to_disk_mode_locked(Lane& lane);
+  bool resync_locked();  // every lane back to what the file says; false if the file is unreadable
+  void claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms, size_t limit,
+                           std::vector<Delivery>& out);
+  std::vector<Delivery> claim_from_disk(const std::string& webhook, int64_t now_ms, size_t limit);
+
+  // Tools mode (no writer thread): statements run on the single connection under read_mu_.
+  size_t replay_direct(const std::vector<std::string>& ids, bool all_dead,
+                       const std::string& webhook);
+
+  const std::string path_;
+  const config::SpoolConfig cfg_;
+  const SqliteSpoolTuning tuning_;
+  const bool tools_;
+
+  std::unique_ptr<Conn> writer_;  // the writer thread's (and open/close's) connection
+  std::unique_ptr<Conn> reader_;  // claims from disk, list/get, next_due; guarded by read_mu_
+  std::mutex read_mu_;
+
+  // disk_mu_ serializes disk-mode claims with the writer's post-commit publishing, so a claim's
+  // view of the file and the in-memory lanes cannot disagree (lock order: disk_mu_, then mu_).
+  std::mutex disk_mu_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Lane> lanes_;  // absent = memory mode, nothing claimable
+  std::unordered_map<std::string, InFlight> in_flight_;
+  size_t cached_ = 0;
+  size_t cached_bytes_ = 0;
+  size_t pending_ = 0;
+
+  std::mutex q_mu_;
+  std::condition_variable q_cv_;
+  std::vector<std::unique_ptr<Op>> queue_;
+  bool stopping_ = false;
+  bool closed_ = false;
+  bool wake_ = false;
+  std::thread writer_thread_;
+
+  std::mutex cb_mu_;
+  std::function<void()> on_ready_;
+  bool announce_backlog_ = false;  // set_on_ready with rows pending: writer fires once
+
+  // Writer-thread state.
+  int64_t data_version_ = -1;
+  int64_t last_prune_ms_ = 0;
+  bool prune_more_ = false;
+  bool resync_pending_ = false;
+  std::string last_write_error_;
+  uint64_t commits_ = 0;
+  uint64_t rows_written_ = 0;
+  std::mutex stats_mu_;
+};
+
+}  // namespace hookgate::webhooks
