@@ -147,14 +147,14 @@ int hooks_new(const Args& args) {
         << "# Build: cmake -S . -B build && cmake --build build && cp build/" << name << ".so ../\n";
     body = "// " + name + ": a native " + kind + " hook. Build with the CMakeLists.txt beside this file.\n"
            "#include \"hookgate_hook.hpp\"\n\n"
-           "class " + std::string("Hook") + " : public hookgate::sdk::Hook {\n"
+           "class " + std::string("Hook") + " : public hookgate::sdk::HookBase {\n"
            " public:\n"
            "  hookgate::sdk::Result handle(std::string_view event_json) override {\n"
            "    (void)event_json;  // inspect or rewrite the CloudEvent JSON here\n"
-           "    return hookgate::sdk::Result::proceed();\n"
+           "    return hookgate::sdk::Result::Continue();\n"
            "  }\n"
            "};\n\n"
-           "HOOKGATE_DEFINE_HOOK(Hook, \"" + kind + "\", \"*\")\n";
+           "HOOKGATE_DEFINE_HOOK(Hook, \"" + kind + "\", {\"*\"})\n";
   } else {
     return fail("--form must be yaml, program or native", 2);
   }

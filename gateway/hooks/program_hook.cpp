@@ -70,51 +70,6 @@ SpawnRequest base_request(const HookSpec& spec, std::vector<std::string> argv) {
   return req;
 }
 
-struct Handshake {
-  std::optional<HookKind> kind;
-  std::vector<std::string> events{"*"};
-};
-
-Result<Handshake, std::string> parse_handshake(const std::string& line, bool need_kind) {
-  const std::string want = R"(want {"hookgate":1,"kind":"veto|transform|observe","events":[...]})";
-  JsonDocument doc;
-  doc.Parse(line.data(), line.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
-    return "invalid handshake line (" + want + "): " + excerpt(line);
-  }
-  auto version = doc.FindMember("hookgate");
-  if (version == doc.MemberEnd()) return "handshake has no \"hookgate\" version (" + want + ")";
-  if (!version->value.IsInt() || version->value.GetInt() != 1) {
-    return "handshake speaks protocol version " + to_json(version->value) +
-           " (this gateway speaks 1)";
-  }
-  Handshake hs;
-  if (!need_kind) return hs;  // a YAML descriptor sets kind and events
-  auto kind = doc.FindMember("kind");
-  if (kind == doc.MemberEnd()) {
-    return std::string(
-        "handshake names no kind: print {\"hookgate\":1,\"kind\":\"veto|transform|observe\"} or "
-        "set kind in a YAML descriptor");
-  }
-  if (!kind->value.IsString() || !(hs.kind = kind_from_text(kind->value.GetString()))) {
-    return "handshake kind " + to_json(kind->value) + " is not veto, transform or observe";
-  }
-  auto events = doc.FindMember("events");
-  if (events != doc.MemberEnd()) {
-    if (!events->value.IsArray() || events->value.Empty()) {
-      return std::string("handshake \"events\" must be a non-empty array of patterns");
-    }
-    hs.events.clear();
-    for (const auto& e : events->value.GetArray()) {
-      if (!e.IsString() || e.GetStringLength() == 0) {
-        return std::string("handshake \"events\" must hold non-empty strings");
-      }
-      hs.events.emplace_back(e.GetString(), e.GetStringLength());
-    }
-  }
-  return hs;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Program form: a long-running co-process.
 
@@ -284,55 +239,8 @@ class ProgramHook final : public Hook {
                                                 " ms " + doing + "; process group killed"));
   }
 
-  // nullopt: an answer for another id (discarded). Garbage is a failure, the process stays.
   std::optional<HookResult> interpret(const std::string& line, uint64_t id) {
-    auto garbage = [&] {
-      return HookResult(failure(HookFailure::Kind::Error, "garbage answer: " + excerpt(line)));
-    };
-    JsonDocument doc;
-    doc.Parse(line.data(), line.size());
-    if (doc.HasParseError() || !doc.IsObject()) return garbage();
-    auto id_it = doc.FindMember("id");
-    if (id_it == doc.MemberEnd() || !id_it->value.IsUint64()) return garbage();
-    if (id_it->value.GetUint64() != id) {
-      spdlog::warn("hook {}: discarding answer for id {} (waiting for {})", spec().name,
-                   id_it->value.GetUint64(), id);
-      return std::nullopt;
-    }
-    auto action = doc.FindMember("action");
-    if (action == doc.MemberEnd() || !action->value.IsString()) return garbage();
-    std::string_view a(action->value.GetString(), action->value.GetStringLength());
-    HookVerdict v;
-    if (a == "continue") {
-      v.action = Action::Continue;
-    } else if (a == "skip") {
-      v.action = Action::Skip;
-    } else if (a == "veto") {
-      v.action = Action::Veto;
-      auto reason = doc.FindMember("reason");
-      if (reason != doc.MemberEnd() && reason->value.IsString() &&
-          reason->value.GetStringLength() > 0) {
-        v.reason.assign(reason->value.GetString(), reason->value.GetStringLength());
-      } else {
-        v.reason = "vetoed by hook " + spec().name;
-      }
-    } else if (a == "replace") {
-      auto ev = doc.FindMember("event");
-      if (ev == doc.MemberEnd()) {
-        return HookResult(failure(HookFailure::Kind::Error,
-                                  "garbage answer: replace without an event: " + excerpt(line)));
-      }
-      auto replacement = replacement_event(ev->value);
-      if (!replacement) {
-        return HookResult(failure(HookFailure::Kind::Error,
-                                  "garbage answer: " + replacement.error() + ": " + excerpt(line)));
-      }
-      v.action = Action::Replace;
-      v.replacement = std::move(replacement).value();
-    } else {
-      return garbage();
-    }
-    return HookResult(std::move(v));
+    return interpret_answer(line, id, spec().name);
   }
 
   // The right to talk to the co-process: one request in flight. A flag under a mutex rather than

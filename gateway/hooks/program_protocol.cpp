@@ -1,5 +1,7 @@
 #include "gateway/hooks/program_protocol.hpp"
 
+#include <spdlog/spdlog.h>
+
 namespace hookgate::hooks {
 
 std::optional<HookKind> kind_from_text(std::string_view text) {
@@ -62,6 +64,97 @@ Result<Event, std::string> replacement_event(std::string_view json) {
   if (!parsed) return parsed.error().message;
   if (auto problem = replacement_problem(parsed->doc())) return *problem;
   return std::move(parsed).value();
+}
+
+Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_kind) {
+  const std::string want = R"(want {"hookgate":1,"kind":"veto|transform|observe","events":[...]})";
+  JsonDocument doc;
+  doc.Parse(line.data(), line.size());
+  if (doc.HasParseError() || !doc.IsObject()) {
+    return "invalid handshake line (" + want + "): " + excerpt(line);
+  }
+  auto version = doc.FindMember("hookgate");
+  if (version == doc.MemberEnd()) return "handshake has no \"hookgate\" version (" + want + ")";
+  if (!version->value.IsInt() || version->value.GetInt() != 1) {
+    return "handshake speaks protocol version " + to_json(version->value) +
+           " (this gateway speaks 1)";
+  }
+  Handshake hs;
+  if (!need_kind) return hs;  // a YAML descriptor sets kind and events
+  auto kind = doc.FindMember("kind");
+  if (kind == doc.MemberEnd()) {
+    return std::string(
+        "handshake names no kind: print {\"hookgate\":1,\"kind\":\"veto|transform|observe\"} or "
+        "set kind in a YAML descriptor");
+  }
+  if (!kind->value.IsString() || !(hs.kind = kind_from_text(kind->value.GetString()))) {
+    return "handshake kind " + to_json(kind->value) + " is not veto, transform or observe";
+  }
+  auto events = doc.FindMember("events");
+  if (events != doc.MemberEnd()) {
+    if (!events->value.IsArray() || events->value.Empty()) {
+      return std::string("handshake \"events\" must be a non-empty array of patterns");
+    }
+    hs.events.clear();
+    for (const auto& e : events->value.GetArray()) {
+      if (!e.IsString() || e.GetStringLength() == 0) {
+        return std::string("handshake \"events\" must hold non-empty strings");
+      }
+      hs.events.emplace_back(e.GetString(), e.GetStringLength());
+    }
+  }
+  return hs;
+}
+
+
+std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id, const std::string& hook_name) {
+  auto garbage = [&] {
+    return HookResult(HookFailure{HookFailure::Kind::Error, "garbage answer: " + excerpt(line)});
+  };
+  JsonDocument doc;
+  doc.Parse(line.data(), line.size());
+  if (doc.HasParseError() || !doc.IsObject()) return garbage();
+  auto id_it = doc.FindMember("id");
+  if (id_it == doc.MemberEnd() || !id_it->value.IsUint64()) return garbage();
+  if (id_it->value.GetUint64() != id) {
+    spdlog::warn("hook {}: discarding answer for id {} (waiting for {})", hook_name,
+                 id_it->value.GetUint64(), id);
+    return std::nullopt;
+  }
+  auto action = doc.FindMember("action");
+  if (action == doc.MemberEnd() || !action->value.IsString()) return garbage();
+  std::string_view a(action->value.GetString(), action->value.GetStringLength());
+  HookVerdict v;
+  if (a == "continue") {
+    v.action = Action::Continue;
+  } else if (a == "skip") {
+    v.action = Action::Skip;
+  } else if (a == "veto") {
+    v.action = Action::Veto;
+    auto reason = doc.FindMember("reason");
+    if (reason != doc.MemberEnd() && reason->value.IsString() &&
+        reason->value.GetStringLength() > 0) {
+      v.reason.assign(reason->value.GetString(), reason->value.GetStringLength());
+    } else {
+      v.reason = "vetoed by hook " + hook_name;
+    }
+  } else if (a == "replace") {
+    auto ev = doc.FindMember("event");
+    if (ev == doc.MemberEnd()) {
+      return HookResult(HookFailure{HookFailure::Kind::Error,
+                                "garbage answer: replace without an event: " + excerpt(line)});
+    }
+    auto replacement = replacement_event(ev->value);
+    if (!replacement) {
+      return HookResult(HookFailure{HookFailure::Kind::Error,
+                                "garbage answer: " + replacement.error() + ": " + excerpt(line)});
+    }
+    v.action = Action::Replace;
+    v.replacement = std::move(replacement).value();
+  } else {
+    return garbage();
+  }
+  return HookResult(std::move(v));
 }
 
 }  // namespace hookgate::hooks

@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+#include <cstdint>
 
 #include "gateway/event.hpp"
 #include "gateway/hooks/hook.hpp"
@@ -24,5 +26,18 @@ std::string_view trim(std::string_view text);
 // the problem in a few words.
 Result<Event, std::string> replacement_event(const JsonValue& value);
 Result<Event, std::string> replacement_event(std::string_view json);
+
+// The program-hook protocol (docs/hooks.md). The first line a co-process prints:
+struct Handshake {
+  std::optional<HookKind> kind;
+  std::vector<std::string> events{"*"};
+};
+// Parses the handshake; with `need_kind` false (a YAML descriptor sets kind/events) only the
+// version is checked.
+Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_kind);
+
+// Interprets one answer line to request `id`: a verdict, a failure (garbage is a failure; the
+// process stays), or nullopt for an answer to another id (logged and discarded).
+std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id, const std::string& hook_name);
 
 }  // namespace hookgate::hooks
