@@ -1,0 +1,865 @@
+// The dispatcher against a real HTTP server on loopback: what receivers see, how outcomes are
+// recorded, and that one endpoint's trouble stays its own.
+#include "webhooks/dispatcher.hpp"
+
+#include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+
+#include "gateway/common/clock.hpp"
+#include "gateway/common/ids.hpp"
+#include "gateway/common/metrics.hpp"
+#include "tests/support/http_receiver.hpp"
+#include "webhooks/memory_store.hpp"
+
+namespace hookgate::webhooks {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::HttpReceiver;
+
+constexpr milliseconds kWait{10000};  // generous: CI machines are slow; tests pass far sooner
+
+// --- independent verification helpers (OpenSSL directly, not webhooks/signing) ------------
+
+std::string openssl_hmac_hex(const std::string& key, const std::string& message) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &length);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) {
+    hex.push_back(kHex[mac[i] >> 4]);
+    hex.push_back(kHex[mac[i] & 0xf]);
+  }
+  return hex;
+}
+
+std::string openssl_hmac_base64(const std::string& key, const std::string& message) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &length);
+  unsigned char encoded[64] = {};
+  int encoded_length = EVP_EncodeBlock(encoded, mac, static_cast<int>(length));
+  return std::string(reinterpret_cast<char*>(encoded), static_cast<size_t>(encoded_length));
+}
+
+// base64 of a length that is a multiple of 4 without padding (as in the test secret below).
+std::string openssl_base64_decode(const std::string& text) {
+  std::string out(text.size(), '\0');
+  int length = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                               reinterpret_cast<const unsigned char*>(text.data()),
+                               static_cast<int>(text.size()));
+  out.resize(static_cast<size_t>(std::max(length, 0)));
+  return out;
+}
+
+// --- recording doubles -------------------------------------------------------------------
+
+// A MemoryDeliveryStore that also records every complete()/release() and lets tests wait.
+class RecordingStore final : public DeliveryStore {
+ public:
+  struct Completion {
+    Delivery delivery;  // as claimed: attempts = attempts before this one
+    AttemptOutcome outcome;
+  };
+
+  Status add(std::vector<Delivery> batch) override { return inner_.add(std::move(batch)); }
+  std::vector<Delivery> claim_due(const std::string& webhook, int64_t now_ms,
+                                  size_t limit) override {
+    return inner_.claim_due(webhook, now_ms, limit);
+  }
+  void complete(const Delivery& delivery, const AttemptOutcome& outcome) override {
+    inner_.complete(delivery, outcome);
+    {
+      std::lock_guard lock(mu_);
+      completions_.push_back({delivery, outcome});
+    }
+    changed_.notify_all();
+  }
+  void release(const Delivery& delivery) override {
+    inner_.release(delivery);
+    {
+      std::lock_guard lock(mu_);
+      releases_.push_back(delivery);
+    }
+    changed_.notify_all();
+  }
+  std::optional<int64_t> next_due(const std::string& webhook) override {
+    return inner_.next_due(webhook);
+  }
+  size_t pending_count() override { return inner_.pending_count(); }
+  void set_on_ready(std::function<void()> on_ready) override {
+    inner_.set_on_ready(std::move(on_ready));
+  }
+  std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,
+                             size_t limit) override {
+    return inner_.list(state, webhook, limit);
+  }
+  std::optional<Delivery> get(const std::string& id) override { return inner_.get(id); }
+  size_t replay(const std::vector<std::string>& ids) override { return inner_.replay(ids); }
+
+  bool wait_for_completions(size_t n, milliseconds timeout = kWait) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, timeout, [&] { return completions_.size() >= n; });
+  }
+  std::vector<Completion> completions() {
+    std::lock_guard lock(mu_);
+    return completions_;
+  }
+  std::vector<Delivery> releases() {
+    std::lock_guard lock(mu_);
+    return releases_;
+  }
+
+ private:
+  MemoryDeliveryStore inner_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<Completion> completions_;
+  std::vector<Delivery> releases_;
+};
+
+class DiagnosticRecorder {
+ public:
+  DiagnosticSink sink() {
+    return [this](DiagnosticEvent event) {
+      {
+        std::lock_guard lock(mu_);
+        events_.push_back(std::move(event));
+      }
+      changed_.notify_all();
+    };
+  }
+  std::vector<DiagnosticEvent> events() {
+    std::lock_guard lock(mu_);
+    return events_;
+  }
+  bool wait_for(size_t n, milliseconds timeout = kWait) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, timeout, [&] { return events_.size() >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<DiagnosticEvent> events_;
+};
+
+// Captures log lines ("<level> <message>") for the lifetime of the object. Declare it before the
+// Dispatcher so the dispatcher thread is gone before the logger is swapped back.
+class LogCapture {
+ public:
+  LogCapture()
+      : previous_(spdlog::default_logger()),
+        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)) {
+    auto logger = std::make_shared<spdlog::logger>("capture", sink_);
+    logger->set_pattern("%l %v");
+    logger->set_level(spdlog::level::trace);
+    spdlog::set_default_logger(logger);
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  std::vector<std::string> lines() const { return sink_->last_formatted(); }
+  std::vector<std::string> lines_containing(const std::string& needle) const {
+    std::vector<std::string> out;
+    for (auto& line : lines())
+      if (line.find(needle) != std::string::npos) out.push_back(line);
+    return out;
+  }
+
+ private:
+  std::shared_ptr<spdlog::logger> previous_;
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+// --- fixture -----------------------------------------------------------------------------
+
+class DispatcherTest : public ::testing::Test {
+ protected:
+  // Metrics are process-wide: every test (and every --gtest_repeat round) uses webhook names of
+  // its own, so counters start at zero.
+  std::string unique_name(const std::string& suffix = "") const {
+    return std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+           std::to_string(round_) + suffix;
+  }
+
+  config::WebhookConfig webhook(const std::string& name, const std::string& url) const {
+    config::WebhookConfig w;
+    w.name = name;
+    w.url = url;
+    w.timeout_ms = 5000;
+    w.retry.max_attempts = 5;
+    w.retry.initial_backoff_ms = 10;
+    w.retry.max_backoff_ms = 20;
+    w.max_in_flight = 4;
+    return w;
+  }
+
+  static Delivery delivery(
+      const std::string& webhook, const std::string& event_type = "user.created",
+      const std::string& body = R"({"specversion":"1.0","type":"user.created"})") {
+    Delivery d;
+    d.id = new_delivery_id();
+    d.webhook = webhook;
+    d.event_id = new_uuid_v7();
+    d.event_type = event_type;
+    d.body = std::make_shared<const std::string>(body);
+    d.created_ms = now_unix_ms();
+    return d;
+  }
+
+  Delivery add(const std::string& webhook, const std::string& event_type = "user.created") {
+    Delivery d = delivery(webhook, event_type);
+    EXPECT_TRUE(store_.add({d}).ok());
+    return d;
+  }
+
+  static HttpReceiver::Handler answer(int status) {
+    return [status](const HttpReceiver::Request&) {
+      HttpReceiver::Response response;
+      response.status = status;
+      return response;
+    };
+  }
+
+  std::optional<Dispatcher::WebhookStatus> status_of(const Dispatcher& dispatcher,
+                                                     const std::string& name) {
+    for (auto& status : dispatcher.status())
+      if (status.name == name) return status;
+    return std::nullopt;
+  }
+
+  static uint64_t deliveries_total(const std::string& name, const std::string& outcome) {
+    return metrics::Registry::global().counter_value("hookgate_deliveries_total",
+                                                     {{"webhook", name}, {"outcome", outcome}});
+  }
+
+  static inline std::atomic<int> rounds_{0};
+  const int round_ = ++rounds_;
+  HttpReceiver receiver_;
+  RecordingStore store_;
+  DiagnosticRecorder diagnostics_;
+};
+
+// --- tests -------------------------------------------------------------------------------
+
+TEST_F(DispatcherTest, SignedDeliveryVerifiesAtTheReceiver) {
+  const std::string name = unique_name();
+  const std::string new_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+  const std::string old_secret = "old-raw-secret";
+  auto w = webhook(name, receiver_.url("/collector"));
+  w.secrets = {new_secret, old_secret};
+  w.sign_github = true;
+  w.headers = {{"Authorization", "Splunk hec-token-value"}};
+
+  LogCapture logs;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  Delivery sent = add(name, "auth.failure");
+  ASSERT_TRUE(receiver_.wait_for(1, kWait));
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  dispatcher.stop(milliseconds(1000));
+
+  auto request = receiver_.requests().at(0);
+  const std::string& body = *sent.body;
+  EXPECT_EQ(request.method, "POST");
+  EXPECT_EQ(request.path, "/collector");
+  EXPECT_EQ(request.body, body);
+  EXPECT_EQ(request.header("user-agent"), std::string("hookgate/") + HOOKGATE_VERSION);
+  EXPECT_EQ(request.header("content-type"), "application/cloudevents+json");
+  EXPECT_EQ(request.header("x-hookgate-event"), "auth.failure");
+  EXPECT_EQ(request.header("x-hookgate-delivery"), sent.id);
+  EXPECT_EQ(request.header("webhook-id"), sent.id);
+  EXPECT_EQ(request.header("authorization"), "Splunk hec-token-value");
+  EXPECT_EQ(request.header("expect"), "");
+
+  // X-Signature / X-Hub-Signature-256: HMAC over the body with the newest secret as configured.
+  EXPECT_EQ(request.header("x-signature"), "sha256=" + openssl_hmac_hex(new_secret, body));
+  EXPECT_EQ(request.header("x-hub-signature-256"), "sha256=" + openssl_hmac_hex(new_secret, body));
+
+  // Standard Webhooks: "<id>.<timestamp>.<body>", whsec_ key base64-decoded, one entry a secret.
+  const std::string timestamp = request.header("webhook-timestamp");
+  ASSERT_FALSE(timestamp.empty());
+  EXPECT_LE(std::abs(std::stoll(timestamp) - now_unix_ms() / 1000), 60);
+  const std::string signed_content = sent.id + "." + timestamp + "." + body;
+  const std::string new_key = openssl_base64_decode(new_secret.substr(6));
+  ASSERT_EQ(new_key.size(), 24u);
+  EXPECT_EQ(request.header("webhook-signature"),
+            "v1," + openssl_hmac_base64(new_key, signed_content) + " v1," +
+                openssl_hmac_base64(old_secret, signed_content));
+
+  auto completion = store_.completions().at(0);
+  EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Delivered);
+  EXPECT_EQ(store_.get(sent.id)->state, DeliveryState::Delivered);
+  auto status = status_of(dispatcher, name);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_EQ(status->delivered, 1u);
+  EXPECT_EQ(status->failed_attempts, 0u);
+  EXPECT_GT(status->last_success_ms, 0);
+  EXPECT_EQ(deliveries_total(name, "delivered"), 1u);
+  EXPECT_TRUE(diagnostics_.events().empty());
+
+  // Nothing secret reached the logs.
+  for (const auto& line : logs.lines()) {
+    EXPECT_EQ(line.find("hec-token-value"), std::string::npos) << line;
+    EXPECT_EQ(line.find("MfKQ9r8GKYqr"), std::string::npos) << line;
+    EXPECT_EQ(line.find(old_secret), std::string::npos) << line;
+  }
+}
+
+TEST_F(DispatcherTest, DataBodyModeSendsApplicationJson) {
+  const std::string name = unique_name();
+  auto w = webhook(name, receiver_.url());
+  w.body = config::BodyMode::Data;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  add(name);
+  ASSERT_TRUE(receiver_.wait_for(1, kWait));
+  EXPECT_EQ(receiver_.requests()[0].header("content-type"), "application/json");
+  EXPECT_EQ(receiver_.requests()[0].header("x-signature"), "");  // no secret, no signatures
+  EXPECT_EQ(receiver_.requests()[0].header("webhook-signature"), "");
+}
+
+TEST_F(DispatcherTest, RetriesAfter500WithSameIdsAndFreshSignature) {
+  const std::string name = unique_name();
+  const std::string secret = "retry-secret";
+  auto w = webhook(name, receiver_.url());
+  w.secrets = {secret};
+  std::atomic<int> calls{0};
+  receiver_.set_handler([&](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.status = calls++ == 0 ? 500 : 200;
+    return response;
+  });
+
+  LogCapture logs;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  Delivery sent = add(name);
+  ASSERT_TRUE(store_.wait_for_completions(2));
+  dispatcher.stop(milliseconds(1000));
+
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  for (const auto& request : requests) {
+    EXPECT_EQ(request.header("x-hookgate-delivery"), sent.id);
+    EXPECT_EQ(request.header("webhook-id"), sent.id);
+    // Each attempt is signed over its own timestamp (they may differ between attempts).
+    const std::string content =
+        sent.id + "." + request.header("webhook-timestamp") + "." + *sent.body;
+    EXPECT_EQ(request.header("webhook-signature"), "v1," + openssl_hmac_base64(secret, content));
+  }
+  auto completions = store_.completions();
+  EXPECT_EQ(completions[0].outcome.kind, AttemptOutcome::Kind::Retry);
+  EXPECT_EQ(completions[0].outcome.error, "HTTP 500");
+  EXPECT_EQ(completions[1].outcome.kind, AttemptOutcome::Kind::Delivered);
+  EXPECT_EQ(completions[1].delivery.attempts, 1);  // delivered on attempt 2
+  auto stored = store_.get(sent.id);
+  EXPECT_EQ(stored->state, DeliveryState::Delivered);
+  EXPECT_EQ(stored->attempts, 2);
+
+  auto events = diagnostics_.events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type, diag::kDeliveryFailed);
+  EXPECT_EQ(events[0].webhook, name);
+  EXPECT_EQ(events[0].delivery_id, sent.id);
+  EXPECT_EQ(events[0].event_id, sent.event_id);
+  EXPECT_EQ(events[0].event_type, "user.created");
+  EXPECT_EQ(events[0].reason, "HTTP 500");
+  EXPECT_EQ(events[0].attempts, 1);
+
+  // The failed attempt is logged once, at warn, with webhook, delivery and event ids.
+  auto warned = logs.lines_containing(sent.id);
+  ASSERT_EQ(warned.size(), 1u);
+  EXPECT_EQ(warned[0].rfind("warning ", 0), 0u) << warned[0];
+  EXPECT_NE(warned[0].find(name), std::string::npos);
+  EXPECT_NE(warned[0].find(sent.event_id), std::string::npos);
+  EXPECT_NE(warned[0].find("HTTP 500"), std::string::npos);
+
+  EXPECT_EQ(deliveries_total(name, "retry"), 1u);
+  EXPECT_EQ(deliveries_total(name, "delivered"), 1u);
+  EXPECT_EQ(metrics::Registry::global().counter_value("hookgate_delivery_attempts_total",
+                                                      {{"webhook", name}, {"result", "5xx"}}),
+            1u);
+  EXPECT_EQ(status_of(dispatcher, name)->failed_attempts, 1u);
+}
+
+TEST_F(DispatcherTest, HungEndpointDoesNotDelayAnotherWebhookOnTheSameHost) {
+  const std::string hung_name = unique_name("_hung");
+  const std::string healthy_name = unique_name("_healthy");
+  receiver_.set_handler([](const HttpReceiver::Request& request) {
+    HttpReceiver::Response response;
+    if (request.path == "/hung") response.delay = std::chrono::seconds(30);
+    return response;
+  });
+  auto hung = webhook(hung_name, receiver_.url("/hung"));
+  hung.timeout_ms = 1000;
+  hung.max_in_flight = 4;
+  hung.retry.initial_backoff_ms = 60000;  // keep the timed-out ones waiting, not retrying
+  hung.retry.max_backoff_ms = 60000;
+  auto healthy = webhook(healthy_name, receiver_.url("/ok"));
+
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({hung, healthy});
+  dispatcher.start();
+  std::vector<Delivery> stuck;
+  for (int i = 0; i < 4; ++i) stuck.push_back(add(hung_name));  // every slot of the hung one
+  ASSERT_TRUE(receiver_.wait_for(4, kWait));
+
+  const int64_t start = now_steady_ns();
+  Delivery sent = add(healthy_name);
+  ASSERT_TRUE(store_.wait_for_completions(1, milliseconds(1000)));
+  EXPECT_LT(now_steady_ns() - start, 1'000'000'000);
+  auto first = store_.completions().at(0);
+  EXPECT_EQ(first.delivery.id, sent.id);
+  EXPECT_EQ(first.outcome.kind, AttemptOutcome::Kind::Delivered);
+  for (const auto& d : stuck) EXPECT_EQ(store_.get(d.id)->state, DeliveryState::Pending);
+  EXPECT_EQ(status_of(dispatcher, hung_name)->in_flight, 4);
+
+  // The hung transfers end at their own timeout and are retried later.
+  ASSERT_TRUE(store_.wait_for_completions(5));
+  for (const auto& completion : store_.completions()) {
+    if (completion.delivery.webhook != hung_name) continue;
+    EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Retry);
+    EXPECT_EQ(completion.outcome.error.rfind("timeout", 0), 0u) << completion.outcome.error;
+  }
+  dispatcher.stop(milliseconds(0));  // joins: every metric update has happened
+  EXPECT_EQ(
+      metrics::Registry::global().counter_value("hookgate_delivery_attempts_total",
+                                                {{"webhook", hung_name}, {"result", "timeout"}}),
+      4u);
+}
+
+TEST_F(DispatcherTest, NotFoundIsDeadWithoutRetry) {
+  const std::string name = unique_name();
+  receiver_.set_handler(answer(404));
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(name, receiver_.url())});
+  dispatcher.start();
+  Delivery sent = add(name);
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  ASSERT_TRUE(diagnostics_.wait_for(1));
+  EXPECT_FALSE(receiver_.wait_for(2, milliseconds(200)));  // no second attempt
+  dispatcher.stop(milliseconds(0));
+
+  EXPECT_EQ(store_.completions()[0].outcome.kind, AttemptOutcome::Kind::Dead);
+  auto stored = store_.get(sent.id);
+  EXPECT_EQ(stored->state, DeliveryState::Dead);
+  EXPECT_EQ(stored->last_error, "HTTP 404");
+  auto events = diagnostics_.events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type, diag::kDeliveryDead);
+  EXPECT_EQ(events[0].reason, "HTTP 404");
+  EXPECT_EQ(deliveries_total(name, "failed"), 1u);
+  EXPECT_EQ(status_of(dispatcher, name)->dead, 1u);
+  EXPECT_FALSE(status_of(dispatcher, name)->paused);
+}
+
+TEST_F(DispatcherTest, RedirectIsFinalAndNotFollowed) {
+  const std::string name = unique_name();
+  receiver_.set_handler([&](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.status = 302;
+    response.headers["Location"] = receiver_.url("/elsewhere");
+    return response;
+  });
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(name, receiver_.url("/start"))});
+  dispatcher.start();
+  Delivery sent = add(name);
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  dispatcher.stop(milliseconds(0));
+  EXPECT_EQ(receiver_.count(), 1u);
+  EXPECT_EQ(store_.get(sent.id)->state, DeliveryState::Dead);
+}
+
+TEST_F(DispatcherTest, GonePausesTheWebhookUntilResumed) {
+  const std::string name = unique_name();
+  std::atomic<int> status_code{410};
+  receiver_.set_handler([&](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.status = status_code.load();
+    return response;
+  });
+  LogCapture logs;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(name, receiver_.url())});
+  dispatcher.start();
+  Delivery gone = add(name);
+  // The diagnostic is the last thing an attempt's bookkeeping does: status is current by then.
+  ASSERT_TRUE(diagnostics_.wait_for(1));
+  EXPECT_EQ(store_.get(gone.id)->state, DeliveryState::Dead);
+  auto status = status_of(dispatcher, name);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(status->paused);
+  EXPECT_NE(status->pause_reason.find("410"), std::string::npos);
+  EXPECT_EQ(logs.lines_containing("webhook " + name + " paused: endpoint answered 410 Gone").size(),
+            1u);
+
+  // While paused nothing is sent; the delivery waits in the store.
+  Delivery waiting = add(name);
+  EXPECT_FALSE(receiver_.wait_for(2, milliseconds(300)));
+  EXPECT_EQ(store_.get(waiting.id)->state, DeliveryState::Pending);
+
+  status_code = 200;
+  EXPECT_TRUE(dispatcher.resume(name));
+  EXPECT_FALSE(dispatcher.resume("no-such-webhook"));
+  ASSERT_TRUE(store_.wait_for_completions(2));
+  EXPECT_EQ(store_.get(waiting.id)->state, DeliveryState::Delivered);
+  EXPECT_FALSE(status_of(dispatcher, name)->paused);
+  dispatcher.stop(milliseconds(0));
+}
+
+TEST_F(DispatcherTest, ExhaustedAttemptsAreDeadWithDiagnostics) {
+  const std::string name = unique_name();
+  receiver_.set_handler(answer(503));
+  auto w = webhook(name, receiver_.url());
+  w.retry.max_attempts = 3;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  Delivery sent = add(name);
+  ASSERT_TRUE(diagnostics_.wait_for(3));
+  ASSERT_TRUE(store_.wait_for_completions(3));
+  EXPECT_FALSE(receiver_.wait_for(4, milliseconds(200)));
+  dispatcher.stop(milliseconds(0));
+
+  auto events = diagnostics_.events();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0].type, diag::kDeliveryFailed);
+  EXPECT_EQ(events[1].type, diag::kDeliveryFailed);
+  EXPECT_EQ(events[2].type, diag::kDeliveryDead);
+  EXPECT_EQ(events[2].attempts, 3);
+  EXPECT_EQ(events[2].reason, "attempts exhausted (3/3), last: HTTP 503");
+  auto stored = store_.get(sent.id);
+  EXPECT_EQ(stored->state, DeliveryState::Dead);
+  EXPECT_EQ(stored->attempts, 3);
+  EXPECT_EQ(deliveries_total(name, "retry"), 2u);
+  EXPECT_EQ(deliveries_total(name, "dead"), 1u);
+  auto status = status_of(dispatcher, name);
+  EXPECT_EQ(status->failed_attempts, 3u);
+  EXPECT_EQ(status->dead, 1u);
+  EXPECT_NE(status->last_error.find("attempts exhausted"), std::string::npos);
+}
+
+TEST_F(DispatcherTest, RetryAfterIsHonoured) {
+  const std::string name = unique_name();
+  std::atomic<int> calls{0};
+  receiver_.set_handler([&](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    if (calls++ == 0) {
+      response.status = 429;
+      response.headers["Retry-After"] = "1";
+    }
+    return response;
+  });
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(name, receiver_.url())});  // backoff alone would be <= 20 ms
+  dispatcher.start();
+  add(name);
+  ASSERT_TRUE(store_.wait_for_completions(2));
+  dispatcher.stop(milliseconds(0));
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_GE(requests[1].received_ns - requests[0].received_ns, 900'000'000);
+}
+
+TEST_F(DispatcherTest, DiagnosticDeliveriesRaiseNoDiagnostics) {
+  const std::string name = unique_name();
+  receiver_.set_handler(answer(500));
+  auto w = webhook(name, receiver_.url());
+  w.retry.max_attempts = 2;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  Delivery diagnostic = add(name, "hookgate.delivery.dead");
+  Delivery ordinary = add(name, "user.created");
+  ASSERT_TRUE(store_.wait_for_completions(4));
+  dispatcher.stop(milliseconds(0));
+  EXPECT_EQ(store_.get(diagnostic.id)->state, DeliveryState::Dead);
+  // Only the ordinary delivery's failures were reported.
+  auto events = diagnostics_.events();
+  ASSERT_EQ(events.size(), 2u);
+  for (const auto& event : events) EXPECT_EQ(event.delivery_id, ordinary.id);
+}
+
+TEST_F(DispatcherTest, LinkLocalUrlIsRefusedBeforeConnecting) {
+  const std::string name = unique_name();
+  auto w = webhook(name, "http://169.254.169.254/latest/meta-data/");
+  w.timeout_ms = 5000;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  const int64_t start = now_steady_ns();
+  Delivery sent = add(name);
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  EXPECT_LT(now_steady_ns() - start, 2'000'000'000);  // refused, not timed out
+  dispatcher.stop(milliseconds(0));
+
+  auto completion = store_.completions().at(0);
+  EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Dead);
+  EXPECT_EQ(completion.outcome.error.rfind("address 169.254.169.254 refused by SSRF policy", 0), 0u)
+      << completion.outcome.error;
+  auto events = diagnostics_.events();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].type, diag::kDeliveryDead);
+  EXPECT_NE(events[0].reason.find("refused by SSRF policy"), std::string::npos);
+  EXPECT_EQ(metrics::Registry::global().counter_value("hookgate_delivery_attempts_total",
+                                                      {{"webhook", name}, {"result", "refused"}}),
+            1u);
+}
+
+TEST_F(DispatcherTest, DeniedAddressNeverReachesTheReceiver) {
+  const std::string name = unique_name();
+  auto w = webhook(name, receiver_.url());
+  w.deny_cidrs = {"127.0.0.0/8"};
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  add(name);
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  dispatcher.stop(milliseconds(0));
+  EXPECT_EQ(receiver_.connection_count(), 0u);
+  EXPECT_NE(store_.completions()[0].outcome.error.find(
+                "address 127.0.0.1 refused by SSRF policy: in deny_cidrs (127.0.0.0/8)"),
+            std::string::npos);
+}
+
+TEST_F(DispatcherTest, StricterPolicyNeverReusesAConnectionOpenedUnderALaxerOne) {
+  const std::string lax = unique_name("_lax");
+  const std::string strict = unique_name("_strict");
+  auto strict_webhook = webhook(strict, receiver_.url("/strict"));
+  strict_webhook.deny_cidrs = {"127.0.0.0/8"};
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(lax, receiver_.url("/lax")), strict_webhook});
+  dispatcher.start();
+  add(lax);  // leaves a kept-alive connection to 127.0.0.1 in the cache
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  Delivery refused = add(strict);
+  ASSERT_TRUE(store_.wait_for_completions(2));
+  dispatcher.stop(milliseconds(0));
+  EXPECT_EQ(receiver_.count(), 1u);
+  EXPECT_EQ(store_.get(refused.id)->state, DeliveryState::Dead);
+  EXPECT_NE(store_.get(refused.id)->last_error.find("refused by SSRF policy"), std::string::npos);
+}
+
+TEST_F(DispatcherTest, RemovedWebhookFinishesItsInFlightTransfer) {
+  const std::string name = unique_name();
+  receiver_.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.delay = milliseconds(300);
+    return response;
+  });
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(name, receiver_.url())});
+  dispatcher.start();
+  Delivery sent = add(name);
+  ASSERT_TRUE(receiver_.wait_for(1, kWait));
+  dispatcher.set_webhooks({});
+  EXPECT_TRUE(dispatcher.status().empty());
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  dispatcher.stop(milliseconds(0));
+  EXPECT_EQ(store_.get(sent.id)->state, DeliveryState::Delivered);
+  EXPECT_TRUE(store_.releases().empty());
+}
+
+TEST_F(DispatcherTest, ConnectionsAreReusedBetweenAttempts) {
+  const std::string name = unique_name();
+  auto w = webhook(name, receiver_.url());
+  w.max_in_flight = 1;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  for (int i = 0; i < 5; ++i) add(name);
+  ASSERT_TRUE(store_.wait_for_completions(5));
+  dispatcher.stop(milliseconds(0));
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 5u);
+  for (const auto& request : requests) EXPECT_EQ(request.connection_id, requests[0].connection_id);
+  EXPECT_EQ(receiver_.connection_count(), 1u);
+}
+
+TEST_F(DispatcherTest, MaxInFlightBoundsConcurrentRequests) {
+  const std::string name = unique_name();
+  receiver_.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.delay = milliseconds(400);
+    return response;
+  });
+  auto w = webhook(name, receiver_.url());
+  w.max_in_flight = 2;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  for (int i = 0; i < 5; ++i) add(name);
+  ASSERT_TRUE(receiver_.wait_for(2, kWait));
+  EXPECT_FALSE(receiver_.wait_for(3, milliseconds(200)));  // the first two are still answering
+  EXPECT_EQ(status_of(dispatcher, name)->in_flight, 2);
+  ASSERT_TRUE(store_.wait_for_completions(5));
+  dispatcher.stop(milliseconds(0));
+  for (const auto& completion : store_.completions())
+    EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Delivered);
+}
+
+TEST_F(DispatcherTest, RateLimitSpacesRequests) {
+  const std::string name = unique_name();
+  auto w = webhook(name, receiver_.url());
+  w.rate_limit_per_s = 20;  // a burst of 20, then one every 50 ms
+  w.max_in_flight = 16;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  std::vector<Delivery> batch;
+  for (int i = 0; i < 30; ++i) batch.push_back(delivery(name));
+  ASSERT_TRUE(store_.add(batch).ok());
+  ASSERT_TRUE(store_.wait_for_completions(30));
+  dispatcher.stop(milliseconds(0));
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 30u);
+  // The last 10 need 10 refills of 50 ms.
+  EXPECT_GE(requests.back().received_ns - requests.front().received_ns, 400'000'000);
+}
+
+TEST_F(DispatcherTest, StopReleasesInFlightDeliveriesWithoutWaitingForThem) {
+  const std::string name = unique_name();
+  receiver_.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.delay = std::chrono::seconds(30);
+    return response;
+  });
+  auto w = webhook(name, receiver_.url());
+  w.timeout_ms = 60000;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  Delivery sent = add(name);
+  ASSERT_TRUE(receiver_.wait_for(1, kWait));
+
+  const int64_t start = now_steady_ns();
+  dispatcher.stop(milliseconds(100));
+  EXPECT_LT(now_steady_ns() - start, 2'000'000'000);
+  ASSERT_EQ(store_.releases().size(), 1u);
+  EXPECT_TRUE(store_.completions().empty());
+  auto stored = store_.get(sent.id);
+  EXPECT_EQ(stored->state, DeliveryState::Pending);
+  EXPECT_EQ(stored->attempts, 0);
+  EXPECT_EQ(store_.claim_due(name, now_unix_ms(), 10).size(), 1u);  // claimable again
+}
+
+TEST_F(DispatcherTest, StopWaitsForInFlightWithinGrace) {
+  const std::string name = unique_name();
+  receiver_.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.delay = milliseconds(200);
+    return response;
+  });
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(name, receiver_.url())});
+  dispatcher.start();
+  Delivery sent = add(name);
+  ASSERT_TRUE(receiver_.wait_for(1, kWait));
+  dispatcher.stop(milliseconds(5000));
+  EXPECT_TRUE(store_.releases().empty());
+  EXPECT_EQ(store_.get(sent.id)->state, DeliveryState::Delivered);
+}
+
+TEST_F(DispatcherTest, ReloadAddsChangesAndRemovesWebhooks) {
+  const std::string first = unique_name("_first");
+  const std::string second = unique_name("_second");
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.start();
+  Delivery early = add(first);  // no such webhook yet: it waits
+  EXPECT_FALSE(receiver_.wait_for(1, milliseconds(100)));
+
+  dispatcher.set_webhooks({webhook(first, receiver_.url("/first"))});
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  EXPECT_EQ(store_.get(early.id)->state, DeliveryState::Delivered);
+  ASSERT_EQ(dispatcher.status().size(), 1u);
+
+  // Changed URL takes effect for the next attempt; a second webhook joins.
+  dispatcher.set_webhooks(
+      {webhook(first, receiver_.url("/moved")), webhook(second, receiver_.url("/second"))});
+  auto statuses = dispatcher.status();
+  ASSERT_EQ(statuses.size(), 2u);
+  EXPECT_EQ(statuses[0].name, first);
+  EXPECT_EQ(statuses[1].name, second);
+  add(first);
+  add(second);
+  ASSERT_TRUE(store_.wait_for_completions(3));
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  std::multiset<std::string> paths;
+  for (const auto& request : requests) paths.insert(request.path);
+  EXPECT_EQ(paths, (std::multiset<std::string>{"/first", "/moved", "/second"}));
+
+  // Removed: no more claims, status gone.
+  dispatcher.set_webhooks({webhook(second, receiver_.url("/second"))});
+  ASSERT_EQ(dispatcher.status().size(), 1u);
+  Delivery orphan = add(first);
+  EXPECT_FALSE(receiver_.wait_for(4, milliseconds(200)));
+  EXPECT_EQ(store_.get(orphan.id)->state, DeliveryState::Pending);
+  dispatcher.stop(milliseconds(0));
+}
+
+TEST_F(DispatcherTest, UnusableSettingsPauseTheWebhookWithTheReason) {
+  const std::string name = unique_name();
+  auto w = webhook(name, receiver_.url());
+  w.secrets = {"whsec_!!!"};
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  auto status = status_of(dispatcher, name);
+  ASSERT_TRUE(status.has_value());
+  EXPECT_TRUE(status->paused);
+  EXPECT_NE(status->pause_reason.find("configuration error"), std::string::npos);
+  EXPECT_EQ(status->pause_reason.find("!!!"), std::string::npos);  // the secret is not echoed
+  dispatcher.start();
+  Delivery waiting = add(name);
+  EXPECT_FALSE(receiver_.wait_for(1, milliseconds(200)));
+  EXPECT_EQ(store_.get(waiting.id)->state, DeliveryState::Pending);
+
+  w.secrets = {"fixed-secret"};
+  dispatcher.set_webhooks({w});  // a corrected config resumes it
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  EXPECT_EQ(store_.get(waiting.id)->state, DeliveryState::Delivered);
+  dispatcher.stop(milliseconds(0));
+}
+
+TEST_F(DispatcherTest, DiagnosticSinkMayEnqueueDeliveriesFromTheDispatcherThread) {
+  const std::string failing = unique_name("_failing");
+  const std::string alerts = unique_name("_alerts");
+  receiver_.set_handler([](const HttpReceiver::Request& request) {
+    HttpReceiver::Response response;
+    response.status = request.path == "/failing" ? 404 : 200;
+    return response;
+  });
+  // Like the pipeline: a diagnostic becomes a delivery to a webhook subscribed to hookgate.*.
+  Dispatcher dispatcher(store_, [&](DiagnosticEvent event) {
+    Delivery d = delivery(alerts, event.type, R"({"type":")" + event.type + R"("})");
+    ASSERT_TRUE(store_.add({d}).ok());
+  });
+  dispatcher.set_webhooks(
+      {webhook(failing, receiver_.url("/failing")), webhook(alerts, receiver_.url("/alerts"))});
+  dispatcher.start();
+  add(failing);
+  ASSERT_TRUE(store_.wait_for_completions(2));
+  dispatcher.stop(milliseconds(0));
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].path, "/alerts");
+  EXPECT_EQ(requests[1].header("x-hookgate-event"), diag::kDeliveryDead);
+}
+
+}  // namespace
+}  // namespace hookgate::webhooks

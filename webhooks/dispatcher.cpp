@@ -1,0 +1,788 @@
+#include "webhooks/dispatcher.hpp"
+
+#include <curl/curl.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+
+#include "gateway/common/clock.hpp"
+#include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
+#include "webhooks/retry_policy.hpp"
+#include "webhooks/signing.hpp"
+#include "webhooks/ssrf_guard.hpp"
+
+namespace hookgate::webhooks {
+namespace {
+
+// The longest the loop sleeps with nothing to do; bounds how late a stop or a clock jump is seen.
+constexpr int kMaxPollMs = 1000;
+// Deliveries made claimable behind our back (another process replaying into the durable spool)
+// raise no on_ready here; a periodic rescan picks them up.
+constexpr int64_t kRescanIntervalMs = 5000;
+// Idle easy handles kept for reuse (their allocations, not connections: those live in the cache).
+constexpr size_t kMaxIdleHandles = 64;
+
+void init_curl_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+bool same_settings(const config::WebhookConfig& a, const config::WebhookConfig& b) {
+  return a.url == b.url && a.secrets == b.secrets && a.timeout_ms == b.timeout_ms &&
+         a.headers == b.headers && a.retry.max_attempts == b.retry.max_attempts &&
+         a.retry.initial_backoff_ms == b.retry.initial_backoff_ms &&
+         a.retry.max_backoff_ms == b.retry.max_backoff_ms &&
+         a.retry.max_retry_after_ms == b.retry.max_retry_after_ms &&
+         a.max_in_flight == b.max_in_flight && a.rate_limit_per_s == b.rate_limit_per_s &&
+         a.body == b.body && a.sign_github == b.sign_github && a.allow_cidrs == b.allow_cidrs &&
+         a.deny_cidrs == b.deny_cidrs;
+}
+
+// Checks everything about a webhook that would make every attempt fail the same way.
+Status validate_settings(const config::WebhookConfig& webhook) {
+  auto policy = AddressPolicy::for_webhook(webhook);
+  if (!policy) return std::move(policy).error();
+  Delivery probe;
+  probe.id = "msg_probe";
+  auto headers = build_attempt_headers(webhook, probe, 0);
+  if (!headers) return std::move(headers).error();
+  return {};
+}
+
+std::string attempt_result_label(const AttemptResult& result) {
+  if (!result.final_error.empty()) return "refused";
+  switch (result.curl_code) {
+    case CURLE_OK:
+      break;
+    case CURLE_OPERATION_TIMEDOUT:
+      return "timeout";
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SSL_CONNECT_ERROR:
+      return "connect_error";
+    default:
+      return "error";
+  }
+  if (result.http_status >= 200 && result.http_status < 600)
+    return std::to_string(result.http_status / 100) + "xx";
+  return "error";
+}
+
+// Requests per second with a one-second burst.
+class TokenBucket {
+ public:
+  void configure(double rate_per_s) {
+    rate_ = rate_per_s;
+    capacity_ = std::max(1.0, rate_per_s);
+    tokens_ = std::min(tokens_, capacity_);
+  }
+  bool limited() const { return rate_ > 0; }
+  size_t available(int64_t now_ns) {
+    refill(now_ns);
+    return static_cast<size_t>(tokens_);
+  }
+  void take() { tokens_ -= 1; }
+  int64_t ms_until_token(int64_t now_ns) {
+    refill(now_ns);
+    if (tokens_ >= 1) return 0;
+    return static_cast<int64_t>((1 - tokens_) / rate_ * 1000) + 1;
+  }
+
+ private:
+  void refill(int64_t now_ns) {
+    if (last_ns_ != 0) tokens_ = std::min(capacity_, tokens_ + (now_ns - last_ns_) / 1e9 * rate_);
+    last_ns_ = now_ns;
+  }
+  double rate_ = 0;
+  double capacity_ = 1;
+  double tokens_ = 1e18;  // clamped to capacity by configure()
+  int64_t last_ns_ = 0;
+};
+
+// curl_multi_wakeup() from any thread, never after the multi handle is gone. Shared with the
+// store's on_ready callback, which may still be running when the dispatcher is destroyed.
+class Waker {
+ public:
+  explicit Waker(CURLM* multi) : multi_(multi) {}
+  void wake() {
+    std::lock_guard lock(mu_);
+    if (multi_) curl_multi_wakeup(multi_);
+  }
+  // The store has new claimable deliveries.
+  void mark_store_ready() {
+    store_ready_.store(true);
+    wake();
+  }
+  bool take_store_ready() { return store_ready_.exchange(false); }
+  void detach() {
+    std::lock_guard lock(mu_);
+    multi_ = nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  CURLM* multi_;
+  std::atomic<bool> store_ready_{true};
+};
+
+}  // namespace
+
+struct Dispatcher::Impl {
+  struct Webhook {
+    std::shared_ptr<const config::WebhookConfig> config;
+    std::shared_ptr<const AddressPolicy> policy;
+    CURLSH* share = nullptr;  // connection cache for a non-default policy; null = the multi's
+    bool removed = false;
+    bool paused = false;
+    std::string pause_reason;
+    // The last claim filled every slot it asked for, or something new may be due: claim again
+    // when a slot is free. Cleared when a claim comes back short.
+    bool maybe_ready = true;
+    std::optional<int64_t> next_due_ms;  // from the store, when nothing was ready
+    int in_flight = 0;
+    TokenBucket bucket;
+    metrics::Counter* delivered = nullptr;
+    metrics::Counter* retried = nullptr;
+    metrics::Counter* failed = nullptr;
+    metrics::Counter* dead = nullptr;
+    metrics::Histogram* duration = nullptr;
+    std::map<std::string, metrics::Counter*> attempt_results;
+
+    int max_in_flight() const { return std::max(config->max_in_flight, 1); }
+  };
+
+  struct Transfer {
+    Webhook* webhook = nullptr;  // outlives the transfer: removed webhooks wait for in_flight 0
+    std::shared_ptr<const config::WebhookConfig> config;  // as of the attempt's start
+    std::shared_ptr<const AddressPolicy> policy;
+    Delivery delivery;
+    CURL* easy = nullptr;
+    curl_slist* headers = nullptr;
+    std::string retry_after;
+    std::string refused_reason;
+    char error[CURL_ERROR_SIZE] = {};
+    int64_t started_ns = 0;
+  };
+
+  Impl(DeliveryStore& store_in, DiagnosticSink diagnostics_in)
+      : store(store_in), diagnostics(std::move(diagnostics_in)), rng(std::random_device{}()) {
+    init_curl_once();
+    multi = curl_multi_init();
+    // Per-webhook max_in_flight is the isolation; a per-host cap would let one webhook's hung
+    // transfers queue another webhook's behind them on a shared host.
+    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
+    waker = std::make_shared<Waker>(multi);
+  }
+
+  ~Impl() {
+    waker->detach();
+    for (CURL* easy : idle_handles) curl_easy_cleanup(easy);
+    curl_multi_cleanup(multi);
+    for (auto& [key, share] : shares) curl_share_cleanup(share);
+  }
+
+  // ---- cross-thread requests -------------------------------------------------------------
+
+  // Applies directly while no loop runs; otherwise hands the config to the loop and waits until
+  // it is applied, so status() reflects it when set_webhooks() returns.
+  void post_config(std::vector<config::WebhookConfig> webhooks) {
+    std::unique_lock lock(control_mu);
+    if (!loop_running) {
+      apply_config(std::move(webhooks));
+      return;
+    }
+    pending_config = std::move(webhooks);
+    const uint64_t generation = ++config_requested;
+    waker->wake();
+    if (std::this_thread::get_id() == loop_thread) return;  // from a diagnostics callback
+    config_applied_cv.wait(lock, [&] { return config_applied >= generation || !loop_running; });
+  }
+
+  // ---- the loop --------------------------------------------------------------------------
+
+  void run() {
+    int64_t last_rescan_ms = now_unix_ms();
+    for (;;) {
+      bool stopping = false;
+      int64_t stop_deadline_ns = 0;
+      {
+        std::lock_guard lock(control_mu);
+        if (pending_config) {
+          apply_config(std::move(*pending_config));
+          pending_config.reset();
+          config_applied = config_requested;
+          config_applied_cv.notify_all();
+        }
+        for (const auto& name : pending_resumes) resume_paused(name);
+        pending_resumes.clear();
+        stopping = stop_requested;
+        stop_deadline_ns = stop_deadline;
+      }
+      const int64_t now_ms = now_unix_ms();
+      if (waker->take_store_ready() || now_ms - last_rescan_ms >= kRescanIntervalMs) {
+        last_rescan_ms = now_ms;
+        for (auto& [name, webhook] : webhooks) webhook->maybe_ready = true;
+      }
+      if (!stopping) start_due_transfers(now_ms);
+
+      int running = 0;
+      curl_multi_perform(multi, &running);
+      drain_completions();
+      purge_removed();
+
+      if (stopping && (transfers.empty() || now_steady_ns() >= stop_deadline_ns)) break;
+
+      int timeout_ms = poll_timeout_ms(now_unix_ms());
+      if (stopping) {
+        int64_t until_deadline_ms = (stop_deadline_ns - now_steady_ns()) / 1000000 + 1;
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(until_deadline_ms, 0, kMaxPollMs));
+      }
+      curl_multi_poll(multi, nullptr, 0, timeout_ms, nullptr);
+    }
+    abort_transfers();
+    std::lock_guard lock(control_mu);
+    loop_running = false;
+    config_applied_cv.notify_all();
+  }
+
+  void apply_config(std::vector<config::WebhookConfig> configs) {
+    order.clear();
+    std::map<std::string, bool> seen;
+    long total_slots = 0;
+    for (auto& cfg : configs) {
+      const std::string name = cfg.name;
+      if (seen.count(name) > 0) continue;  // the loader rejects duplicates; never run one twice
+      seen[name] = true;
+      order.push_back(name);
+      auto& slot = webhooks[name];
+      const bool is_new = slot == nullptr;
+      if (is_new) {
+        slot = std::make_unique<Webhook>();
+        const metrics::Labels labels{{"webhook", name}};
+        auto outcome = [&](const char* value) {
+          return &metrics::counter("hookgate_deliveries_total",
+                                   "Delivery attempts by outcome: delivered, retry, failed "
+                                   "(final answer), dead (attempts exhausted)",
+                                   {{"webhook", name}, {"outcome", value}});
+        };
+        slot->delivered = outcome("delivered");
+        slot->retried = outcome("retry");
+        slot->failed = outcome("failed");
+        slot->dead = outcome("dead");
+        slot->duration = &metrics::histogram("hookgate_delivery_duration_seconds",
+                                             "Webhook delivery attempt round trip", labels);
+      }
+      Webhook& webhook = *slot;
+      // The loader registers these too; a config built in code must not leak them either.
+      for (const auto& secret : cfg.secrets) register_secret(secret);
+      const bool changed = is_new || webhook.removed || !same_settings(*webhook.config, cfg);
+      webhook.removed = false;
+      if (changed) {
+        Status valid = validate_settings(cfg);
+        auto policy = AddressPolicy::for_webhook(cfg);
+        webhook.policy = std::make_shared<const AddressPolicy>(policy ? std::move(policy).value()
+                                                                      : AddressPolicy());
+        webhook.share = share_for(*webhook.policy);
+        webhook.bucket.configure(cfg.rate_limit_per_s);
+        webhook.paused = !valid.ok();
+        webhook.pause_reason = valid.ok() ? "" : "configuration error: " + valid.error().message;
+        if (!valid.ok())
+          spdlog::error("webhook {} paused: {}", name, redact_secrets(webhook.pause_reason));
+        webhook.maybe_ready = true;
+      }
+      // An unchanged webhook keeps its snapshot, so a transfer can tell whether the settings it
+      // ran under are still current (a 410 from a URL since replaced must not pause the new one).
+      if (changed) webhook.config = std::make_shared<const config::WebhookConfig>(std::move(cfg));
+      total_slots += webhook.max_in_flight();
+      update_status(webhook, name);
+    }
+    for (auto& [name, webhook] : webhooks) {
+      if (seen.count(name) == 0 && !webhook->removed) {
+        webhook->removed = true;
+        std::lock_guard lock(status_mu);
+        statuses.erase(name);
+      }
+    }
+    {
+      std::lock_guard lock(status_mu);
+      status_order = order;
+    }
+    // Enough cached connections for every slot to keep its connection alive between attempts.
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, std::clamp<long>(total_slots, 8, 4096));
+  }
+
+  // Connections opened under one SSRF policy must never be reused under a laxer one, so each
+  // non-default policy gets its own connection cache (a share object) inside the one multi.
+  CURLSH* share_for(const AddressPolicy& policy) {
+    if (policy.is_default()) return nullptr;
+    auto& share = shares[policy.key()];
+    if (share == nullptr) {
+      share = curl_share_init();
+      curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+    }
+    return share;
+  }
+
+  void resume_paused(const std::string& name) {
+    auto it = webhooks.find(name);
+    if (it == webhooks.end() || it->second->removed) return;
+    auto& webhook = *it->second;
+    if (!webhook.paused) return;
+    Status valid = validate_settings(*webhook.config);
+    if (!valid.ok()) return;  // still unusable: stays paused with its reason
+    webhook.paused = false;
+    webhook.pause_reason.clear();
+    webhook.maybe_ready = true;
+    spdlog::info("webhook {} resumed", name);
+    update_status(webhook, name);
+  }
+
+  void start_due_transfers(int64_t now_ms) {
+    for (const auto& name : order) {
+      auto& webhook = *webhooks.at(name);
+      if (webhook.removed || webhook.paused) continue;
+      if (!webhook.maybe_ready) {
+        if (!webhook.next_due_ms || *webhook.next_due_ms > now_ms) continue;
+        webhook.maybe_ready = true;
+      }
+      const int free_slots = webhook.max_in_flight() - webhook.in_flight;
+      if (free_slots <= 0) continue;
+      size_t limit = static_cast<size_t>(free_slots);
+      if (webhook.bucket.limited())
+        limit = std::min(limit, webhook.bucket.available(now_steady_ns()));
+      if (limit == 0) continue;
+
+      std::vector<Delivery> batch = store.claim_due(name, now_ms, limit);
+      if (batch.size() < limit) {
+        webhook.maybe_ready = false;
+        webhook.next_due_ms = store.next_due(name);
+        // The store says something is due yet handed nothing out: look again shortly rather
+        // than spin.
+        if (webhook.next_due_ms && *webhook.next_due_ms <= now_ms)
+          webhook.next_due_ms = now_ms + 50;
+      }
+      for (auto& delivery : batch) {
+        if (webhook.bucket.limited()) webhook.bucket.take();
+        start_transfer(webhook, std::move(delivery));
+      }
+    }
+  }
+
+  int poll_timeout_ms(int64_t now_ms) {
+    int64_t timeout = kMaxPollMs;
+    for (const auto& name : order) {
+      auto& webhook = *webhooks.at(name);
+      if (webhook.removed || webhook.paused) continue;
+      if (webhook.in_flight >= webhook.max_in_flight()) continue;  // a completion wakes us
+      if (webhook.maybe_ready) {
+        timeout = std::min(timeout, webhook.bucket.limited()
+                                        ? webhook.bucket.ms_until_token(now_steady_ns())
+                                        : int64_t{0});
+      } else if (webhook.next_due_ms) {
+        timeout = std::min(timeout, std::max<int64_t>(*webhook.next_due_ms - now_ms, 0));
+      }
+    }
+    return static_cast<int>(timeout);
+  }
+
+  // ---- one attempt -----------------------------------------------------------------------
+
+  static curl_socket_t open_socket(void* clientp, curlsocktype purpose, curl_sockaddr* address) {
+    auto* transfer = static_cast<Transfer*>(clientp);
+    if (purpose == CURLSOCKTYPE_IPCXN) {
+      Status allowed = transfer->policy->check(&address->addr);
+      if (!allowed.ok()) {
+        if (transfer->refused_reason.empty()) transfer->refused_reason = allowed.error().message;
+        return CURL_SOCKET_BAD;
+      }
+    }
+    return ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+  }
+
+  static size_t on_header(char* data, size_t size, size_t count, void* userp) {
+    auto* transfer = static_cast<Transfer*>(userp);
+    const size_t length = size * count;
+    std::string_view line(data, length);
+    constexpr std::string_view kRetryAfter = "retry-after:";
+    if (line.substr(0, 5) == "HTTP/") {
+      transfer->retry_after.clear();  // a new response (after 100 Continue, say)
+    } else if (line.size() > kRetryAfter.size() &&
+               std::equal(kRetryAfter.begin(), kRetryAfter.end(), line.begin(), [](char a, char b) {
+                 return a == std::tolower(static_cast<unsigned char>(b));
+               })) {
+      line.remove_prefix(kRetryAfter.size());
+      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front())))
+        line.remove_prefix(1);
+      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back())))
+        line.remove_suffix(1);
+      transfer->retry_after = std::string(line);
+    }
+    return length;
+  }
+
+  static size_t discard_body(char*, size_t size, size_t count, void*) { return size * count; }
+
+  CURL* acquire_handle() {
+    if (idle_handles.empty()) return curl_easy_init();
+    CURL* easy = idle_handles.back();
+    idle_handles.pop_back();
+    curl_easy_reset(easy);  // keeps the handle's buffers; connections live in the caches
+    return easy;
+  }
+
+  void release_handle(CURL* easy) {
+    curl_easy_setopt(easy, CURLOPT_SHARE, nullptr);
+    if (idle_handles.size() < kMaxIdleHandles) {
+      idle_handles.push_back(easy);
+    } else {
+      curl_easy_cleanup(easy);
+    }
+  }
+
+  void start_transfer(Webhook& webhook, Delivery delivery) {
+    auto transfer = std::make_unique<Transfer>();
+    transfer->webhook = &webhook;
+    transfer->config = webhook.config;
+    transfer->policy = webhook.policy;
+    transfer->delivery = std::move(delivery);
+    transfer->started_ns = now_steady_ns();
+    ++webhook.in_flight;
+
+    // Fresh timestamp and signatures on every attempt; the delivery id never changes.
+    auto headers =
+        build_attempt_headers(*transfer->config, transfer->delivery, now_unix_ms() / 1000);
+    if (!headers) {
+      AttemptResult result;
+      result.final_error = headers.error().message;
+      finish(std::move(transfer), result);
+      return;
+    }
+    for (const auto& [name, value] : *headers) {
+      // "Name:" would make curl drop the header; "Name;" sends it with an empty value.
+      std::string line = value.empty() ? name + ";" : name + ": " + value;
+      transfer->headers = curl_slist_append(transfer->headers, line.c_str());
+    }
+    // No "Expect: 100-continue" round trip before larger bodies.
+    transfer->headers = curl_slist_append(transfer->headers, "Expect:");
+
+    CURL* easy = acquire_handle();
+    transfer->easy = easy;
+    const std::string* body = transfer->delivery.body.get();
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, transfer.get());
+    curl_easy_setopt(easy, CURLOPT_URL, transfer->config->url.c_str());
+    curl_easy_setopt(easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body ? body->data() : "");
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
+                     static_cast<curl_off_t>(body ? body->size() : 0));
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, transfer->headers);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
+                     static_cast<long>(std::max(transfer->config->timeout_ms, 1)));
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500  // 7.85.0
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS,
+                     static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(easy, CURLOPT_PROXY, "");  // ignore *_proxy variables: see the header
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, &Impl::open_socket);
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, transfer.get());
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::on_header);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, transfer.get());
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::discard_body);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, transfer->error);
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(easy, CURLOPT_SHARE, webhook.share);
+
+    if (CURLMcode rc = curl_multi_add_handle(multi, easy); rc != CURLM_OK) {
+      AttemptResult result;
+      result.curl_code = CURLE_FAILED_INIT;
+      result.transport_error = std::string("cannot start transfer: ") + curl_multi_strerror(rc);
+      finish(std::move(transfer), result);
+      return;
+    }
+    Transfer* raw = transfer.get();
+    transfers.emplace(raw, std::move(transfer));
+    update_status(webhook, raw->config->name);
+  }
+
+  void drain_completions() {
+    int queued = 0;
+    while (CURLMsg* message = curl_multi_info_read(multi, &queued)) {
+      if (message->msg != CURLMSG_DONE) continue;
+      CURL* easy = message->easy_handle;
+      const CURLcode code = message->data.result;
+      Transfer* raw = nullptr;
+      curl_easy_getinfo(easy, CURLINFO_PRIVATE, &raw);
+      auto it = transfers.find(raw);
+      if (it == transfers.end()) continue;
+      std::unique_ptr<Transfer> transfer = std::move(it->second);
+      transfers.erase(it);
+
+      AttemptResult result;
+      result.curl_code = code;
+      curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &result.http_status);
+      result.retry_after = transfer->retry_after;
+      if (code != CURLE_OK) {
+        result.transport_error =
+            transfer->error[0] != '\0' ? std::string(transfer->error) : curl_easy_strerror(code);
+        // Happy eyeballs may refuse one address and fail on another: the refusal explains it.
+        result.final_error = transfer->refused_reason;
+      }
+      finish(std::move(transfer), result);
+    }
+  }
+
+  void finish(std::unique_ptr<Transfer> transfer, const AttemptResult& result) {
+    Webhook& webhook = *transfer->webhook;
+    const config::WebhookConfig& cfg = *transfer->config;
+    const Delivery& delivery = transfer->delivery;
+    const int64_t now_ms = now_unix_ms();
+
+    Classification classification = classify_attempt(result, now_ms, cfg.retry);
+    RetryDecision decision = decide_outcome(delivery, classification, now_ms, cfg.retry, rng);
+    store.complete(delivery, decision.outcome);
+    --webhook.in_flight;
+
+    webhook.duration->observe_ns(now_steady_ns() - transfer->started_ns);
+    attempt_counter(webhook, attempt_result_label(result)).inc();
+
+    const int attempt = delivery.attempts + 1;
+    std::optional<DiagnosticEvent> diagnostic;
+    using Kind = AttemptOutcome::Kind;
+    {
+      std::lock_guard lock(status_mu);
+      auto status = statuses.find(cfg.name);
+      switch (decision.outcome.kind) {
+        case Kind::Delivered:
+          webhook.delivered->inc();
+          if (status != statuses.end()) {
+            status->second.delivered++;
+            status->second.last_success_ms = now_ms;
+          }
+          break;
+        case Kind::Retry:
+        case Kind::Dead:
+          if (decision.outcome.kind == Kind::Retry) {
+            webhook.retried->inc();
+          } else {
+            (decision.exhausted ? webhook.dead : webhook.failed)->inc();
+          }
+          if (status != statuses.end()) {
+            status->second.failed_attempts++;
+            if (decision.outcome.kind == Kind::Dead) status->second.dead++;
+            status->second.last_error = redact_secrets(decision.outcome.error);
+          }
+          break;
+      }
+    }
+
+    if (decision.outcome.kind != Kind::Delivered) {
+      const std::string reason = redact_secrets(decision.outcome.error);
+      if (decision.outcome.kind == Kind::Retry) {
+        spdlog::warn(
+            "webhook {}: delivery {} of event {} failed (attempt {}/{}): {}; retrying in {} ms",
+            cfg.name, delivery.id, delivery.event_id, attempt, std::max(cfg.retry.max_attempts, 1),
+            reason, std::max<int64_t>(decision.outcome.next_attempt_ms - now_ms, 0));
+        if (!webhook.next_due_ms || decision.outcome.next_attempt_ms < *webhook.next_due_ms)
+          webhook.next_due_ms = decision.outcome.next_attempt_ms;
+      } else {
+        spdlog::warn(
+            "webhook {}: delivery {} of event {} failed (attempt {}/{}): {}; dead-lettered",
+            cfg.name, delivery.id, delivery.event_id, attempt, std::max(cfg.retry.max_attempts, 1),
+            reason);
+      }
+      if (!delivery.is_diagnostic()) {
+        diagnostic = DiagnosticEvent{};
+        diagnostic->type =
+            decision.outcome.kind == Kind::Retry ? diag::kDeliveryFailed : diag::kDeliveryDead;
+        diagnostic->webhook = cfg.name;
+        diagnostic->event_id = delivery.event_id;
+        diagnostic->event_type = delivery.event_type;
+        diagnostic->reason = reason;
+        diagnostic->delivery_id = delivery.id;
+        diagnostic->attempts = attempt;
+      }
+    }
+
+    if (decision.pause_webhook && !webhook.paused && !webhook.removed &&
+        webhook.config == transfer->config) {
+      webhook.paused = true;
+      webhook.pause_reason = "endpoint answered 410 Gone";
+      spdlog::warn("webhook {} paused: endpoint answered 410 Gone", cfg.name);
+    }
+    update_status(webhook, cfg.name);
+
+    if (transfer->easy) {
+      curl_multi_remove_handle(multi, transfer->easy);
+      release_handle(transfer->easy);
+    }
+    curl_slist_free_all(transfer->headers);
+    transfer.reset();
+
+    if (diagnostic && diagnostics) diagnostics(std::move(*diagnostic));
+  }
+
+  metrics::Counter& attempt_counter(Webhook& webhook, const std::string& result) {
+    auto& slot = webhook.attempt_results[result];
+    if (slot == nullptr) {
+      slot = &metrics::counter("hookgate_delivery_attempts_total",
+                               "Webhook delivery attempts by result",
+                               {{"webhook", webhook.config->name}, {"result", result}});
+    }
+    return *slot;
+  }
+
+  // Removed webhooks go once their last transfer has finished.
+  void purge_removed() {
+    for (auto it = webhooks.begin(); it != webhooks.end();) {
+      if (it->second->removed && it->second->in_flight == 0) {
+        it = webhooks.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // Shutdown: whatever is still in flight goes back to the store untouched.
+  void abort_transfers() {
+    for (auto& [raw, transfer] : transfers) {
+      curl_multi_remove_handle(multi, transfer->easy);
+      release_handle(transfer->easy);
+      curl_slist_free_all(transfer->headers);
+      store.release(transfer->delivery);
+      --transfer->webhook->in_flight;
+      spdlog::info("webhook {}: delivery {} released at shutdown; it stays pending",
+                   transfer->config->name, transfer->delivery.id);
+    }
+    transfers.clear();
+    std::lock_guard lock(status_mu);
+    for (auto& [name, status] : statuses) status.in_flight = 0;
+  }
+
+  void update_status(const Webhook& webhook, const std::string& name) {
+    if (webhook.removed) return;
+    std::lock_guard lock(status_mu);
+    auto& status = statuses[name];
+    status.name = name;
+    status.paused = webhook.paused;
+    status.pause_reason = webhook.pause_reason;
+    status.in_flight = webhook.in_flight;
+  }
+
+  DeliveryStore& store;
+  DiagnosticSink diagnostics;
+  std::mt19937_64 rng;
+  CURLM* multi = nullptr;
+  std::shared_ptr<Waker> waker;
+  std::thread thread;
+  std::mutex stop_mu;
+
+  // Requests from other threads, applied by the loop.
+  std::mutex control_mu;
+  std::condition_variable config_applied_cv;
+  std::optional<std::vector<config::WebhookConfig>> pending_config;
+  uint64_t config_requested = 0;
+  uint64_t config_applied = 0;
+  std::vector<std::string> pending_resumes;
+  bool started = false;
+  bool loop_running = false;
+  std::thread::id loop_thread;
+  bool stop_requested = false;
+  int64_t stop_deadline = 0;  // steady ns
+
+  // Loop-thread state.
+  std::map<std::string, std::unique_ptr<Webhook>> webhooks;
+  std::vector<std::string> order;
+  std::map<Transfer*, std::unique_ptr<Transfer>> transfers;
+  std::vector<CURL*> idle_handles;
+  std::map<std::string, CURLSH*> shares;
+
+  // What status() reads.
+  mutable std::mutex status_mu;
+  std::map<std::string, WebhookStatus> statuses;
+  std::vector<std::string> status_order;
+};
+
+Dispatcher::Dispatcher(DeliveryStore& store, DiagnosticSink diagnostics)
+    : impl_(std::make_unique<Impl>(store, std::move(diagnostics))) {}
+
+Dispatcher::~Dispatcher() {
+  stop(std::chrono::milliseconds(0));
+}
+
+void Dispatcher::set_webhooks(std::vector<config::WebhookConfig> webhooks) {
+  impl_->post_config(std::move(webhooks));
+}
+
+void Dispatcher::start() {
+  std::lock_guard lock(impl_->control_mu);
+  if (impl_->started) return;
+  impl_->started = true;
+  impl_->loop_running = true;
+  impl_->store.set_on_ready([waker = impl_->waker] { waker->mark_store_ready(); });
+  impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+  impl_->loop_thread = impl_->thread.get_id();
+}
+
+void Dispatcher::stop(std::chrono::milliseconds grace) {
+  std::lock_guard stop_lock(impl_->stop_mu);  // one joiner at a time
+  {
+    std::lock_guard lock(impl_->control_mu);
+    if (!impl_->stop_requested) {
+      impl_->stop_requested = true;
+      impl_->stop_deadline =
+          now_steady_ns() + std::chrono::duration_cast<std::chrono::nanoseconds>(grace).count();
+    }
+  }
+  impl_->waker->wake();
+  if (impl_->thread.joinable()) {
+    impl_->thread.join();
+    impl_->store.set_on_ready(nullptr);
+  }
+}
+
+bool Dispatcher::resume(const std::string& webhook) {
+  {
+    std::lock_guard lock(impl_->status_mu);
+    if (impl_->statuses.count(webhook) == 0) return false;
+  }
+  {
+    std::lock_guard lock(impl_->control_mu);
+    if (!impl_->loop_running) {
+      impl_->resume_paused(webhook);  // no loop to hand it to
+      return true;
+    }
+    impl_->pending_resumes.push_back(webhook);
+  }
+  impl_->waker->wake();
+  return true;
+}
+
+std::vector<Dispatcher::WebhookStatus> Dispatcher::status() const {
+  std::lock_guard lock(impl_->status_mu);
+  std::vector<WebhookStatus> out;
+  for (const auto& name : impl_->status_order) {
+    auto it = impl_->statuses.find(name);
+    if (it != impl_->statuses.end()) out.push_back(it->second);
+  }
+  return out;
+}
+
+}  // namespace hookgate::webhooks

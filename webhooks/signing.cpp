@@ -1,0 +1,227 @@
+#include "webhooks/signing.hpp"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <array>
+#include <cctype>
+
+namespace hookgate::webhooks {
+namespace {
+
+constexpr char kBase64Alphabet[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+std::string to_hex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 0xf]);
+  }
+  return out;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  }
+  return true;
+}
+
+// RFC 9110 token characters: what a header name may be made of.
+bool is_token(std::string_view name) {
+  if (name.empty()) return false;
+  for (unsigned char c : name) {
+    if (std::isalnum(c)) continue;
+    if (std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) == std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
+// Event types are free-form and come from publishers: control characters (CR/LF above all) are
+// percent-encoded so a type can never split or inject a header.
+std::string header_safe(std::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (unsigned char c : value) {
+    if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string hmac_sha256_raw(std::string_view key, std::string_view message) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
+  unsigned int mac_len = 0;
+  // HMAC() accepts a null key pointer only with length 0; an empty key is legal HMAC input.
+  static const unsigned char kEmpty = 0;
+  const void* key_data = key.empty() ? &kEmpty : static_cast<const void*>(key.data());
+  const unsigned char* msg_data =
+      message.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(message.data());
+  HMAC(EVP_sha256(), key_data, static_cast<int>(key.size()), msg_data, message.size(), mac.data(),
+       &mac_len);
+  return std::string(reinterpret_cast<const char*>(mac.data()), mac_len);
+}
+
+std::string hmac_sha256_hex(std::string_view key, std::string_view message) {
+  return to_hex(hmac_sha256_raw(key, message));
+}
+
+std::string base64_encode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    uint32_t n = (static_cast<uint8_t>(bytes[i]) << 16) |
+                 (static_cast<uint8_t>(bytes[i + 1]) << 8) | static_cast<uint8_t>(bytes[i + 2]);
+    out.push_back(kBase64Alphabet[(n >> 18) & 63]);
+    out.push_back(kBase64Alphabet[(n >> 12) & 63]);
+    out.push_back(kBase64Alphabet[(n >> 6) & 63]);
+    out.push_back(kBase64Alphabet[n & 63]);
+  }
+  size_t rest = bytes.size() - i;
+  if (rest > 0) {
+    uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
+    if (rest == 2) n |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+    out.push_back(kBase64Alphabet[(n >> 18) & 63]);
+    out.push_back(kBase64Alphabet[(n >> 12) & 63]);
+    out.push_back(rest == 2 ? kBase64Alphabet[(n >> 6) & 63] : '=');
+    out.push_back('=');
+  }
+  return out;
+}
+
+Result<std::string> base64_decode(std::string_view text) {
+  size_t padding = 0;
+  while (!text.empty() && text.back() == '=' && padding < 2) {
+    text.remove_suffix(1);
+    ++padding;
+  }
+  if (padding > 0 && (text.size() + padding) % 4 != 0)
+    return make_error("base64: padding does not complete a 4-character group");
+  if (text.size() % 4 == 1) return make_error("base64: truncated input");
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    int v = base64_value(c);
+    if (v < 0) return make_error("base64: invalid character");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+Result<std::string> standard_webhooks_key(std::string_view secret) {
+  if (secret.substr(0, kStandardWebhooksSecretPrefix.size()) != kStandardWebhooksSecretPrefix)
+    return std::string(secret);
+  auto decoded = base64_decode(secret.substr(kStandardWebhooksSecretPrefix.size()));
+  if (!decoded) return make_error("a whsec_ secret is not valid base64 after the prefix");
+  if (decoded->empty()) return make_error("a whsec_ secret has no key bytes after the prefix");
+  return std::move(decoded).value();
+}
+
+Result<std::string> standard_webhooks_signature(const std::vector<std::string>& secrets,
+                                                std::string_view msg_id, int64_t timestamp_s,
+                                                std::string_view body) {
+  std::string signed_content;
+  signed_content.reserve(msg_id.size() + body.size() + 24);
+  signed_content.append(msg_id).append(".").append(std::to_string(timestamp_s)).append(".");
+  signed_content.append(body);
+
+  std::string out;
+  for (const auto& secret : secrets) {
+    auto key = standard_webhooks_key(secret);
+    if (!key) return std::move(key).error();
+    if (!out.empty()) out.push_back(' ');
+    out += "v1,";
+    out += base64_encode(hmac_sha256_raw(*key, signed_content));
+  }
+  return out;
+}
+
+bool is_reserved_header(std::string_view name) {
+  static constexpr std::string_view kReserved[] = {
+      "X-Hookgate-Event",  "X-Hookgate-Delivery", "X-Signature",         "webhook-id",
+      "webhook-timestamp", "webhook-signature",   "X-Hub-Signature-256",
+  };
+  for (auto reserved : kReserved) {
+    if (iequals(name, reserved)) return true;
+  }
+  return false;
+}
+
+Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
+                                         const Delivery& delivery, int64_t timestamp_s) {
+  std::string_view body = delivery.body ? std::string_view(*delivery.body) : std::string_view();
+
+  HeaderList headers;
+  headers.reserve(9 + webhook.headers.size());
+  headers.emplace_back("User-Agent", "hookgate/" HOOKGATE_VERSION);
+  headers.emplace_back("Content-Type", webhook.body == config::BodyMode::CloudEvent
+                                           ? "application/cloudevents+json"
+                                           : "application/json");
+  headers.emplace_back("X-Hookgate-Event", header_safe(delivery.event_type));
+  headers.emplace_back("X-Hookgate-Delivery", delivery.id);
+
+  if (!webhook.secrets.empty()) {
+    // X-Signature and X-Hub-Signature-256 key on the configured bytes, exactly as GitHub does.
+    std::string hex = hmac_sha256_hex(webhook.secrets.front(), body);
+    auto signature = standard_webhooks_signature(webhook.secrets, delivery.id, timestamp_s, body);
+    if (!signature) return make_error("webhook " + webhook.name + ": " + signature.error().message);
+    headers.emplace_back("X-Signature", "sha256=" + hex);
+    headers.emplace_back("webhook-id", delivery.id);
+    headers.emplace_back("webhook-timestamp", std::to_string(timestamp_s));
+    headers.emplace_back("webhook-signature", std::move(signature).value());
+    if (webhook.sign_github) headers.emplace_back("X-Hub-Signature-256", "sha256=" + hex);
+  }
+
+  for (const auto& [name, value] : webhook.headers) {
+    if (!is_token(name))
+      return make_error("webhook " + webhook.name + ": header name \"" + header_safe(name) +
+                        "\" is not a valid HTTP token");
+    if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+      return make_error("webhook " + webhook.name + ": header " + name +
+                        " has a line break or NUL in its value");
+    if (is_reserved_header(name)) continue;  // hookgate's ids and signatures always win
+    bool replaced = false;
+    for (auto& header : headers) {
+      if (iequals(header.first, name)) {
+        header.second = value;
+        replaced = true;
+      }
+    }
+    if (!replaced) headers.emplace_back(name, value);
+  }
+  return headers;
+}
+
+}  // namespace hookgate::webhooks

@@ -1,0 +1,62 @@
+#pragma once
+// Request signing and the header set of one delivery attempt (PRODUCT.md "Webhooks").
+//
+// Three signature schemes ride on every signed request:
+//   X-Signature: sha256=<hex>          HMAC-SHA256(newest secret as configured, body)
+//   webhook-id / webhook-timestamp / webhook-signature: v1,<base64> ...
+//                                      Standard Webhooks over "<id>.<timestamp>.<body>", one entry
+//                                      per secret (rotation), key = base64-decode(secret minus
+//                                      "whsec_") or the raw secret
+//   X-Hub-Signature-256: sha256=<hex>  GitHub's spelling of X-Signature, when `sign_github`
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/common/result.hpp"
+#include "webhooks/delivery.hpp"
+
+namespace hookgate::webhooks {
+
+// Lower-case hex of HMAC-SHA256(key, message).
+std::string hmac_sha256_hex(std::string_view key, std::string_view message);
+// The raw 32-byte HMAC-SHA256(key, message).
+std::string hmac_sha256_raw(std::string_view key, std::string_view message);
+
+// Standard base64 (RFC 4648 §4) with padding.
+std::string base64_encode(std::string_view bytes);
+// Standard base64; padding optional; whitespace and any other character are errors.
+Result<std::string> base64_decode(std::string_view text);
+
+inline constexpr std::string_view kStandardWebhooksSecretPrefix = "whsec_";
+
+// The HMAC key the Standard Webhooks scheme uses for `secret`: base64-decode of the rest when the
+// secret starts with "whsec_" (as the standardwebhooks/svix libraries do), else the secret's bytes.
+// Fails only for a "whsec_" secret whose remainder is not base64; the message never contains it.
+Result<std::string> standard_webhooks_key(std::string_view secret);
+
+// The webhook-signature value: "v1,<b64> v1,<b64>", one entry per secret in the given order
+// (newest first), each over "<msg_id>.<timestamp_s>.<body>". Empty when there are no secrets.
+Result<std::string> standard_webhooks_signature(const std::vector<std::string>& secrets,
+                                                std::string_view msg_id, int64_t timestamp_s,
+                                                std::string_view body);
+
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+// True for the header names hookgate sets itself and that a webhook's custom `headers` cannot
+// replace (case-insensitive): the X-Hookgate-* ids and every signature header. Custom
+// `Content-Type` and `User-Agent` do replace the defaults.
+bool is_reserved_header(std::string_view name);
+
+// Every header of one attempt, in a stable order: User-Agent, Content-Type, X-Hookgate-Event,
+// X-Hookgate-Delivery, then (with secrets) X-Signature, webhook-id, webhook-timestamp,
+// webhook-signature, X-Hub-Signature-256 (sign_github), then the webhook's custom headers.
+// `timestamp_s` is the attempt's Unix time: signatures are fresh on every attempt while the
+// delivery id stays the same. Fails on an undecodable "whsec_" secret or a custom header that
+// would break the request (empty/invalid name, CR/LF in the value).
+Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
+                                         const Delivery& delivery, int64_t timestamp_s);
+
+}  // namespace hookgate::webhooks
