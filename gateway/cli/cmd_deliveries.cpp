@@ -46,10 +46,11 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     else if (!s.empty()) return fail("--state must be pending, dead or delivered", 2);
     size_t limit = static_cast<size_t>(std::atol(args.get_or("limit", "100").c_str()));
     auto rows = store.list(state, webhook, limit);
-    std::printf("%-36s %-9s %-16s %-24s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK", "EVENT TYPE", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
+    std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK", "EVENT TYPE", "EVENT ID",
+                "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
     for (const auto& d : rows) {
-      std::printf("%-36s %-9s %-16s %-24s %-8d %-24s %s\n", d.id.c_str(), state_name(d.state), d.webhook.c_str(),
-                  d.event_type.c_str(), d.attempts,
+      std::printf("%-36s %-9s %-16s %-24s %-36s %-8d %-24s %s\n", d.id.c_str(), state_name(d.state), d.webhook.c_str(),
+                  d.event_type.c_str(), d.event_id.c_str(), d.attempts,
                   d.state == webhooks::DeliveryState::Pending ? format_rfc3339(d.next_attempt_ms).c_str() : "-",
                   d.last_error.c_str());
     }

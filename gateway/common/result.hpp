@@ -25,6 +25,8 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
   const E& error() const& { return std::get<1>(state_); }
   E&& error() && { return std::get<1>(std::move(state_)); }
 

@@ -219,7 +219,7 @@ std::string HttpReceiver::Request::header(std::string_view name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
-HttpReceiver::HttpReceiver() {
+HttpReceiver::HttpReceiver(int port) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) throw std::runtime_error("HttpReceiver: socket() failed");
   int one = 1;
@@ -227,13 +227,13 @@ HttpReceiver::HttpReceiver() {
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
+  address.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t length = sizeof address;
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       ::listen(listen_fd_, 128) != 0 ||
       ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     ::close(listen_fd_);
-    throw std::runtime_error("HttpReceiver: cannot listen on 127.0.0.1");
+    throw std::runtime_error("HttpReceiver: cannot listen on 127.0.0.1:" + std::to_string(port));
   }
   port_ = ntohs(address.sin_port);
   accept_thread_ = std::thread([this] { accept_loop(); });

@@ -42,8 +42,9 @@ class HttpReceiver {
 
   using Handler = std::function<Response(const Request&)>;
 
-  // Listens on 127.0.0.1, an ephemeral port. Throws std::runtime_error if it cannot.
-  HttpReceiver();
+  // Listens on 127.0.0.1. Throws std::runtime_error if it cannot.
+  // port 0 picks a free one; a fixed port lets a test bring an endpoint back up at the same URL.
+  explicit HttpReceiver(int port = 0);
   ~HttpReceiver();
   HttpReceiver(const HttpReceiver&) = delete;
   HttpReceiver& operator=(const HttpReceiver&) = delete;

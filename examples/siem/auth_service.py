@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""A stand-in "auth service": publishes auth.failure events on the hookgate bus with pyzmq, some
+carrying secrets the gateway must strip, some health-check noise it must drop."""
+import json, random, sys, time, uuid
+import zmq
+
+endpoint = sys.argv[1] if len(sys.argv) > 1 else "tcp://127.0.0.1:5566"
+count = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+
+ctx = zmq.Context()
+sock = ctx.socket(zmq.XPUB)
+sock.setsockopt(zmq.LINGER, 5000)
+sock.connect(endpoint)
+if not sock.poll(5000):
+    sys.exit(f"auth-service: no gateway subscribed on {endpoint}")
+sock.recv()
+
+users = ["ann", "bob", "carol", "healthcheck-lb", "dave"]
+for i in range(count):
+    user = users[i % len(users)]
+    event = {
+        "specversion": "1.0", "id": str(uuid.uuid4()), "source": "auth-service/login",
+        "type": "auth.failure", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "data": {"user": user, "ip": f"10.0.{random.randint(0, 255)}.{random.randint(1, 254)}",
+                 "reason": "bad password", "password": "hunter2", "token": "eyJhbGciOi...",
+                 "user_agent": "kube-probe/1.29" if user.startswith("healthcheck") else "Mozilla/5.0"},
+    }
+    sock.send_multipart([b"auth.failure", json.dumps(event).encode()])
+    print(f"auth-service: published {event['id']} user={user}", flush=True)
+sock.close()
+ctx.term()
