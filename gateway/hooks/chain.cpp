@@ -1,0 +1,190 @@
+#include "gateway/hooks/chain.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "gateway/common/clock.hpp"
+#include "gateway/hooks/declarative_hook.hpp"
+
+namespace hookgate::hooks {
+namespace {
+
+// A replacement is the same event, modified: attributes it leaves out keep the original's values
+// (a program may answer with just type and data), so the event keeps its identity (id) for
+// delivery and deduplication. Then the envelope rules must hold, as for a published event.
+Status accept_replacement(std::optional<Event>& replacement, const Event& original) {
+  if (!replacement) return make_error("no event in the answer");
+  Event& r = *replacement;
+  if (r.type().empty()) return make_error("event \"type\" must be a non-empty string");
+  auto& doc = r.doc();
+  for (const char* key : {"id", "source", "time", "specversion"}) {
+    if (doc.HasMember(key)) continue;
+    auto it = original.doc().FindMember(key);
+    if (it != original.doc().MemberEnd())
+      doc.AddMember(JsonValue(rapidjson::StringRef(key)), JsonValue(it->value, r.allocator()),
+                    r.allocator());
+  }
+  return r.normalize(now_unix_ms());
+}
+
+}  // namespace
+
+HookChain::HookChain(std::vector<HookEntry> entries)
+    : entries_(std::move(entries)),
+      vetoed_total_(metrics::counter("hookgate_events_vetoed_total",
+                                     "Events dropped by a veto hook or a closed hook failure")) {
+  for (const auto& e : entries_) {
+    if (!e.hook) continue;
+    // Series are looked up here, once per hook, so run() is only atomic adds.
+    Slot slot{e.hook, std::make_shared<const HookStats>(e.hook->spec().name)};
+    if (e.hook->spec().kind == HookKind::Observe) {
+      observers_.push_back(std::move(slot));
+    } else {
+      sequential_.push_back(std::move(slot));
+    }
+  }
+}
+
+std::shared_ptr<const HookChain> HookChain::build(std::vector<HookEntry> entries) {
+  return std::shared_ptr<const HookChain>(new HookChain(std::move(entries)));
+}
+
+std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& config,
+                                                 config::Diagnostics& errors) {
+  std::vector<HookEntry> entries;
+  if (!config.enabled) return build(std::move(entries));
+  for (auto& file : discover_hooks(config, errors)) {
+    HookEntry entry;
+    if (!file.error.empty()) {
+      entry.error = file.error;
+      errors.push_back({{file.path, 0, 0}, file.error});
+    } else {
+      size_t before = errors.size();
+      LoadResult loaded = load_hook(file, config, errors);
+      if (loaded.ok() && loaded.value()) {
+        entry.hook = std::move(loaded.value());
+      } else {
+        entry.error = loaded.ok() ? "the loader returned no hook" : loaded.error();
+        // Loaders report positioned diagnostics themselves; make sure every failure has one.
+        if (errors.size() == before) errors.push_back({{file.path, 0, 0}, entry.error});
+      }
+    }
+    if (!entry.error.empty())
+      spdlog::warn("hook {} ({}) not loaded: {}", file.name, file.path, entry.error);
+    entry.file = std::move(file);
+    entries.push_back(std::move(entry));
+  }
+  auto chain = build(std::move(entries));
+  spdlog::info("hooks: {} loaded, {} failed to load", chain->loaded_count(), chain->failed_count());
+  return chain;
+}
+
+ChainOutcome HookChain::run(Event& event, const DiagnosticSink& diagnostics,
+                            std::vector<ChainStep>* trace) const {
+  ChainOutcome outcome;
+  for (const Slot& slot : sequential_) {
+    Hook& hook = *slot.hook;
+    const HookSpec& spec = hook.spec();
+    ChainStep step{spec.name, to_string(spec.kind), "", "", 0};
+    if (!hook.matches(event.type())) {
+      if (trace) {
+        step.result = "not-matched";
+        trace->push_back(std::move(step));
+      }
+      continue;
+    }
+    Invocation inv = invoke_hook(hook, event, *slot.stats);
+    step.duration_ns = inv.duration_ns;
+    std::optional<HookFailure> failure;
+    if (!inv.result.ok()) {
+      failure = inv.result.error();
+    } else {
+      HookVerdict& verdict = inv.result.value();
+      switch (verdict.action) {
+        case Action::Continue:
+          slot.stats->runs(RunResult::Continue).inc();
+          step.result = "continue";
+          break;
+        case Action::Skip:
+          // Not a failure: the hook had nothing to do for this event.
+          slot.stats->runs(RunResult::Skip).inc();
+          step.result = "skip";
+          break;
+        case Action::Replace:
+          if (spec.kind == HookKind::Veto) {
+            // A veto hook may only allow or veto; its edits are ignored, not treated as garbage.
+            spdlog::debug("veto hook {} answered replace on event {}; ignored", spec.name,
+                          event.id());
+            slot.stats->runs(RunResult::Continue).inc();
+            step.result = "continue";
+            step.detail = "replacement ignored (veto hooks cannot modify events)";
+          } else if (auto st = accept_replacement(verdict.replacement, event); !st) {
+            failure = HookFailure{HookFailure::Kind::Error,
+                                  "replacement is not a valid event: " + st.error().message};
+          } else {
+            event = std::move(*verdict.replacement);
+            slot.stats->runs(RunResult::Replace).inc();
+            step.result = "replace";
+          }
+          break;
+        case Action::Veto: {
+          slot.stats->runs(RunResult::Veto).inc();
+          std::string reason =
+              verdict.reason.empty() ? "vetoed by hook " + spec.name : std::move(verdict.reason);
+          if (trace) {
+            step.result = "veto";
+            step.detail = reason;
+            trace->push_back(std::move(step));
+          }
+          vetoed(slot, std::move(reason), event, diagnostics, outcome);
+          return outcome;
+        }
+      }
+    }
+    if (failure) {
+      step.result = failure->kind == HookFailure::Kind::Timeout ? "timeout" : "failed";
+      step.detail = failure->reason;
+      if (trace) trace->push_back(std::move(step));
+      if (on_failure(slot, *failure, event, diagnostics, outcome)) return outcome;
+      continue;
+    }
+    if (trace) trace->push_back(std::move(step));
+  }
+  return outcome;
+}
+
+bool HookChain::on_failure(const Slot& slot, const HookFailure& failure, const Event& event,
+                           const DiagnosticSink& diagnostics, ChainOutcome& outcome) const {
+  const HookSpec& spec = slot.hook->spec();
+  bool closed = spec.on_error == FailurePolicy::Closed;
+  report_failure(*slot.hook, *slot.stats, failure, event.id(), event.type(), diagnostics,
+                 closed ? "event vetoed (on_error: closed)" : "hook skipped (on_error: open)");
+  if (!closed) return false;
+  vetoed(slot, "hook " + spec.name + " failed: " + failure.reason, event, diagnostics, outcome);
+  return true;
+}
+
+void HookChain::vetoed(const Slot& slot, std::string reason, const Event& event,
+                       const DiagnosticSink& diagnostics, ChainOutcome& outcome) const {
+  vetoed_total_.inc();
+  outcome.vetoed = true;
+  outcome.vetoed_by = slot.hook->spec().name;
+  outcome.reason = std::move(reason);
+  spdlog::debug("event {} ({}) vetoed by hook {}: {}", event.id(), event.type(), outcome.vetoed_by,
+                outcome.reason);
+  DiagnosticEvent d;
+  d.type = diag::kEventVetoed;
+  d.hook = outcome.vetoed_by;
+  d.event_id = std::string(event.id());
+  d.event_type = std::string(event.type());
+  d.reason = outcome.reason;
+  emit_diagnostic(diagnostics, std::move(d));
+}
+
+void HookChain::dispatch_observers(std::shared_ptr<const Event> event, ObserverPool& pool) const {
+  if (!event) return;
+  for (const Slot& slot : observers_) {
+    if (slot.hook->matches(event->type())) pool.submit({slot.hook, slot.stats, event});
+  }
+}
+
+}  // namespace hookgate::hooks

@@ -1,0 +1,87 @@
+#pragma once
+// The hook chain (PRODUCT.md "Hooks"): veto and transform hooks as ONE sequential chain in
+// filename order, then observers handed to the ObserverPool. A chain is immutable once built and
+// shared as std::shared_ptr<const HookChain>: a reload builds a new one and swaps the pointer, so
+// events in flight finish on the generation they started on.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/common/metrics.hpp"
+#include "gateway/diagnostics.hpp"
+#include "gateway/event.hpp"
+#include "gateway/hooks/discovery.hpp"
+#include "gateway/hooks/hook.hpp"
+#include "gateway/hooks/hook_runner.hpp"
+#include "gateway/hooks/observer_pool.hpp"
+
+namespace hookgate::hooks {
+
+struct HookEntry {
+  HookFile file;
+  HookPtr hook;       // null when the file failed to load
+  std::string error;  // why it failed to load ("" when loaded)
+};
+
+// One hook's part in one run(), for `hookgate hooks test` and debugging.
+struct ChainStep {
+  std::string hook;
+  std::string kind;    // veto | transform
+  std::string result;  // continue | replace | veto | skip | failed | timeout | not-matched
+  std::string detail;  // veto reason, failure reason, or a note ("replacement ignored")
+  int64_t duration_ns = 0;
+};
+
+struct ChainOutcome {
+  bool vetoed = false;
+  std::string vetoed_by;  // hook name
+  std::string reason;
+};
+
+class HookChain {
+ public:
+  // Discovers and loads every hook of config.directories. A file that fails to load is kept as an
+  // entry carrying its error (and reported in `errors` and the log) and left out of execution;
+  // the rest load. A disabled hooks section gives an empty chain.
+  static std::shared_ptr<const HookChain> load(const config::HooksConfig& config,
+                                               config::Diagnostics& errors);
+  // Builds a chain from entries already in run order (tests, tools). Entries without a hook are
+  // listed but never run.
+  static std::shared_ptr<const HookChain> build(std::vector<HookEntry> entries);
+
+  // Every discovered file in run order, loaded or not.
+  const std::vector<HookEntry>& entries() const { return entries_; }
+  size_t loaded_count() const { return sequential_.size() + observers_.size(); }
+  size_t failed_count() const { return entries_.size() - loaded_count(); }
+
+  // Runs the veto/transform chain on `event` (which the transforms modify or replace). Stops at
+  // the first veto. Hook failures follow each hook's on_error. Thread-safe; never throws.
+  ChainOutcome run(Event& event, const DiagnosticSink& diagnostics,
+                   std::vector<ChainStep>* trace = nullptr) const;
+
+  // Queues every observe hook whose patterns match the event; returns immediately. Call it with the
+  // event run() produced, for events that were not vetoed.
+  void dispatch_observers(std::shared_ptr<const Event> event, ObserverPool& pool) const;
+
+ private:
+  struct Slot {
+    HookPtr hook;
+    std::shared_ptr<const HookStats> stats;
+  };
+  explicit HookChain(std::vector<HookEntry> entries);
+
+  // Applies a hook failure's policy; returns true when it vetoed the event.
+  bool on_failure(const Slot& slot, const HookFailure& failure, const Event& event,
+                  const DiagnosticSink& diagnostics, ChainOutcome& outcome) const;
+  void vetoed(const Slot& slot, std::string reason, const Event& event,
+              const DiagnosticSink& diagnostics, ChainOutcome& outcome) const;
+
+  std::vector<HookEntry> entries_;
+  std::vector<Slot> sequential_;  // veto + transform, in run order
+  std::vector<Slot> observers_;
+  metrics::Counter& vetoed_total_;
+};
+
+}  // namespace hookgate::hooks

@@ -1,0 +1,804 @@
+#include "gateway/hooks/declarative_hook.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/yaml_reader.hpp"
+#include "gateway/common/clock.hpp"
+#include "gateway/hooks/native_hook.hpp"
+#include "gateway/hooks/program_hook.hpp"
+#include "gateway/pattern.hpp"
+
+namespace hookgate::hooks {
+namespace {
+
+namespace fs = std::filesystem;
+using config::Diagnostics;
+using config::MapReader;
+using config::position_of;
+using Allocator = JsonDocument::AllocatorType;
+
+constexpr const char* kTopKeys[] = {
+    "kind", "events", "timeout_ms", "on_error", "config",          "actions",
+    "when", "reason", "run",        "command",  "veto_exit_codes", "library"};
+constexpr const char* kConditionKeys[] = {"field",  "equals", "in",  "matches",
+                                          "exists", "all",    "any", "not"};
+constexpr const char* kActionKeys[] = {"remove", "set", "rename", "copy", "log"};
+// The CloudEvents attributes every event must keep: a transform may change them, not drop them.
+constexpr const char* kRequiredAttributes[] = {"specversion", "id", "source", "type"};
+
+// ---------------------------------------------------------------------------------------------
+// YAML → JSON. Scalars keep their YAML 1.2 core-schema types (5 → number, true → bool, ~ → null,
+// "5" → string), so `set: {data.retries: 3}` writes a number. `${VAR}` expands in strings, as in
+// the config file.
+
+bool is_integer_text(const std::string& s) {
+  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  if (i == s.size()) return false;
+  for (; i < s.size(); ++i)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
+}
+
+bool is_float_text(const std::string& s) {
+  // [-+]? ( digits [. digits?] | . digits ) ([eE] [-+]? digits)?
+  size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+  size_t digits = 0;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    size_t exp = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++exp;
+    if (exp == 0) return false;
+  }
+  return i == s.size();
+}
+
+bool is_non_finite_text(const std::string& s) {
+  for (const char* t : {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf",
+                        "-.INF", ".nan", ".NaN", ".NAN"})
+    if (s == t) return true;
+  return false;
+}
+
+bool yaml_to_json(const YAML::Node& node, JsonValue& out, Allocator& a, const std::string& file,
+                  Diagnostics& errors) {
+  switch (node.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      out.SetNull();
+      return true;
+    case YAML::NodeType::Scalar: {
+      const std::string& raw = node.Scalar();
+      // "!" = quoted or block scalar: always a string. "?" = plain: typed by its spelling.
+      bool plain = node.Tag() == "?";
+      if (plain) {
+        if (raw == "true" || raw == "True" || raw == "TRUE") {
+          out.SetBool(true);
+          return true;
+        }
+        if (raw == "false" || raw == "False" || raw == "FALSE") {
+          out.SetBool(false);
+          return true;
+        }
+        if (raw == "null" || raw == "Null" || raw == "NULL" || raw == "~") {
+          out.SetNull();
+          return true;
+        }
+        if (is_integer_text(raw)) {
+          const char* begin = raw.data() + (raw[0] == '+' ? 1 : 0);
+          int64_t i = 0;
+          auto [p, ec] = std::from_chars(begin, raw.data() + raw.size(), i);
+          if (ec == std::errc{} && p == raw.data() + raw.size()) {
+            out.SetInt64(i);
+            return true;
+          }
+          uint64_t u = 0;
+          auto [pu, ecu] = std::from_chars(begin, raw.data() + raw.size(), u);
+          if (ecu == std::errc{} && pu == raw.data() + raw.size()) {
+            out.SetUint64(u);
+            return true;
+          }
+          errors.push_back({position_of(node, file), "integer out of range: " + raw});
+          return false;
+        }
+        if (is_float_text(raw)) {
+          double d = std::strtod(raw.c_str(), nullptr);
+          if (std::isfinite(d)) {
+            out.SetDouble(d);
+            return true;
+          }
+        }
+        if (is_non_finite_text(raw) || is_float_text(raw)) {
+          errors.push_back({position_of(node, file), "JSON has no infinity or NaN: " + raw});
+          return false;
+        }
+      }
+      std::string text = config::expand_env(raw, position_of(node, file), errors);
+      out.SetString(text.c_str(), static_cast<rapidjson::SizeType>(text.size()), a);
+      return true;
+    }
+    case YAML::NodeType::Sequence: {
+      out.SetArray();
+      bool ok = true;
+      for (const auto& item : node) {
+        JsonValue v;
+        ok = yaml_to_json(item, v, a, file, errors) && ok;
+        out.PushBack(v, a);
+      }
+      return ok;
+    }
+    case YAML::NodeType::Map: {
+      out.SetObject();
+      bool ok = true;
+      for (auto it : node) {
+        if (!it.first.IsScalar()) {
+          errors.push_back({position_of(it.first, file), "mapping keys must be strings"});
+          ok = false;
+          continue;
+        }
+        const std::string& key = it.first.Scalar();
+        if (out.HasMember(key.c_str())) {
+          errors.push_back({position_of(it.first, file), "duplicate key '" + key + "'"});
+          ok = false;
+          continue;
+        }
+        JsonValue v;
+        ok = yaml_to_json(it.second, v, a, file, errors) && ok;
+        out.AddMember(JsonValue(key.c_str(), static_cast<rapidjson::SizeType>(key.size()), a), v,
+                      a);
+      }
+      return ok;
+    }
+  }
+  return false;
+}
+
+// The text a condition compares against, from a YAML scalar: typed first, then rendered like
+// scalar_text renders event fields, so `equals: 5`, `equals: 5.0` and `equals: "5"` line up with
+// the event's 5, 5.0 and "5".
+std::optional<std::string> condition_text(const YAML::Node& node, const std::string& file,
+                                          const std::string& what, Diagnostics& errors) {
+  if (node.IsMap() || node.IsSequence()) {
+    errors.push_back({position_of(node, file), what + ": expected a scalar value"});
+    return std::nullopt;
+  }
+  JsonDocument doc;
+  if (!yaml_to_json(node, doc, doc.GetAllocator(), file, errors)) return std::nullopt;
+  return scalar_text(doc);
+}
+
+// "data.user.name": non-empty segments separated by single dots.
+bool valid_path(std::string_view p) {
+  if (p.empty() || p.front() == '.' || p.back() == '.') return false;
+  return p.find("..") == std::string_view::npos;
+}
+
+bool is_required_attribute(std::string_view path) {
+  for (const char* attr : kRequiredAttributes)
+    if (path == attr) return true;
+  return false;
+}
+
+std::optional<std::string> read_path(const YAML::Node& node, const std::string& file,
+                                     const std::string& what, Diagnostics& errors) {
+  if (!node.IsScalar()) {
+    errors.push_back({position_of(node, file), what + ": expected a dotted path like data.user"});
+    return std::nullopt;
+  }
+  std::string p = config::expand_env(node.Scalar(), position_of(node, file), errors);
+  if (!valid_path(p)) {
+    errors.push_back({position_of(node, file), what + ": '" + p + "' is not a dotted path"});
+    return std::nullopt;
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conditions
+
+struct Condition {
+  enum class Op { Equals, In, Matches, Exists, All, Any, Not };
+  Op op = Op::All;
+  std::string field;
+  std::vector<std::string> values;  // Equals: one; In: the list
+  std::vector<Pattern> pattern;     // Matches: one (Pattern has no default constructor)
+  bool exists = true;
+  std::vector<Condition> children;  // All/Any: the list; Not: one
+
+  bool eval(const Event& ev) const {
+    switch (op) {
+      case Op::All:
+        for (const auto& c : children)
+          if (!c.eval(ev)) return false;
+        return true;
+      case Op::Any:
+        for (const auto& c : children)
+          if (c.eval(ev)) return true;
+        return false;
+      case Op::Not:
+        return !children.front().eval(ev);
+      case Op::Exists:
+        return (ev.find(field) != nullptr) == exists;
+      case Op::Equals:
+      case Op::In:
+      case Op::Matches:
+        break;
+    }
+    const JsonValue* v = ev.find(field);
+    if (!v) return false;  // a missing field never equals, is in or matches anything
+    std::string text = scalar_text(*v);
+    if (op == Op::Matches) return pattern.front().matches(text);
+    for (const auto& want : values)
+      if (text == want) return true;
+    return false;
+  }
+};
+
+std::optional<Condition> parse_condition(const YAML::Node& node, const std::string& file,
+                                         const std::string& context, Diagnostics& errors) {
+  if (!node.IsMap()) {
+    errors.push_back({position_of(node, file),
+                      context +
+                          ": a condition is a mapping: {field: ..., equals|in|matches|exists: "
+                          "...} or {all: [...]}, {any: [...]}, {not: {...}}"});
+    return std::nullopt;
+  }
+  size_t before = errors.size();
+  MapReader r(node, file, context, errors);
+  for (const char* k : kConditionKeys) (void)r.node(k);
+  int tests = r.has("equals") + r.has("in") + r.has("matches") + r.has("exists");
+  int combinators = r.has("all") + r.has("any") + r.has("not");
+  Condition c;
+  if (r.has("field")) {
+    if (combinators > 0) {
+      r.error(r.pos(), context + ": a field test cannot share a mapping with all/any/not; nest it");
+    }
+    if (tests != 1) {
+      r.error(r.pos(), context +
+                           ": a field condition needs exactly one of equals, in, matches, "
+                           "exists");
+    }
+    if (auto p = read_path(r.node("field"), file, context + ".field", errors)) c.field = *p;
+    if (r.has("equals")) {
+      c.op = Condition::Op::Equals;
+      if (auto t = condition_text(r.node("equals"), file, context + ".equals", errors))
+        c.values.push_back(std::move(*t));
+    } else if (r.has("in")) {
+      c.op = Condition::Op::In;
+      YAML::Node list = r.node("in");
+      if (!list.IsSequence() || list.size() == 0) {
+        r.error(r.pos("in"), context + ".in: expected a non-empty list of values");
+      } else {
+        for (const auto& item : list)
+          if (auto t = condition_text(item, file, context + ".in", errors))
+            c.values.push_back(std::move(*t));
+      }
+    } else if (r.has("matches")) {
+      c.op = Condition::Op::Matches;
+      std::string glob;
+      r.get("matches", glob);
+      c.pattern.emplace_back(std::move(glob));
+    } else if (r.has("exists")) {
+      c.op = Condition::Op::Exists;
+      r.get("exists", c.exists);
+    }
+  } else if (tests > 0) {
+    r.error(r.pos(), context + ": equals/in/matches/exists need a field:");
+  } else if (combinators != 1) {
+    r.error(r.pos(), context + ": a condition needs field: or exactly one of all, any, not");
+  } else if (r.has("not")) {
+    c.op = Condition::Op::Not;
+    if (auto child = parse_condition(r.node("not"), file, context + ".not", errors))
+      c.children.push_back(std::move(*child));
+  } else {
+    const char* key = r.has("all") ? "all" : "any";
+    c.op = r.has("all") ? Condition::Op::All : Condition::Op::Any;
+    YAML::Node list = r.node(key);
+    if (!list.IsSequence() || list.size() == 0) {
+      r.error(r.pos(key), context + "." + key + ": expected a non-empty list of conditions");
+    } else {
+      for (size_t i = 0; i < list.size(); ++i) {
+        std::string where = context + "." + key + "[" + std::to_string(i) + "]";
+        if (auto child = parse_condition(list[i], file, where, errors))
+          c.children.push_back(std::move(*child));
+      }
+    }
+  }
+  r.finish();
+  if (errors.size() != before) return std::nullopt;
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Actions
+
+struct ActionStep {
+  enum class Op { Remove, Set, Rename, Copy, Log };
+  Op op = Op::Remove;
+  std::vector<std::string> paths;                          // Remove; Set: targets
+  std::vector<std::pair<std::string, std::string>> moves;  // Rename, Copy: from → to
+  std::unique_ptr<JsonDocument> values;                    // Set: an array parallel to paths
+  std::string text;                                        // Log
+};
+
+// Reads a {from: to} mapping for rename/copy.
+void read_moves(const YAML::Node& node, const std::string& file, const std::string& what,
+                bool from_must_stay, ActionStep& step, Diagnostics& errors) {
+  if (!node.IsMap() || node.size() == 0) {
+    errors.push_back({position_of(node, file), what + ": expected a mapping {from: to}"});
+    return;
+  }
+  for (auto it : node) {
+    auto from = read_path(it.first, file, what, errors);
+    auto to = read_path(it.second, file, what, errors);
+    if (!from || !to) continue;
+    if (from_must_stay && is_required_attribute(*from)) {
+      errors.push_back(
+          {position_of(it.first, file), what + ": '" + *from +
+                                            "' is a required event attribute; it can be "
+                                            "changed with set: but not moved away"});
+      continue;
+    }
+    step.moves.emplace_back(std::move(*from), std::move(*to));
+  }
+}
+
+std::optional<ActionStep> parse_action(const YAML::Node& node, const std::string& file,
+                                       const std::string& context, HookKind kind,
+                                       Diagnostics& errors) {
+  if (!node.IsMap()) {
+    errors.push_back({position_of(node, file),
+                      context + ": an action is a mapping with one of remove, set, rename, copy, "
+                                "log"});
+    return std::nullopt;
+  }
+  size_t before = errors.size();
+  MapReader r(node, file, context, errors);
+  for (const char* k : kActionKeys) (void)r.node(k);
+  int count = r.has("remove") + r.has("set") + r.has("rename") + r.has("copy") + r.has("log");
+  ActionStep step;
+  if (count != 1) {
+    r.error(r.pos(), context +
+                         ": each action has exactly one of remove, set, rename, copy, log "
+                         "(use several list items for several actions)");
+  } else if (kind == HookKind::Observe && !r.has("log")) {
+    r.error(r.pos(), context + ": observe hooks are read-only; only log: actions are allowed");
+  } else if (r.has("remove")) {
+    step.op = ActionStep::Op::Remove;
+    YAML::Node list = r.node("remove");
+    std::string what = context + ".remove";
+    if (list.IsScalar()) {
+      if (auto p = read_path(list, file, what, errors)) step.paths.push_back(std::move(*p));
+    } else if (list.IsSequence() && list.size() > 0) {
+      for (const auto& item : list)
+        if (auto p = read_path(item, file, what, errors)) step.paths.push_back(std::move(*p));
+    } else {
+      r.error(r.pos("remove"), what + ": expected a list of dotted paths");
+    }
+    for (const auto& p : step.paths)
+      if (is_required_attribute(p))
+        r.error(r.pos("remove"), what + ": '" + p + "' is a required event attribute");
+  } else if (r.has("set")) {
+    step.op = ActionStep::Op::Set;
+    YAML::Node map = r.node("set");
+    if (!map.IsMap() || map.size() == 0) {
+      r.error(r.pos("set"), context + ".set: expected a mapping {path: value}");
+    } else {
+      step.values = std::make_unique<JsonDocument>();
+      step.values->SetArray();
+      auto& a = step.values->GetAllocator();
+      for (auto it : map) {
+        auto path = read_path(it.first, file, context + ".set", errors);
+        JsonValue v;
+        bool ok = yaml_to_json(it.second, v, a, file, errors);
+        if (!path || !ok) continue;
+        step.paths.push_back(std::move(*path));
+        step.values->PushBack(v, a);
+      }
+    }
+  } else if (r.has("rename")) {
+    step.op = ActionStep::Op::Rename;
+    read_moves(r.node("rename"), file, context + ".rename", true, step, errors);
+  } else if (r.has("copy")) {
+    step.op = ActionStep::Op::Copy;
+    read_moves(r.node("copy"), file, context + ".copy", false, step, errors);
+  } else {
+    step.op = ActionStep::Op::Log;
+    r.get("log", step.text);
+    if (step.text.empty()) r.error(r.pos("log"), context + ".log: expected a message");
+  }
+  r.finish();
+  if (errors.size() != before) return std::nullopt;
+  return step;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The hook
+
+class DeclarativeHook final : public Hook {
+ public:
+  DeclarativeHook(HookSpec spec, std::optional<Condition> when, std::vector<ActionStep> actions,
+                  std::string reason)
+      : Hook(std::move(spec)),
+        when_(std::move(when)),
+        actions_(std::move(actions)),
+        reason_(std::move(reason)) {
+    for (const auto& a : actions_) {
+      if (a.op == ActionStep::Op::Set || a.op == ActionStep::Op::Rename ||
+          a.op == ActionStep::Op::Copy)
+        copy_on_write_ = true;
+    }
+  }
+
+  // Declarative hooks run in memory in microseconds, so timeout_ms never comes into play.
+  HookResult handle(Event& event) override {
+    if (when_ && !when_->eval(event)) {
+      // For a veto, "condition false" is the ordinary allow; for the others, nothing to do.
+      return HookVerdict{spec().kind == HookKind::Veto ? Action::Continue : Action::Skip, {}, {}};
+    }
+    switch (spec().kind) {
+      case HookKind::Veto:
+        return HookVerdict{Action::Veto, {}, reason_};
+      case HookKind::Observe: {
+        Status st = apply(event);  // log actions only: cannot fail, cannot modify
+        (void)st;
+        return HookVerdict{};
+      }
+      case HookKind::Transform:
+        break;
+    }
+    if (!copy_on_write_) {
+      // Only removes (and logs): they cannot fail half-way, so edit in place.
+      Status st = apply(event);
+      (void)st;
+      return HookVerdict{};
+    }
+    // set/rename/copy can fail midway (a string where an object is needed); the contract says a
+    // failed hook leaves the event unchanged, so work on a copy and swap it in at the end.
+    Event work = event.clone();
+    if (Status st = apply(work); !st)
+      return HookFailure{HookFailure::Kind::Error, st.error().message};
+    if (Status st = work.normalize(now_unix_ms()); !st)
+      return HookFailure{HookFailure::Kind::Error,
+                         "actions produced an invalid event: " + st.error().message};
+    event = std::move(work);
+    return HookVerdict{};
+  }
+
+ private:
+  Status apply(Event& ev) const {
+    for (const auto& a : actions_) {
+      switch (a.op) {
+        case ActionStep::Op::Remove:
+          for (const auto& p : a.paths) ev.remove(p);  // absent already: nothing to do
+          break;
+        case ActionStep::Op::Set:
+          for (size_t i = 0; i < a.paths.size(); ++i) {
+            if (!ev.set(a.paths[i], (*a.values)[static_cast<rapidjson::SizeType>(i)]))
+              return make_error("set " + a.paths[i] + ": a non-object value is in the way");
+          }
+          break;
+        case ActionStep::Op::Rename:
+          for (const auto& [from, to] : a.moves) {
+            if (!ev.find(from)) continue;  // nothing to rename
+            if (!ev.rename(from, to))
+              return make_error("rename " + from + " to " + to +
+                                ": a non-object value is in the way");
+          }
+          break;
+        case ActionStep::Op::Copy:
+          for (const auto& [from, to] : a.moves) {
+            const JsonValue* src = ev.find(from);
+            if (!src) continue;
+            // Copy first: setting `to` may reallocate the member storage `src` points into.
+            JsonValue copy(*src, ev.allocator());
+            if (!ev.set(to, copy))
+              return make_error("copy " + from + " to " + to +
+                                ": a non-object value is in the way");
+          }
+          break;
+        case ActionStep::Op::Log:
+          spdlog::info("hook {}: {} (event {} {})", spec().name, a.text, ev.id(), ev.type());
+          break;
+      }
+    }
+    return {};
+  }
+
+  std::optional<Condition> when_;
+  std::vector<ActionStep> actions_;
+  std::string reason_;
+  bool copy_on_write_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+LoadResult summarize(const Diagnostics& errors, size_t before, const std::string& fallback) {
+  if (errors.size() <= before) return fallback;
+  std::string msg = errors[before].str();
+  size_t more = errors.size() - before - 1;
+  if (more > 0) msg += " (and " + std::to_string(more) + " more)";
+  return msg;
+}
+
+// A program named in a descriptor. Relative paths resolve against the descriptor's folder; a bare
+// name ("python3") is looked up there first, then left for PATH. Later arguments are rewritten
+// only when they name a file beside the descriptor (`run: [python3, filter.py]`): flags and
+// values are passed as written.
+std::vector<std::string> resolve_argv(std::vector<std::string> argv, const fs::path& folder) {
+  std::error_code ec;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    fs::path p(argv[i]);
+    if (argv[i].empty() || p.is_absolute() || argv[i][0] == '-') continue;
+    fs::path beside = (folder / p).lexically_normal();
+    bool has_slash = argv[i].find('/') != std::string::npos;
+    if ((i == 0 && has_slash) || fs::is_regular_file(beside, ec)) argv[i] = beside.string();
+  }
+  return argv;
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    size_t start = i;
+    while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    if (i > start) out.push_back(s.substr(start, i - start));
+  }
+  return out;
+}
+
+std::vector<int> read_exit_codes(MapReader& r, const std::string& file, Diagnostics& errors) {
+  std::vector<int> codes{1};
+  YAML::Node n = r.node("veto_exit_codes");
+  if (!n.IsDefined() || n.IsNull()) return codes;
+  if (!n.IsSequence() && !n.IsScalar()) {
+    r.error(r.pos("veto_exit_codes"), "hook.veto_exit_codes: expected a list of exit codes");
+    return codes;
+  }
+  std::vector<YAML::Node> items;
+  if (n.IsScalar()) {
+    items.push_back(n);
+  } else {
+    for (const auto& item : n) items.push_back(item);
+  }
+  codes.clear();
+  for (const auto& item : items) {
+    int code = 0;
+    std::string s = item.IsScalar() ? item.Scalar() : "";
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), code);
+    if (s.empty() || ec != std::errc{} || p != s.data() + s.size() || code < 1 || code > 255) {
+      errors.push_back({position_of(item, file),
+                        "hook.veto_exit_codes: expected exit codes from 1 to 255 (0 means "
+                        "continue)"});
+      continue;
+    }
+    codes.push_back(code);
+  }
+  return codes;
+}
+
+}  // namespace
+
+HookSpec default_spec(const HookFile& file, const config::HooksConfig& defaults) {
+  HookSpec spec;
+  spec.name = file.name;
+  spec.file = file.path;
+  spec.directory = file.directory;
+  spec.form = file.form;
+  spec.timeout_ms = defaults.default_timeout_ms;
+  spec.on_error = defaults.fail_open ? FailurePolicy::Open : FailurePolicy::Closed;
+  return spec;
+}
+
+namespace {
+
+LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksConfig& defaults,
+                                    Diagnostics& errors) {
+  const size_t before = errors.size();
+  const std::string& path = file.path;
+  auto parsed = config::parse_yaml_file(path);
+  if (!parsed) {
+    for (auto& d : parsed.error()) errors.push_back(d);
+    return summarize(errors, before, "cannot parse " + path);
+  }
+  YAML::Node root = parsed.value();
+  if (!root.IsMap()) {
+    errors.push_back(
+        {position_of(root, path), "a hook file is a YAML mapping (kind:, events:, ...)"});
+    return summarize(errors, before, "");
+  }
+  HookSpec spec = default_spec(file, defaults);
+  MapReader r(root, path, "hook", errors);
+  for (const char* k : kTopKeys) (void)r.node(k);
+
+  std::optional<HookKind> kind;
+  if (r.has("kind")) {
+    std::string text;
+    r.get("kind", text);
+    kind = parse_hook_kind(text);
+    if (!kind)
+      r.error(r.pos("kind"), "hook.kind: expected veto, transform or observe, got '" + text + "'");
+  }
+  if (r.has("events")) {
+    std::vector<std::string> events;
+    size_t mark = errors.size();
+    r.get("events", events);
+    if (errors.size() == mark) {
+      if (events.empty())
+        r.error(r.pos("events"), "hook.events: list at least one pattern (omit events: for all)");
+      for (const auto& e : events)
+        if (e.empty()) r.error(r.pos("events"), "hook.events: a pattern must not be empty");
+      spec.events = std::move(events);
+    }
+  }
+  r.get("timeout_ms", spec.timeout_ms);
+  if (spec.timeout_ms <= 0) r.error(r.pos("timeout_ms"), "hook.timeout_ms: must be positive");
+  if (r.has("on_error")) {
+    std::string text;
+    r.get("on_error", text);
+    if (text == "open") {
+      spec.on_error = FailurePolicy::Open;
+    } else if (text == "closed") {
+      spec.on_error = FailurePolicy::Closed;
+    } else {
+      r.error(r.pos("on_error"), "hook.on_error: expected open or closed, got '" + text + "'");
+    }
+  }
+  if (YAML::Node cfg = r.node("config"); cfg.IsDefined() && !cfg.IsNull()) {
+    if (!cfg.IsMap()) {
+      r.error(r.pos("config"), "hook.config: expected a mapping");
+    } else {
+      JsonDocument doc;
+      if (yaml_to_json(cfg, doc, doc.GetAllocator(), path, errors)) spec.config_json = to_json(doc);
+    }
+  }
+
+  int forms = r.has("run") + r.has("command") + r.has("library");
+  if (forms > 1) r.error(r.pos(), "hook: use only one of run:, command:, library:");
+  if (forms > 0) {
+    for (const char* k : {"actions", "when", "reason"}) {
+      if (r.has(k))
+        r.error(r.pos(k), std::string("hook.") + k +
+                              ": only declarative hooks have it (this file is a run:, command: "
+                              "or library: descriptor)");
+    }
+  }
+  if (r.has("veto_exit_codes") && !r.has("command"))
+    r.error(r.pos("veto_exit_codes"), "hook.veto_exit_codes: only with command:");
+  // Without kind:, a program or library says what it is in its handshake; events alone would
+  // leave the kind to the handshake but the patterns to the descriptor, which the forms cannot do.
+  if (forms > 0 && !kind && r.has("events") && !r.has("command"))
+    r.error(r.pos("events"), "hook.events: a descriptor that sets events: must set kind: too");
+  const fs::path folder = fs::path(path).parent_path();
+
+  if (r.has("run")) {
+    std::vector<std::string> argv;
+    YAML::Node run = r.node("run");
+    if (run.IsScalar()) {
+      // A string is split on whitespace (no shell quoting); use the list form for spaces.
+      argv = split_words(config::expand_env(run.Scalar(), position_of(run, path), errors));
+    } else if (run.IsSequence()) {
+      r.get("run", argv);
+    }
+    if (argv.empty()) r.error(r.pos("run"), "hook.run: expected a program (string or argv list)");
+    r.finish();
+    if (errors.size() != before) return summarize(errors, before, "");
+    spec.form = HookForm::Program;
+    if (kind) spec.kind = *kind;
+    return make_program_hook(std::move(spec), resolve_argv(std::move(argv), folder),
+                             kind.has_value());
+  }
+  if (r.has("command")) {
+    std::string command;
+    r.get("command", command);
+    if (command.empty()) r.error(r.pos("command"), "hook.command: expected a shell command");
+    // A one-shot process has no handshake to say what it is.
+    if (!kind) r.error(r.pos(), "hook.kind: a command: hook must say its kind");
+    std::vector<int> codes = read_exit_codes(r, path, errors);
+    r.finish();
+    if (errors.size() != before) return summarize(errors, before, "");
+    spec.form = HookForm::OneShot;
+    spec.kind = *kind;
+    return make_oneshot_hook(std::move(spec), std::move(command), std::move(codes));
+  }
+  if (r.has("library")) {
+    std::string library;
+    r.get("library", library);
+    if (library.empty()) r.error(r.pos("library"), "hook.library: expected a path to a .so");
+    r.finish();
+    if (errors.size() != before) return summarize(errors, before, "");
+    fs::path lib(library);
+    if (lib.is_relative()) lib = (folder / lib).lexically_normal();
+    spec.form = HookForm::Native;
+    if (kind) spec.kind = *kind;
+    return make_native_hook(std::move(spec), lib.string(), kind.has_value());
+  }
+
+  // Declarative.
+  if (!r.has("kind")) r.error(r.pos(), "hook.kind: missing (veto, transform or observe)");
+  std::optional<Condition> when;
+  if (r.has("when")) when = parse_condition(r.node("when"), path, "when", errors);
+  std::vector<ActionStep> actions;
+  std::string reason;
+  if (kind == HookKind::Veto) {
+    if (!r.has("when"))
+      r.error(r.pos(),
+              "hook.when: a veto hook needs when: (without it every event it sees would "
+              "be dropped)");
+    if (r.has("actions")) r.error(r.pos("actions"), "hook.actions: veto hooks have no actions");
+    r.get("reason", reason);
+    if (reason.empty()) reason = "vetoed by hook " + spec.name;
+  } else if (kind) {
+    if (r.has("reason")) r.error(r.pos("reason"), "hook.reason: only veto hooks have a reason");
+    YAML::Node list = r.node("actions");
+    if (!list.IsDefined() || list.IsNull()) {
+      r.error(r.pos(),
+              std::string("hook.actions: a ") + to_string(*kind) + " hook needs a list of actions");
+    } else if (!list.IsSequence() || list.size() == 0) {
+      r.error(r.pos("actions"), "hook.actions: expected a non-empty list of actions");
+    } else {
+      for (size_t i = 0; i < list.size(); ++i) {
+        if (auto a =
+                parse_action(list[i], path, "actions[" + std::to_string(i) + "]", *kind, errors))
+          actions.push_back(std::move(*a));
+      }
+    }
+  }
+  r.finish();
+  if (errors.size() != before || !kind) return summarize(errors, before, "invalid hook file");
+  spec.form = HookForm::Declarative;
+  spec.kind = *kind;
+  return HookPtr(std::make_shared<DeclarativeHook>(std::move(spec), std::move(when),
+                                                   std::move(actions), std::move(reason)));
+}
+
+}  // namespace
+
+LoadResult load_yaml_hook(const HookFile& file, const config::HooksConfig& defaults,
+                          Diagnostics& errors) {
+  // yaml-cpp reports some misuse by throwing; whatever slips through becomes a load error.
+  try {
+    return load_yaml_hook_unguarded(file, defaults, errors);
+  } catch (const std::exception& e) {
+    errors.push_back({{file.path, 0, 0}, std::string("cannot load hook: ") + e.what()});
+    return errors.back().str();
+  }
+}
+
+LoadResult load_hook(const HookFile& file, const config::HooksConfig& defaults,
+                     Diagnostics& errors) {
+  if (!file.error.empty()) return file.error;
+  switch (file.form) {
+    case HookForm::Declarative:
+      return load_yaml_hook(file, defaults, errors);
+    case HookForm::Native:
+      return make_native_hook(default_spec(file, defaults), file.path, false);
+    case HookForm::Program:
+      return make_program_hook(default_spec(file, defaults), {file.path}, false);
+    case HookForm::OneShot:
+      break;  // only a YAML descriptor makes one-shot hooks
+  }
+  return std::string("cannot load " + file.path + ": unknown hook form");
+}
+
+}  // namespace hookgate::hooks

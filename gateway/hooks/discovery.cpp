@@ -1,0 +1,242 @@
+#include "gateway/hooks/discovery.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+#include <system_error>
+
+#include "config/yaml_reader.hpp"
+
+namespace hookgate::hooks {
+namespace fs = std::filesystem;
+namespace {
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// What kind of hook file `entry` is, or nullopt when it is not a hook at all (README.md, a
+// non-executable script, a subfolder, a socket...).
+std::optional<HookForm> classify(const fs::directory_entry& entry) {
+  std::error_code ec;
+  // status() follows symlinks: a link to a hook file is a hook file.
+  auto st = entry.status(ec);
+  if (ec || !fs::is_regular_file(st)) return std::nullopt;
+  std::string ext = entry.path().extension().string();
+  if (ext == ".yaml" || ext == ".yml") return HookForm::Declarative;
+  if (ext == ".so") return HookForm::Native;
+  constexpr auto kExec = fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec;
+  if ((st.permissions() & kExec) != fs::perms::none) return HookForm::Program;
+  return std::nullopt;
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    size_t start = i;
+    while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    if (i > start) out.push_back(s.substr(start, i - start));
+  }
+  return out;
+}
+
+// Files of `dir` that the YAML descriptor `yaml` names in run:, library: or as the first word of
+// command:. They are part of that hook, not hooks of their own: without this, a script kept
+// beside its descriptor would also load (and run) as a separate program hook. A descriptor that
+// does not parse names nothing here; the loader reports it.
+void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
+                                std::set<std::string>& out) {
+  auto parsed = config::parse_yaml_file(yaml.string());
+  if (!parsed) return;
+  const YAML::Node root = parsed.value();
+  if (!root.IsMap()) return;
+  // yaml-cpp's root["missing"] is an invalid node that throws when inspected; look keys up by
+  // walking the mapping instead.
+  auto member = [&](const char* key) {
+    for (auto it : root)
+      if (it.first.IsScalar() && it.first.Scalar() == key) return it.second;
+    return YAML::Node(YAML::NodeType::Undefined);
+  };
+  std::vector<std::string> words;
+  if (const YAML::Node run = member("run"); run.IsScalar()) {
+    words = split_words(run.Scalar());
+  } else if (run.IsSequence()) {
+    for (const auto& item : run)
+      if (item.IsScalar()) words.push_back(item.Scalar());
+  }
+  if (const YAML::Node command = member("command"); command.IsScalar()) {
+    auto w = split_words(command.Scalar());
+    if (!w.empty()) words.push_back(w.front());
+  }
+  if (const YAML::Node library = member("library"); library.IsScalar())
+    words.push_back(library.Scalar());
+  for (const auto& w : words) {
+    if (w.empty() || w.front() == '-') continue;
+    fs::path p = fs::path(w).is_absolute() ? fs::path(w) : dir / w;
+    p = p.lexically_normal();
+    if (p.parent_path() == dir) out.insert(p.string());
+  }
+}
+
+struct Candidate {
+  std::string file_name;
+  HookFile file;
+};
+
+// Hook files of one directory, sorted by file name so "first" and "duplicate" are deterministic.
+std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& errors) {
+  std::vector<Candidate> out;
+  std::error_code ec;
+  fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  if (ec) {
+    errors.push_back({{dir.string(), 0, 0}, "cannot read hooks directory: " + ec.message()});
+    return out;
+  }
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) {
+      errors.push_back({{dir.string(), 0, 0}, "cannot read hooks directory: " + ec.message()});
+      break;
+    }
+    std::string file_name = it->path().filename().string();
+    if (file_name.empty() || file_name.front() == '.') continue;  // hidden: editors, VCS, ...
+    auto form = classify(*it);
+    if (!form) continue;
+    HookFile f;
+    f.path = it->path().string();
+    f.directory = dir.string();
+    f.form = *form;
+    // The extension never belongs to the name; executables may have none ("notify").
+    std::string stem = it->path().stem().string();
+    if (auto parsed = parse_hook_file_name(stem)) {
+      f.name = parsed->name;
+      f.order_number = parsed->order_number;
+    } else {
+      f.name = stem;
+      f.error = "hook file name '" + file_name + "' has no name after its numeric prefix";
+    }
+    out.push_back({std::move(file_name), std::move(f)});
+  }
+  std::set<std::string> targets;
+  for (const auto& c : out) {
+    if (c.file.form != HookForm::Declarative) continue;
+    try {
+      collect_descriptor_targets(c.file.path, dir, targets);
+    } catch (const std::exception&) {
+      // Not a readable descriptor: the loader reports the file itself.
+    }
+  }
+  std::erase_if(out, [&](const Candidate& c) {
+    bool part_of_descriptor = c.file.form != HookForm::Declarative && targets.count(c.file.path);
+    if (part_of_descriptor)
+      spdlog::debug("{} belongs to a descriptor; not a hook itself", c.file.path);
+    return part_of_descriptor;
+  });
+  std::sort(out.begin(), out.end(),
+            [](const Candidate& a, const Candidate& b) { return a.file_name < b.file_name; });
+  return out;
+}
+
+}  // namespace
+
+std::optional<HookFileName> parse_hook_file_name(std::string_view s) {
+  HookFileName out;
+  size_t i = 0;
+  if (i < s.size() && s[i] == '_') ++i;
+  size_t digits_start = i;
+  while (i < s.size() && is_digit(s[i])) ++i;
+  if (i == digits_start) {
+    // No number: a leading `_` is then part of the name ("_private" stays "_private").
+    if (s.empty()) return std::nullopt;
+    out.name = std::string(s);
+    return out;
+  }
+  int64_t n = 0;
+  for (size_t d = digits_start; d < i; ++d) {
+    int digit = s[d] - '0';
+    if (n > (std::numeric_limits<int64_t>::max() - digit) / 10) {
+      n = std::numeric_limits<int64_t>::max();
+      break;
+    }
+    n = n * 10 + digit;
+  }
+  if (i < s.size() && (s[i] == '_' || s[i] == '-')) ++i;
+  if (i == s.size()) return std::nullopt;
+  out.name = std::string(s.substr(i));
+  out.order_number = n;
+  return out;
+}
+
+bool runs_before(const HookFile& a, const HookFile& b) {
+  if (a.order_number.has_value() != b.order_number.has_value()) return a.order_number.has_value();
+  if (a.order_number && *a.order_number != *b.order_number)
+    return *a.order_number < *b.order_number;
+  if (a.name != b.name) return a.name < b.name;
+  return a.path < b.path;
+}
+
+std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories,
+                                     config::Diagnostics& errors) {
+  // name → the files currently defining it: the first is the one that loads, any others are
+  // same-directory duplicates carrying an error.
+  std::map<std::string, std::vector<HookFile>> by_name;
+  std::set<std::string> seen_dirs;
+  for (const auto& configured : directories) {
+    std::error_code ec;
+    fs::path dir = fs::absolute(configured, ec);
+    if (ec) dir = configured;
+    dir = dir.lexically_normal();
+    if (!dir.has_filename() && dir.has_parent_path()) dir = dir.parent_path();  // "x/" → "x"
+    // The same directory listed twice would otherwise override itself.
+    fs::path canonical = fs::weakly_canonical(dir, ec);
+    if (!seen_dirs.insert(ec ? dir.string() : canonical.string()).second) continue;
+    auto st = fs::status(dir, ec);
+    if (ec || !fs::exists(st)) {
+      // Missing is normal: the user and workspace directories are optional.
+      spdlog::debug("hooks directory {} does not exist; skipped", dir.string());
+      continue;
+    }
+    if (!fs::is_directory(st)) {
+      errors.push_back({{dir.string(), 0, 0}, "hooks directory is not a directory"});
+      continue;
+    }
+
+    std::map<std::string, std::vector<HookFile>> here;
+    for (auto& c : scan_directory(dir, errors)) {
+      auto& same = here[c.file.name];
+      if (!same.empty() && c.file.error.empty()) {
+        c.file.error = "duplicate hook name '" + c.file.name + "' in " + dir.string() +
+                       ": also defined by " + fs::path(same.front().path).filename().string();
+      }
+      same.push_back(std::move(c.file));
+    }
+    // Decision: overriding goes by hook NAME, not by file name. A workspace `_15_redact.py`
+    // replaces a built-in `_10_redact.yaml`: users think in hook names (logs, metrics, `hooks list`
+    // all show the name), and two hooks of one name would be indistinguishable there. The
+    // overriding file brings its own number, so an override may also move the hook in the order.
+    for (auto& [name, files] : here) {
+      auto prev = by_name.find(name);
+      if (prev != by_name.end()) {
+        std::vector<std::string> shadowed = prev->second.front().overrides;
+        for (const auto& old : prev->second) shadowed.push_back(old.path);
+        for (auto& f : files) f.overrides = shadowed;
+        spdlog::debug("hook {}: {} overrides {}", name, files.front().path, shadowed.back());
+      }
+      by_name[name] = std::move(files);
+    }
+  }
+
+  std::vector<HookFile> out;
+  for (auto& [name, files] : by_name)
+    for (auto& f : files) out.push_back(std::move(f));
+  std::sort(out.begin(), out.end(), runs_before);
+  return out;
+}
+
+}  // namespace hookgate::hooks

@@ -1,0 +1,55 @@
+#pragma once
+// Hook discovery (PRODUCT.md "Hooks"): which files of hooks.directories are hooks, what they are
+// called, which file wins when several directories define the same name, and the run order.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/hooks/hook.hpp"
+
+namespace hookgate::hooks {
+
+struct HookFile {
+  std::string path;                     // absolute path of the file
+  std::string directory;                // the hook directory it was found in (absolute)
+  std::string name;                     // file name without numeric prefix and extension
+  std::optional<int64_t> order_number;  // the leading number, if the name has one
+  // Files of earlier directories this one shadows, earliest directory first (empty: none).
+  std::vector<std::string> overrides;
+  // A guess from the file alone: *.yaml/*.yml → Declarative (the YAML may still turn out to be a
+  // run:/command:/library: descriptor), *.so → Native, any other executable → Program.
+  HookForm form = HookForm::Declarative;
+  // Set when the file cannot be loaded as it stands (a duplicate name, no name after the number);
+  // such a file is listed so `hooks list` can show it, but never loaded.
+  std::string error;
+};
+
+struct HookFileName {
+  std::string name;
+  std::optional<int64_t> order_number;
+};
+
+// "_10_redact.yaml" → {redact, 10}; "2-x.sh" → {x, 2}; "notify" → {notify, none}. The prefix is an
+// optional `_`, digits, then an optional `_` or `-`. Returns nullopt when nothing is left after the
+// prefix ("10.sh"). Numbers beyond int64 saturate.
+std::optional<HookFileName> parse_hook_file_name(std::string_view file_name);
+
+// The run order: numbered before un-numbered, numbers compared as numbers (`_9_a` before `_10_b`),
+// then by name, then by path.
+bool runs_before(const HookFile& a, const HookFile& b);
+
+// Scans `directories` in order (built-in → user → workspace), non-recursively. Missing directories
+// are skipped silently; unreadable ones are reported in `errors`. Hidden files, subfolders, files
+// that are not hooks, and programs/libraries a YAML descriptor of the same directory names (run:,
+// command:, library:) are not listed. Returns the surviving files in run order.
+std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories,
+                                     config::Diagnostics& errors);
+inline std::vector<HookFile> discover_hooks(const config::HooksConfig& config,
+                                            config::Diagnostics& errors) {
+  return discover_hooks(config.directories, errors);
+}
+
+}  // namespace hookgate::hooks

@@ -1,0 +1,81 @@
+#include "gateway/hooks/hook_runner.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <exception>
+#include <optional>
+
+#include "gateway/common/clock.hpp"
+
+namespace hookgate::hooks {
+
+const char* to_string(RunResult result) {
+  switch (result) {
+    case RunResult::Continue:
+      return "continue";
+    case RunResult::Replace:
+      return "replace";
+    case RunResult::Veto:
+      return "veto";
+    case RunResult::Skip:
+      return "skip";
+    case RunResult::Failed:
+      return "failed";
+    case RunResult::Timeout:
+      return "timeout";
+  }
+  return "unknown";
+}
+
+HookStats::HookStats(const std::string& hook_name) {
+  for (size_t i = 0; i < kRunResultCount; ++i) {
+    by_result[i] = &metrics::counter("hookgate_hook_runs_total", "Hook invocations by result",
+                                     {{"hook", hook_name}, {"result", to_string(RunResult(i))}});
+  }
+  failures = &metrics::counter("hookgate_hook_failures_total",
+                               "Hook failures (errors, garbage answers, crashes, timeouts)",
+                               {{"hook", hook_name}});
+  timeouts = &metrics::counter("hookgate_hook_timeouts_total", "Hooks that outlived their timeout",
+                               {{"hook", hook_name}});
+  duration =
+      &metrics::histogram("hookgate_hook_duration_seconds", "Hook run time", {{"hook", hook_name}});
+}
+
+Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats) {
+  int64_t start = now_steady_ns();
+  std::optional<HookResult> result;
+  try {
+    result.emplace(hook.handle(event));
+  } catch (const std::exception& e) {
+    result.emplace(HookFailure{HookFailure::Kind::Error, std::string("hook threw: ") + e.what()});
+  } catch (...) {
+    result.emplace(HookFailure{HookFailure::Kind::Error, "hook threw an unknown exception"});
+  }
+  int64_t elapsed = now_steady_ns() - start;
+  stats.duration->observe_ns(elapsed);
+  return {std::move(*result), elapsed};
+}
+
+void report_failure(const Hook& hook, const HookStats& stats, const HookFailure& failure,
+                    std::string_view event_id, std::string_view event_type,
+                    const DiagnosticSink& diagnostics, std::string_view consequence) {
+  bool timeout = failure.kind == HookFailure::Kind::Timeout;
+  stats.failures->inc();
+  if (timeout) stats.timeouts->inc();
+  stats.runs(timeout ? RunResult::Timeout : RunResult::Failed).inc();
+  spdlog::warn("hook {} {} on event {} ({}): {}; {}", hook.spec().name,
+               timeout ? "timed out" : "failed", event_id, event_type, failure.reason, consequence);
+  DiagnosticEvent d;
+  d.type = timeout ? diag::kHookTimeout : diag::kHookFailed;
+  d.hook = hook.spec().name;
+  d.event_id = std::string(event_id);
+  d.event_type = std::string(event_type);
+  d.reason = failure.reason;
+  emit_diagnostic(diagnostics, std::move(d));
+}
+
+void emit_diagnostic(const DiagnosticSink& sink, DiagnosticEvent event) {
+  if (sink) sink(std::move(event));
+}
+
+}  // namespace hookgate::hooks

@@ -1,0 +1,155 @@
+#include "gateway/hooks/observer_pool.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace hookgate::hooks {
+namespace {
+
+constexpr auto kDropWarnInterval = std::chrono::seconds(1);
+
+RunResult run_result_of(Action a) {
+  switch (a) {
+    case Action::Continue:
+      return RunResult::Continue;
+    case Action::Replace:
+      return RunResult::Replace;
+    case Action::Veto:
+      return RunResult::Veto;
+    case Action::Skip:
+      return RunResult::Skip;
+  }
+  return RunResult::Continue;
+}
+
+}  // namespace
+
+ObserverPool::ObserverPool(int threads, int queue_capacity, DiagnosticSink diagnostics)
+    : capacity_(static_cast<size_t>(std::max(queue_capacity, 1))),
+      diagnostics_(std::move(diagnostics)),
+      dropped_total_(
+          metrics::counter("hookgate_observer_dropped_total",
+                           "Observer runs dropped because the observer queue was full")) {
+  int n = std::max(threads, 1);
+  threads_.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { worker(); });
+}
+
+ObserverPool::~ObserverPool() {
+  stop(std::chrono::milliseconds(0));
+}
+
+bool ObserverPool::submit(ObserverJob job) {
+  const char* why = "observer queue full";
+  {
+    std::lock_guard lock(mu_);
+    if (accepting_ && queue_.size() < capacity_) {
+      queue_.push_back(std::move(job));
+      work_cv_.notify_one();
+      return true;
+    }
+    if (!accepting_) why = "observer pool stopped";
+  }
+  note_drop(1, why);
+  return false;
+}
+
+void ObserverPool::note_drop(size_t n, const char* why) {
+  dropped_total_.inc(n);
+  uint64_t to_report = 0;
+  {
+    std::lock_guard lock(mu_);
+    dropped_ += n;
+    drops_since_warn_ += n;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_drop_warn_ >= kDropWarnInterval) {
+      to_report = drops_since_warn_;
+      drops_since_warn_ = 0;
+      last_drop_warn_ = now;
+    }
+  }
+  // Rate-limited: a flood of events against a slow observer must not become a flood of logs.
+  if (to_report > 0) {
+    spdlog::warn("{} (capacity {}): dropped {} observer run(s)", why, capacity_, to_report);
+  }
+}
+
+void ObserverPool::worker() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    work_cv_.wait(lock, [this] { return exit_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // exit_ and nothing left
+    ObserverJob job = std::move(queue_.front());
+    queue_.pop_front();
+    ++active_;
+    lock.unlock();
+    run(job);
+    job = {};  // release the hook and event outside the lock
+    lock.lock();
+    --active_;
+    ++completed_;
+    if (queue_.empty() && active_ == 0) idle_cv_.notify_all();
+  }
+}
+
+void ObserverPool::run(ObserverJob& job) {
+  if (!job.hook || !job.stats || !job.event) return;
+  // Hook::handle takes a mutable event; the shared one is read by other observers concurrently,
+  // so each observer gets its own copy (made here, off the caller's thread).
+  Event copy = job.event->clone();
+  Invocation inv = invoke_hook(*job.hook, copy, *job.stats);
+  if (!inv.result.ok()) {
+    // Observers are always fail-open: they cannot veto, whatever their on_error says.
+    report_failure(*job.hook, *job.stats, inv.result.error(), job.event->id(), job.event->type(),
+                   diagnostics_, "ignored (observer)");
+    return;
+  }
+  Action action = inv.result.value().action;
+  job.stats->runs(run_result_of(action)).inc();
+  if (action == Action::Veto || action == Action::Replace) {
+    spdlog::debug("observe hook {} answered {} on event {}; observers are read-only, ignored",
+                  job.hook->spec().name, to_string(run_result_of(action)), job.event->id());
+  }
+}
+
+void ObserverPool::stop(std::chrono::milliseconds drain) {
+  std::lock_guard stop_lock(stop_mu_);
+  std::deque<ObserverJob> leftover;
+  {
+    std::unique_lock lock(mu_);
+    if (exit_) return;
+    accepting_ = false;
+    idle_cv_.wait_for(lock, drain, [this] { return queue_.empty() && active_ == 0; });
+    leftover.swap(queue_);
+    exit_ = true;
+  }
+  work_cv_.notify_all();
+  if (!leftover.empty()) {
+    dropped_total_.inc(leftover.size());
+    {
+      std::lock_guard lock(mu_);
+      dropped_ += leftover.size();
+    }
+    spdlog::warn("observer pool stopping: dropped {} queued observer run(s)", leftover.size());
+  }
+  for (auto& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+size_t ObserverPool::queued() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+uint64_t ObserverPool::dropped() const {
+  std::lock_guard lock(mu_);
+  return dropped_;
+}
+
+uint64_t ObserverPool::completed() const {
+  std::lock_guard lock(mu_);
+  return completed_;
+}
+
+}  // namespace hookgate::hooks

@@ -1,0 +1,80 @@
+#pragma once
+// Runs observe hooks off the event path (PRODUCT.md "Hooks": observe = after the chain, in
+// parallel, never delays delivery). A fixed set of threads drains a BOUNDED queue; when the queue
+// is full the new item is dropped and counted: submit() never blocks the caller for longer than a
+// mutex hand-off. The pool outlives chain generations: each item holds its own HookPtr.
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/common/metrics.hpp"
+#include "gateway/diagnostics.hpp"
+#include "gateway/event.hpp"
+#include "gateway/hooks/hook.hpp"
+#include "gateway/hooks/hook_runner.hpp"
+
+namespace hookgate::hooks {
+
+struct ObserverJob {
+  HookPtr hook;
+  std::shared_ptr<const HookStats> stats;  // the hook's metric series, looked up at chain build
+  std::shared_ptr<const Event> event;      // shared by every observer of one event; read-only
+};
+
+class ObserverPool {
+ public:
+  // `diagnostics` receives hookgate.hook.failed/timeout for observer failures; may be empty.
+  ObserverPool(int threads, int queue_capacity, DiagnosticSink diagnostics);
+  ObserverPool(const config::HooksConfig& config, DiagnosticSink diagnostics)
+      : ObserverPool(config.observer_threads, config.observer_queue, std::move(diagnostics)) {}
+  ~ObserverPool();  // stop(0ms): drops what is still queued
+  ObserverPool(const ObserverPool&) = delete;
+  ObserverPool& operator=(const ObserverPool&) = delete;
+
+  // Queues one observer run. Returns false (and counts hookgate_observer_dropped_total, with a
+  // rate-limited warn log) when the queue is full or the pool is stopping. Never blocks.
+  bool submit(ObserverJob job);
+
+  // Stops accepting work, lets the threads drain the queue for up to `drain`, drops whatever is
+  // left (counted as dropped), then joins. Idempotent. A running observer is bounded by its own
+  // hook timeout, so this returns once those finish.
+  void stop(std::chrono::milliseconds drain = std::chrono::seconds(5));
+
+  size_t queued() const;
+  uint64_t dropped() const;    // by this pool (the metric is process-wide)
+  uint64_t completed() const;  // observer runs finished, whatever their result
+  size_t capacity() const { return capacity_; }
+
+ private:
+  void worker();
+  void run(ObserverJob& job);
+  void note_drop(size_t n, const char* why);
+
+  const size_t capacity_;
+  const DiagnosticSink diagnostics_;
+  metrics::Counter& dropped_total_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // workers: an item arrived, or exit
+  std::condition_variable idle_cv_;  // stop(): the queue drained
+  std::deque<ObserverJob> queue_;
+  size_t active_ = 0;
+  bool accepting_ = true;
+  bool exit_ = false;
+  uint64_t dropped_ = 0;
+  uint64_t completed_ = 0;
+  // Rate limit for the "queue full" warning: at most one line per interval, with the count.
+  std::chrono::steady_clock::time_point last_drop_warn_{};
+  uint64_t drops_since_warn_ = 0;
+
+  std::mutex stop_mu_;  // serializes stop() callers
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace hookgate::hooks

@@ -1,0 +1,409 @@
+#include "gateway/hooks/chain.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "tests/gateway/hooks/hook_test_util.hpp"
+
+namespace hookgate::hooks {
+namespace {
+
+using testing::answer;
+using testing::counter;
+using testing::DiagnosticLog;
+using testing::fail;
+using testing::fake;
+using testing::make_event;
+using testing::TempDir;
+using testing::time_out;
+using testing::write_file;
+
+std::shared_ptr<const HookChain> chain_of(std::vector<HookPtr> hooks) {
+  std::vector<HookEntry> entries;
+  for (auto& h : hooks) {
+    HookEntry e;
+    e.file.name = h->spec().name;
+    e.file.path = h->spec().file;
+    e.hook = std::move(h);
+    entries.push_back(std::move(e));
+  }
+  return HookChain::build(std::move(entries));
+}
+
+std::vector<std::string> results(const std::vector<ChainStep>& trace) {
+  std::vector<std::string> out;
+  for (const auto& s : trace) out.push_back(s.hook + ":" + s.result);
+  return out;
+}
+
+TEST(HookChainRun, TransformAt10NormalizesWhatVetoAt20Inspects) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_normalize.yaml", R"(
+kind: transform
+events: ["auth.*"]
+actions:
+  - rename: { data.login: data.user }
+)");
+  write_file(dir, "_20_drop_healthchecks.yaml", R"(
+kind: veto
+events: ["auth.*"]
+when: { any: [ { field: data.user, matches: "healthcheck*" },
+               { field: data.ip, in: ["127.0.0.1", "::1"] } ] }
+reason: health-check noise
+)");
+  config::HooksConfig cfg;
+  cfg.directories = {dir};
+  config::Diagnostics errors;
+  auto chain = HookChain::load(cfg, errors);
+  ASSERT_TRUE(errors.empty()) << errors[0].str();
+  ASSERT_EQ(chain->entries().size(), 2u);
+  EXPECT_EQ(chain->entries()[0].file.name, "normalize");
+
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"auth.failure","id":"ev-1","data":{"login":"healthcheck-7"}})");
+  std::vector<ChainStep> trace;
+  ChainOutcome out = chain->run(ev, diags.sink(), &trace);
+  EXPECT_TRUE(out.vetoed);
+  EXPECT_EQ(out.vetoed_by, "drop_healthchecks");
+  EXPECT_EQ(out.reason, "health-check noise");
+  EXPECT_EQ(results(trace),
+            (std::vector<std::string>{"normalize:continue", "drop_healthchecks:veto"}));
+  ASSERT_EQ(diags.events().size(), 1u);
+  EXPECT_EQ(diags.events()[0].type, diag::kEventVetoed);
+  EXPECT_EQ(diags.events()[0].event_id, "ev-1");
+
+  Event ok = make_event(R"({"type":"auth.failure","data":{"login":"ann"}})");
+  EXPECT_FALSE(chain->run(ok, diags.sink()).vetoed);
+  EXPECT_STREQ(ok.find("data.user")->GetString(), "ann");
+}
+
+TEST(HookChainRun, VetoStopsTheChainAndEmitsADiagnostic) {
+  auto first = fake("chain_veto_first", HookKind::Transform, [](Event& ev) {
+    ev.set_string("data.seen", "yes");
+    return answer(Action::Continue);
+  });
+  auto veto = fake("chain_veto_veto", HookKind::Veto,
+                   [](Event&) { return answer(Action::Veto, "not today"); });
+  auto after = fake("chain_veto_after", HookKind::Transform,
+                    [](Event&) { return answer(Action::Continue); });
+  auto chain = chain_of({first, veto, after});
+  uint64_t vetoed_before = counter("hookgate_events_vetoed_total");
+  uint64_t runs_before =
+      counter("hookgate_hook_runs_total", {{"hook", "chain_veto_veto"}, {"result", "veto"}});
+
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"deploy.finished","id":"d-1"})");
+  std::vector<ChainStep> trace;
+  ChainOutcome out = chain->run(ev, diags.sink(), &trace);
+  EXPECT_TRUE(out.vetoed);
+  EXPECT_EQ(out.vetoed_by, "chain_veto_veto");
+  EXPECT_EQ(out.reason, "not today");
+  EXPECT_EQ(after->calls(), 0);
+  EXPECT_EQ(first->calls(), 1);
+  ASSERT_EQ(trace.size(), 2u);
+  EXPECT_EQ(trace[1].kind, "veto");
+  EXPECT_EQ(trace[1].detail, "not today");
+  ASSERT_EQ(diags.events().size(), 1u);
+  const auto all = diags.events();
+  const DiagnosticEvent& d = all[0];
+  EXPECT_EQ(d.type, diag::kEventVetoed);
+  EXPECT_EQ(d.hook, "chain_veto_veto");
+  EXPECT_EQ(d.event_id, "d-1");
+  EXPECT_EQ(d.event_type, "deploy.finished");
+  EXPECT_EQ(d.reason, "not today");
+  EXPECT_EQ(counter("hookgate_events_vetoed_total"), vetoed_before + 1);
+  EXPECT_EQ(counter("hookgate_hook_runs_total", {{"hook", "chain_veto_veto"}, {"result", "veto"}}),
+            runs_before + 1);
+}
+
+TEST(HookChainRun, OnlyMatchingHooksRun) {
+  auto auth_only =
+      fake("chain_match_auth", HookKind::Veto, [](Event&) { return answer(Action::Veto); },
+           FailurePolicy::Open, {"auth.*"});
+  auto chain = chain_of({auth_only});
+  Event ev = make_event(R"({"type":"user.created"})");
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain->run(ev, {}, &trace).vetoed);
+  EXPECT_EQ(auth_only->calls(), 0);
+  EXPECT_EQ(results(trace), (std::vector<std::string>{"chain_match_auth:not-matched"}));
+  Event auth = make_event(R"({"type":"auth.failure"})");
+  ChainOutcome out = chain->run(auth, {});
+  EXPECT_TRUE(out.vetoed);
+  EXPECT_EQ(out.reason, "vetoed by hook chain_match_auth");  // default reason
+}
+
+struct PolicyCase {
+  FailurePolicy policy;
+  bool timeout;
+};
+
+class HookChainFailurePolicy : public ::testing::TestWithParam<PolicyCase> {};
+
+TEST_P(HookChainFailurePolicy, OpenSkipsClosedVetoes) {
+  const PolicyCase c = GetParam();
+  std::string name = std::string("chain_policy_") +
+                     (c.policy == FailurePolicy::Open ? "open" : "closed") +
+                     (c.timeout ? "_timeout" : "_error");
+  auto broken = fake(
+      name, HookKind::Transform,
+      [&](Event& ev) {
+        ev.set_string("data.partial", "must not survive");  // a misbehaving hook's half-edit...
+        (void)ev.remove("data.partial");                    // ...that it rolled back
+        return c.timeout ? time_out() : fail("exit status 3");
+      },
+      c.policy);
+  auto next = fake(name + "_next", HookKind::Transform, [](Event& ev) {
+    ev.set_string("data.next", "ran");
+    return answer(Action::Continue);
+  });
+  auto chain = chain_of({broken, next});
+  uint64_t failures = counter("hookgate_hook_failures_total", {{"hook", name}});
+  uint64_t timeouts = counter("hookgate_hook_timeouts_total", {{"hook", name}});
+  uint64_t vetoed = counter("hookgate_events_vetoed_total");
+
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"auth.failure","id":"f-1"})");
+  std::vector<ChainStep> trace;
+  ChainOutcome out = chain->run(ev, diags.sink(), &trace);
+
+  const char* failure_type = c.timeout ? diag::kHookTimeout : diag::kHookFailed;
+  std::string reason = c.timeout ? "no answer within 50 ms" : "exit status 3";
+  ASSERT_GE(trace.size(), 1u);
+  EXPECT_EQ(trace[0].result, c.timeout ? "timeout" : "failed");
+  EXPECT_EQ(trace[0].detail, reason);
+  EXPECT_EQ(counter("hookgate_hook_failures_total", {{"hook", name}}), failures + 1);
+  EXPECT_EQ(counter("hookgate_hook_timeouts_total", {{"hook", name}}),
+            timeouts + (c.timeout ? 1 : 0));
+  auto events = diags.events();
+  ASSERT_GE(events.size(), 1u);
+  EXPECT_EQ(events[0].type, failure_type);
+  EXPECT_EQ(events[0].hook, name);
+  EXPECT_EQ(events[0].event_id, "f-1");
+  EXPECT_EQ(events[0].event_type, "auth.failure");
+  EXPECT_EQ(events[0].reason, reason);
+
+  if (c.policy == FailurePolicy::Open) {
+    EXPECT_FALSE(out.vetoed);
+    EXPECT_EQ(next->calls(), 1);
+    EXPECT_STREQ(ev.find("data.next")->GetString(), "ran");
+    EXPECT_EQ(events.size(), 1u);
+    EXPECT_EQ(counter("hookgate_events_vetoed_total"), vetoed);
+  } else {
+    EXPECT_TRUE(out.vetoed);
+    EXPECT_EQ(out.vetoed_by, name);
+    EXPECT_EQ(out.reason, "hook " + name + " failed: " + reason);
+    EXPECT_EQ(next->calls(), 0);
+    ASSERT_EQ(events.size(), 2u);
+    EXPECT_EQ(events[1].type, diag::kEventVetoed);
+    EXPECT_EQ(events[1].reason, out.reason);
+    EXPECT_EQ(counter("hookgate_events_vetoed_total"), vetoed + 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, HookChainFailurePolicy,
+                         ::testing::Values(PolicyCase{FailurePolicy::Open, false},
+                                           PolicyCase{FailurePolicy::Open, true},
+                                           PolicyCase{FailurePolicy::Closed, false},
+                                           PolicyCase{FailurePolicy::Closed, true}),
+                         [](const ::testing::TestParamInfo<PolicyCase>& info) {
+                           return std::string(info.param.policy == FailurePolicy::Open ? "Open"
+                                                                                       : "Closed") +
+                                  (info.param.timeout ? "Timeout" : "Error");
+                         });
+
+TEST(HookChainRun, SkipIsNotAFailure) {
+  auto skipper = fake(
+      "chain_skip", HookKind::Transform, [](Event&) { return answer(Action::Skip); },
+      FailurePolicy::Closed);
+  auto next =
+      fake("chain_skip_next", HookKind::Veto, [](Event&) { return answer(Action::Continue); });
+  auto chain = chain_of({skipper, next});
+  uint64_t failures = counter("hookgate_hook_failures_total", {{"hook", "chain_skip"}});
+  uint64_t skips =
+      counter("hookgate_hook_runs_total", {{"hook", "chain_skip"}, {"result", "skip"}});
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"t"})");
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain->run(ev, diags.sink(), &trace).vetoed);
+  EXPECT_TRUE(diags.events().empty());
+  EXPECT_EQ(next->calls(), 1);
+  EXPECT_EQ(results(trace),
+            (std::vector<std::string>{"chain_skip:skip", "chain_skip_next:continue"}));
+  EXPECT_EQ(counter("hookgate_hook_failures_total", {{"hook", "chain_skip"}}), failures);
+  EXPECT_EQ(counter("hookgate_hook_runs_total", {{"hook", "chain_skip"}, {"result", "skip"}}),
+            skips + 1);
+}
+
+TEST(HookChainRun, ReplaceSwapsTheEventAndKeepsItsIdentity) {
+  auto replacer = fake("chain_replace", HookKind::Transform, [](Event&) {
+    HookVerdict v;
+    v.action = Action::Replace;
+    v.replacement = Event::parse(R"({"type":"auth.failure.v2","data":{"n":1}})").value().clone();
+    return HookResult(std::move(v));
+  });
+  std::string seen_type;
+  auto reader = fake("chain_replace_reader", HookKind::Veto, [&](Event& ev) {
+    seen_type = std::string(ev.type());
+    return answer(Action::Continue);
+  });
+  auto chain = chain_of({replacer, reader});
+  Event ev = make_event(R"({"type":"auth.failure","id":"keep-me","source":"svc","data":{"n":0}})");
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain->run(ev, {}, &trace).vetoed);
+  EXPECT_EQ(results(trace),
+            (std::vector<std::string>{"chain_replace:replace", "chain_replace_reader:continue"}));
+  EXPECT_EQ(seen_type, "auth.failure.v2");  // the next hook saw the replacement
+  EXPECT_EQ(ev.type(), "auth.failure.v2");
+  EXPECT_EQ(ev.id(), "keep-me");
+  EXPECT_EQ(ev.source(), "svc");
+  EXPECT_EQ(ev.find("data.n")->GetInt(), 1);
+}
+
+TEST(HookChainRun, InvalidReplacementIsAHookFailure) {
+  auto garbage = fake("chain_garbage", HookKind::Transform, [](Event&) {
+    HookVerdict v;
+    v.action = Action::Replace;
+    v.replacement = Event::parse(R"({"data":{"no":"type"}})").value().clone();
+    return HookResult(std::move(v));
+  });
+  auto chain = chain_of({garbage});
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"t","data":{"x":1}})");
+  std::string before = ev.to_json();
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain->run(ev, diags.sink(), &trace).vetoed);  // on_error: open
+  EXPECT_EQ(ev.to_json(), before);
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_EQ(trace[0].result, "failed");
+  EXPECT_EQ(trace[0].detail.rfind("replacement is not a valid event", 0), 0u) << trace[0].detail;
+  ASSERT_EQ(diags.events().size(), 1u);
+  EXPECT_EQ(diags.events()[0].type, diag::kHookFailed);
+}
+
+TEST(HookChainRun, VetoHookReplaceIsIgnored) {
+  auto veto = fake("chain_veto_replace", HookKind::Veto, [](Event&) {
+    HookVerdict v;
+    v.action = Action::Replace;
+    v.replacement = Event::parse(R"({"type":"other"})").value().clone();
+    return HookResult(std::move(v));
+  });
+  auto chain = chain_of({veto});
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"t"})");
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain->run(ev, diags.sink(), &trace).vetoed);
+  EXPECT_EQ(ev.type(), "t");
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_EQ(trace[0].result, "continue");
+  EXPECT_TRUE(diags.events().empty());
+}
+
+TEST(HookChainRun, ThrowingHookIsAFailureNotACrash) {
+  auto thrower = fake(
+      "chain_thrower", HookKind::Transform,
+      [](Event&) -> HookResult { throw std::runtime_error("kaboom"); }, FailurePolicy::Closed);
+  auto chain = chain_of({thrower});
+  Event ev = make_event(R"({"type":"t"})");
+  ChainOutcome out = chain->run(ev, {});
+  EXPECT_TRUE(out.vetoed);
+  EXPECT_NE(out.reason.find("kaboom"), std::string::npos);
+}
+
+TEST(HookChainLoad, BrokenFileIsReportedWhileTheOthersLoad) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_good.yaml", "kind: veto\nwhen: {field: data.drop, equals: true}\n");
+  write_file(dir, "_20_typo.yaml", "kind: veto\nwhen: {field: data.x, exists: true}\nreson: x\n");
+  write_file(dir, "_30_syntax.yaml", "kind: [unclosed\n");
+  write_file(dir, "_40_dup.yaml", "kind: observe\nactions: [{log: a}]\n");
+  write_file(dir, "_50_dup.yml", "kind: observe\nactions: [{log: b}]\n");
+  write_file(dir, "_60_also_good.yaml", "kind: transform\nactions: [{set: {data.ok: 1}}]\n");
+  config::HooksConfig cfg;
+  cfg.directories = {dir};
+  config::Diagnostics errors;
+  auto chain = HookChain::load(cfg, errors);
+
+  ASSERT_EQ(chain->entries().size(), 6u);
+  EXPECT_EQ(chain->loaded_count(), 3u);
+  EXPECT_EQ(chain->failed_count(), 3u);
+  const auto& e = chain->entries();
+  EXPECT_TRUE(e[0].hook);
+  EXPECT_FALSE(e[1].hook);
+  EXPECT_NE(e[1].error.find(":3:1: unknown key 'reson'"), std::string::npos) << e[1].error;
+  EXPECT_FALSE(e[2].hook);
+  EXPECT_NE(e[2].error.find("YAML syntax error"), std::string::npos) << e[2].error;
+  EXPECT_TRUE(e[3].hook);
+  EXPECT_FALSE(e[4].hook);
+  EXPECT_NE(e[4].error.find("duplicate hook name"), std::string::npos);
+  EXPECT_TRUE(e[5].hook);
+  // Every failure is in `errors`, with the file it belongs to.
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_EQ(errors[0].where.file, dir + "/_20_typo.yaml");
+  EXPECT_EQ(errors[0].where.line, 3);
+  EXPECT_EQ(errors[1].where.file, dir + "/_30_syntax.yaml");
+  EXPECT_EQ(errors[2].where.file, dir + "/_50_dup.yml");
+
+  Event ev = make_event(R"({"type":"t","data":{"drop":false}})");
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain->run(ev, {}, &trace).vetoed);
+  EXPECT_EQ(results(trace), (std::vector<std::string>{"good:continue", "also_good:continue"}));
+  EXPECT_EQ(ev.find("data.ok")->GetInt(), 1);
+}
+
+TEST(HookChainLoad, DisabledHooksGiveAnEmptyChain) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_x.yaml", "kind: veto\nwhen: {field: type, exists: true}\n");
+  config::HooksConfig cfg;
+  cfg.directories = {dir};
+  cfg.enabled = false;
+  config::Diagnostics errors;
+  auto chain = HookChain::load(cfg, errors);
+  EXPECT_TRUE(chain->entries().empty());
+  Event ev = make_event(R"({"type":"t"})");
+  EXPECT_FALSE(chain->run(ev, {}).vetoed);
+}
+
+TEST(HookChainObservers, ObserversAreNotPartOfTheSequentialChain) {
+  auto observer = fake("chain_obs_only", HookKind::Observe,
+                       [](Event&) { return answer(Action::Veto, "observers cannot veto"); });
+  auto chain = chain_of({observer});
+  Event ev = make_event(R"({"type":"t"})");
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain->run(ev, {}, &trace).vetoed);
+  EXPECT_TRUE(trace.empty());
+  EXPECT_EQ(observer->calls(), 0);
+
+  ObserverPool pool(1, 10, {});
+  chain->dispatch_observers(std::make_shared<const Event>(std::move(ev)), pool);
+  pool.stop();
+  EXPECT_EQ(observer->calls(), 1);
+}
+
+TEST(HookChainObservers, SleepingObserverDoesNotDelayTheEvent) {
+  auto sleeper = fake("chain_obs_sleeper", HookKind::Observe, [](Event&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    return answer(Action::Continue);
+  });
+  auto transform = fake("chain_obs_transform", HookKind::Transform,
+                        [](Event&) { return answer(Action::Continue); });
+  auto chain = chain_of({sleeper, transform});
+  ObserverPool pool(2, 100, {});
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) {
+    Event ev = make_event(R"({"type":"t"})");
+    EXPECT_FALSE(chain->run(ev, {}).vetoed);
+    chain->dispatch_observers(std::make_shared<const Event>(std::move(ev)), pool);
+  }
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(elapsed, std::chrono::milliseconds(200));
+  EXPECT_EQ(transform->calls(), 3);
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_EQ(sleeper->calls(), 3);
+}
+
+}  // namespace
+}  // namespace hookgate::hooks

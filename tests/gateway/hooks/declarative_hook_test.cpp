@@ -1,0 +1,520 @@
+#include "gateway/hooks/declarative_hook.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/gateway/hooks/hook_test_util.hpp"
+
+namespace hookgate::hooks {
+namespace {
+
+using testing::make_event;
+using testing::TempDir;
+using testing::write_file;
+
+class DeclarativeHookTest : public ::testing::Test {
+ protected:
+  LoadResult load(const std::string& file_name, const std::string& text,
+                  config::Diagnostics& errors) {
+    std::string dir = tmp_.dir("hooks");
+    HookFile f;
+    f.path = write_file(dir, file_name, text);
+    f.directory = dir;
+    auto parsed = parse_hook_file_name(std::filesystem::path(file_name).stem().string());
+    f.name = parsed->name;
+    f.order_number = parsed->order_number;
+    f.form = HookForm::Declarative;
+    return load_yaml_hook(f, defaults_, errors);
+  }
+
+  HookPtr load_ok(const std::string& file_name, const std::string& text) {
+    config::Diagnostics errors;
+    auto r = load(file_name, text, errors);
+    EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error());
+    for (const auto& e : errors) ADD_FAILURE() << e.str();
+    return r.ok() ? r.value() : nullptr;
+  }
+
+  // Loads a file that must fail; returns its diagnostics.
+  config::Diagnostics load_err(const std::string& text,
+                               const std::string& file_name = "_1_bad.yaml") {
+    config::Diagnostics errors;
+    auto r = load(file_name, text, errors);
+    EXPECT_FALSE(r.ok()) << "expected a load error for:\n" << text;
+    EXPECT_FALSE(errors.empty());
+    if (!r.ok() && !errors.empty()) {
+      EXPECT_EQ(r.error().rfind(errors[0].str(), 0), 0u) << r.error();
+    }
+    return errors;
+  }
+
+  std::string path_of(const std::string& file_name) {
+    return (tmp_.path() / "hooks" / file_name).string();
+  }
+
+  TempDir tmp_;
+  config::HooksConfig defaults_;
+};
+
+bool has_message(const config::Diagnostics& errors, const std::string& part) {
+  for (const auto& e : errors)
+    if (e.message.find(part) != std::string::npos) return true;
+  return false;
+}
+
+std::string dump(const config::Diagnostics& errors) {
+  std::string out;
+  for (const auto& e : errors) out += e.str() + "\n";
+  return out;
+}
+
+Action run(Hook& hook, Event& ev) {
+  auto r = hook.handle(ev);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().reason);
+  return r.ok() ? r.value().action : Action::Skip;
+}
+
+// ----- the two PRODUCT.md examples, verbatim
+
+const char* kRedactYaml = R"(# _10_redact.yaml
+kind: transform
+events: ["auth.*"]
+actions:                       # applied in order; paths are dotted into the envelope
+  - remove: [data.password, data.token]
+  - set: { data.env: prod, data.pipeline: hookgate }
+  - rename: { data.ip: data.source_ip }
+  - copy: { data.user: subject }
+)";
+
+const char* kDropHealthchecksYaml = R"(# _20_drop_healthchecks.yaml
+kind: veto
+events: ["auth.*"]
+when: { any: [ { field: data.user, matches: "healthcheck*" },
+               { field: data.ip, in: ["127.0.0.1", "::1"] } ] }
+reason: health-check noise
+)";
+
+TEST_F(DeclarativeHookTest, ProductRedactExample) {
+  auto hook = load_ok("_10_redact.yaml", kRedactYaml);
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->spec().name, "redact");
+  EXPECT_EQ(hook->spec().kind, HookKind::Transform);
+  EXPECT_EQ(hook->spec().form, HookForm::Declarative);
+  EXPECT_TRUE(hook->matches("auth.failure"));
+  EXPECT_FALSE(hook->matches("user.created"));
+
+  Event ev = make_event(
+      R"({"type":"auth.failure","id":"e1","data":{"user":"ann","password":"hunter2","token":"t0k",
+          "ip":"10.0.0.7","attempts":3}})");
+  EXPECT_EQ(run(*hook, ev), Action::Continue);
+  EXPECT_EQ(ev.find("data.password"), nullptr);
+  EXPECT_EQ(ev.find("data.token"), nullptr);
+  EXPECT_STREQ(ev.find("data.env")->GetString(), "prod");
+  EXPECT_STREQ(ev.find("data.pipeline")->GetString(), "hookgate");
+  EXPECT_EQ(ev.find("data.ip"), nullptr);
+  EXPECT_STREQ(ev.find("data.source_ip")->GetString(), "10.0.0.7");
+  EXPECT_STREQ(ev.find("subject")->GetString(), "ann");
+  EXPECT_STREQ(ev.find("data.user")->GetString(), "ann");  // copy keeps the source
+  EXPECT_EQ(ev.find("data.attempts")->GetInt(), 3);
+  EXPECT_EQ(ev.id(), "e1");
+}
+
+TEST_F(DeclarativeHookTest, ProductDropHealthchecksExample) {
+  auto hook = load_ok("_20_drop_healthchecks.yaml", kDropHealthchecksYaml);
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->spec().name, "drop_healthchecks");
+  EXPECT_EQ(hook->spec().kind, HookKind::Veto);
+
+  for (const char* json :
+       {R"({"type":"auth.failure","data":{"user":"healthcheck-bot","ip":"1.2.3.4"}})",
+        R"({"type":"auth.failure","data":{"user":"ann","ip":"127.0.0.1"}})",
+        R"({"type":"auth.failure","data":{"user":"ann","ip":"::1"}})"}) {
+    Event ev = make_event(json);
+    auto r = hook->handle(ev);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r.value().action, Action::Veto) << json;
+    EXPECT_EQ(r.value().reason, "health-check noise");
+  }
+  for (const char* json : {R"({"type":"auth.failure","data":{"user":"ann","ip":"10.0.0.1"}})",
+                           R"({"type":"auth.failure","data":{"user":"my-healthcheck"}})",
+                           R"({"type":"auth.failure"})"}) {
+    Event ev = make_event(json);
+    EXPECT_EQ(run(*hook, ev), Action::Continue) << json;
+  }
+}
+
+// ----- actions
+
+TEST_F(DeclarativeHookTest, SetKeepsYamlTypesAndBuildsNestedValues) {
+  auto hook = load_ok("_10_types.yaml", R"(
+kind: transform
+actions:
+  - set:
+      data.int: 5
+      data.negative: -12
+      data.float: 1.5
+      data.exp: 2e3
+      data.yes: true
+      data.no: false
+      data.nothing: null
+      data.tilde: ~
+      data.quoted_int: "5"
+      data.quoted_bool: 'true'
+      data.word: hello
+      data.norway: no
+      data.nested: { a: [1, "two", { b: x }], c: { d: 1.25 } }
+      data.deep.er.path: 7
+)");
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"type":"t","data":{"keep":1}})");
+  EXPECT_EQ(run(*hook, ev), Action::Continue);
+  EXPECT_TRUE(ev.find("data.int")->IsInt64());
+  EXPECT_EQ(ev.find("data.int")->GetInt64(), 5);
+  EXPECT_EQ(ev.find("data.negative")->GetInt64(), -12);
+  EXPECT_TRUE(ev.find("data.float")->IsDouble());
+  EXPECT_DOUBLE_EQ(ev.find("data.float")->GetDouble(), 1.5);
+  EXPECT_DOUBLE_EQ(ev.find("data.exp")->GetDouble(), 2000.0);
+  EXPECT_TRUE(ev.find("data.yes")->IsTrue());
+  EXPECT_TRUE(ev.find("data.no")->IsFalse());
+  EXPECT_TRUE(ev.find("data.nothing")->IsNull());
+  EXPECT_TRUE(ev.find("data.tilde")->IsNull());
+  ASSERT_TRUE(ev.find("data.quoted_int")->IsString());
+  EXPECT_STREQ(ev.find("data.quoted_int")->GetString(), "5");
+  ASSERT_TRUE(ev.find("data.quoted_bool")->IsString());
+  EXPECT_STREQ(ev.find("data.word")->GetString(), "hello");
+  EXPECT_STREQ(ev.find("data.norway")->GetString(), "no");  // YAML 1.2: `no` is a string
+  EXPECT_EQ(to_json(*ev.find("data.nested")), R"({"a":[1,"two",{"b":"x"}],"c":{"d":1.25}})");
+  EXPECT_EQ(ev.find("data.deep.er.path")->GetInt(), 7);
+  EXPECT_EQ(ev.find("data.keep")->GetInt(), 1);
+}
+
+TEST_F(DeclarativeHookTest, RemoveRenameCopyInOrderAndMissingSourcesAreNoOps) {
+  auto hook = load_ok("_10_moves.yaml", R"(
+kind: transform
+actions:
+  - copy: { data.user: data.original_user, data.absent: data.never }
+  - set: { data.user: redacted }
+  - rename: { data.meta.host: data.host, data.gone: data.nowhere }
+  - remove: data.meta
+  - remove: [data.not_there]
+)");
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"type":"t","data":{"user":"ann","meta":{"host":"h1","x":1}}})");
+  EXPECT_EQ(run(*hook, ev), Action::Continue);
+  EXPECT_STREQ(ev.find("data.original_user")->GetString(), "ann");  // copy ran before set
+  EXPECT_STREQ(ev.find("data.user")->GetString(), "redacted");
+  EXPECT_STREQ(ev.find("data.host")->GetString(), "h1");
+  EXPECT_EQ(ev.find("data.meta"), nullptr);
+  EXPECT_EQ(ev.find("data.never"), nullptr);
+  EXPECT_EQ(ev.find("data.nowhere"), nullptr);
+}
+
+TEST_F(DeclarativeHookTest, FailedSetLeavesTheEventUnchanged) {
+  auto hook = load_ok("_10_clash.yaml", R"(
+kind: transform
+actions:
+  - remove: [data.secret]
+  - set: { data.env: prod }
+)");
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"type":"t","data":"just a string","secret":1})");
+  std::string before = ev.to_json();
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_NE(r.error().reason.find("data.env"), std::string::npos) << r.error().reason;
+  EXPECT_EQ(ev.to_json(), before);
+}
+
+TEST_F(DeclarativeHookTest, SetMayRetypeButNotBreakTheEnvelope) {
+  auto retype = load_ok("_10_retype.yaml", "kind: transform\nactions:\n  - set: {type: a.b}\n");
+  ASSERT_TRUE(retype);
+  Event ev = make_event(R"({"type":"t"})");
+  EXPECT_EQ(run(*retype, ev), Action::Continue);
+  EXPECT_EQ(ev.type(), "a.b");
+
+  auto breaks = load_ok("_10_breaks.yaml", "kind: transform\nactions:\n  - set: {type: 5}\n");
+  ASSERT_TRUE(breaks);
+  Event ev2 = make_event(R"({"type":"t"})");
+  auto r = breaks->handle(ev2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().reason.find("invalid event"), std::string::npos);
+  EXPECT_EQ(ev2.type(), "t");
+
+  auto errors = load_err("kind: transform\nactions:\n  - remove: [data.x, id]\n");
+  EXPECT_TRUE(has_message(errors, "'id' is a required event attribute")) << dump(errors);
+}
+
+// ----- conditions
+
+TEST_F(DeclarativeHookTest, EqualsAndInCompareTextSoNumbersMatchStrings) {
+  auto hook = load_ok("_10_eq.yaml", R"(
+kind: veto
+when: { any: [ { field: data.code, equals: 5 },
+               { field: data.flag, equals: true },
+               { field: data.level, in: [warn, 2.5, null] } ] }
+)");
+  ASSERT_TRUE(hook);
+  auto verdict = [&](const char* json) {
+    Event ev = make_event(json);
+    return run(*hook, ev);
+  };
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"code":5}})"), Action::Veto);
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"code":"5"}})"), Action::Veto);
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"code":6}})"), Action::Continue);
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"flag":true}})"), Action::Veto);
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"flag":"true"}})"), Action::Veto);
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"flag":false}})"), Action::Continue);
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"level":"warn"}})"), Action::Veto);
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"level":2.5}})"), Action::Veto);
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"level":null}})"), Action::Veto);
+  EXPECT_EQ(verdict(R"({"type":"t","data":{"level":"error"}})"), Action::Continue);
+  EXPECT_EQ(verdict(R"({"type":"t"})"), Action::Continue);  // missing never equals
+  // The veto's default reason names the hook.
+  Event ev = make_event(R"({"type":"t","data":{"code":5}})");
+  EXPECT_EQ(hook->handle(ev).value().reason, "vetoed by hook eq");
+}
+
+TEST_F(DeclarativeHookTest, MatchesExistsAllAnyNot) {
+  auto hook = load_ok("_10_combo.yaml", R"(
+kind: veto
+when:
+  all:
+    - { field: type, matches: "plan:*:failed" }
+    - { field: data.ticket, exists: false }
+    - not: { field: data.env, equals: dev }
+    - any:
+        - { field: data.retry, exists: true }
+        - { field: source, matches: "*.internal" }
+reason: untracked failure
+)");
+  ASSERT_TRUE(hook);
+  auto verdict = [&](const char* json) {
+    Event ev = make_event(json);
+    return run(*hook, ev);
+  };
+  EXPECT_EQ(verdict(R"({"type":"plan:build:failed","data":{"retry":1}})"), Action::Veto);
+  EXPECT_EQ(verdict(R"({"type":"plan:build:failed","source":"ci.internal"})"), Action::Veto);
+  // not: a missing field "does not equal dev", so the not-branch holds.
+  EXPECT_EQ(verdict(R"({"type":"plan:build:failed","data":{"retry":null}})"), Action::Veto);
+  EXPECT_EQ(verdict(R"({"type":"plan:build:ok","data":{"retry":1}})"), Action::Continue);
+  EXPECT_EQ(verdict(R"({"type":"plan:build:failed","data":{"retry":1,"ticket":"T-1"}})"),
+            Action::Continue);
+  EXPECT_EQ(verdict(R"({"type":"plan:build:failed","data":{"retry":1,"env":"dev"}})"),
+            Action::Continue);
+  EXPECT_EQ(verdict(R"({"type":"plan:build:failed","source":"ci.example.com"})"), Action::Continue);
+  // matches is the Patterns glob: the dot is literal, `*` spans `:` and `.`.
+  auto dots = load_ok("_10_dots.yaml", R"(
+kind: veto
+when: { field: data.host, matches: "db.*" }
+)");
+  Event a = make_event(R"({"type":"t","data":{"host":"db.eu:5432"}})");
+  Event b = make_event(R"({"type":"t","data":{"host":"dbx"}})");
+  EXPECT_EQ(run(*dots, a), Action::Veto);
+  EXPECT_EQ(run(*dots, b), Action::Continue);
+}
+
+TEST_F(DeclarativeHookTest, TransformWhenFalseSkipsAndLeavesEventAlone) {
+  auto hook = load_ok("_10_tag_prod.yaml", R"(
+kind: transform
+when: { field: data.env, equals: prod }
+actions:
+  - set: { data.tier: gold }
+)");
+  ASSERT_TRUE(hook);
+  Event other = make_event(R"({"type":"t","data":{"env":"dev"}})");
+  std::string before = other.to_json();
+  EXPECT_EQ(run(*hook, other), Action::Skip);
+  EXPECT_EQ(other.to_json(), before);
+  Event prod = make_event(R"({"type":"t","data":{"env":"prod"}})");
+  EXPECT_EQ(run(*hook, prod), Action::Continue);
+  EXPECT_STREQ(prod.find("data.tier")->GetString(), "gold");
+}
+
+// ----- common keys
+
+TEST_F(DeclarativeHookTest, CommonKeysAndDefaults) {
+  defaults_.default_timeout_ms = 1234;
+  defaults_.fail_open = false;
+  auto plain = load_ok("_10_plain.yaml", "kind: observe\nactions: [ { log: seen } ]\n");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->spec().timeout_ms, 1234);
+  EXPECT_EQ(plain->spec().on_error, FailurePolicy::Closed);
+  EXPECT_EQ(plain->spec().events, (std::vector<std::string>{"*"}));
+  EXPECT_EQ(plain->spec().config_json, "{}");
+  EXPECT_EQ(plain->spec().file, path_of("_10_plain.yaml"));
+
+  auto set = load_ok("_10_set.yaml", R"(
+kind: observe
+events: user.*
+timeout_ms: 250
+on_error: open
+config: { threshold: 3, labels: [a, b], nested: { on: true, name: "x" } }
+actions: [ { log: seen } ]
+)");
+  ASSERT_TRUE(set);
+  EXPECT_EQ(set->spec().timeout_ms, 250);
+  EXPECT_EQ(set->spec().on_error, FailurePolicy::Open);
+  EXPECT_EQ(set->spec().events, (std::vector<std::string>{"user.*"}));
+  EXPECT_EQ(set->spec().config_json,
+            R"({"threshold":3,"labels":["a","b"],"nested":{"on":true,"name":"x"}})");
+  Event ev = make_event(R"({"type":"user.created"})");
+  EXPECT_EQ(run(*set, ev), Action::Continue);
+}
+
+TEST_F(DeclarativeHookTest, ObserveHooksMayOnlyLog) {
+  auto errors = load_err("kind: observe\nactions:\n  - log: fine\n  - set: { data.x: 1 }\n");
+  EXPECT_TRUE(has_message(errors, "observe hooks are read-only")) << dump(errors);
+  EXPECT_EQ(errors[0].where.line, 4);
+}
+
+// ----- schema errors carry positions
+
+TEST_F(DeclarativeHookTest, UnknownKeyHasLineAndColumn) {
+  auto errors = load_err("kind: veto\nwhen: { field: data.user, exists: true }\nreasn: typo\n");
+  ASSERT_EQ(errors.size(), 1u) << dump(errors);
+  EXPECT_EQ(errors[0].where.file, path_of("_1_bad.yaml"));
+  EXPECT_EQ(errors[0].where.line, 3);
+  EXPECT_EQ(errors[0].where.column, 1);
+  EXPECT_NE(errors[0].message.find("unknown key 'reasn'"), std::string::npos);
+
+  // Inside a condition and inside an action, too.
+  auto nested = load_err("kind: veto\nwhen:\n  any:\n    - { field: a, equal: 1 }\n");
+  ASSERT_FALSE(nested.empty());
+  EXPECT_TRUE(has_message(nested, "unknown key 'equal'")) << dump(nested);
+  bool positioned = false;
+  for (const auto& e : nested)
+    if (e.message.find("unknown key 'equal'") != std::string::npos)
+      positioned = e.where.line == 4 && e.where.column == 19;
+  EXPECT_TRUE(positioned) << dump(nested);
+
+  auto action = load_err("kind: transform\nactions:\n  - set: { a: 1 }\n    sett: 2\n");
+  ASSERT_EQ(action.size(), 1u) << dump(action);
+  EXPECT_NE(action[0].message.find("unknown key 'sett' in actions[0]"), std::string::npos);
+  EXPECT_EQ(action[0].where.line, 4);
+  EXPECT_EQ(action[0].where.column, 5);
+}
+
+TEST_F(DeclarativeHookTest, SchemaErrors) {
+  struct Case {
+    const char* yaml;
+    const char* message;
+    int line;
+  };
+  const Case cases[] = {
+      {"events: [a]\n", "hook.kind: missing", 1},
+      {"kind: bogus\nwhen: {field: a, exists: true}\n", "expected veto, transform or observe", 1},
+      {"kind: veto\nreason: no condition\n", "a veto hook needs when:", 1},
+      {"kind: veto\nwhen: {field: a, exists: true}\non_error: maybe\n", "expected open or closed",
+       3},
+      {"kind: veto\nwhen: {field: a, exists: true}\ntimeout_ms: -5\n", "must be positive", 3},
+      {"kind: veto\nwhen: {field: a, exists: true}\nevents: []\n", "at least one pattern", 3},
+      {"kind: veto\nwhen: {field: a, exists: true}\nactions: [ {remove: [x]} ]\n",
+       "veto hooks have no actions", 3},
+      {"kind: transform\n", "needs a list of actions", 1},
+      {"kind: transform\nreason: x\nactions: [ {remove: [x]} ]\n", "only veto hooks have a reason",
+       2},
+      {"kind: transform\nactions: [ {set: {data.x: .inf}} ]\n", "no infinity", 2},
+      {"kind: transform\nactions: [ {remove: [data..x]} ]\n", "not a dotted path", 2},
+      {"kind: veto\nwhen: {field: a, equals: 1, all: [{field: b, exists: true}]}\n",
+       "cannot share a mapping", 2},
+      {"kind: veto\nwhen: {field: a}\n", "exactly one of equals, in, matches, exists", 2},
+      {"kind: veto\nwhen: {all: []}\n", "non-empty list of conditions", 2},
+      {"kind: veto\nwhen: {field: a, in: x}\n", "non-empty list of values", 2},
+      {"kind: veto\nwhen: {field: a, equals: [1]}\n", "expected a scalar", 2},
+      {"kind: veto\nwhen: [ {field: a, exists: true} ]\n", "a condition is a mapping", 2},
+      {"kind: veto\nwhen: {field: a, exists: true}\nconfig: [1]\n",
+       "hook.config: expected a mapping", 3},
+      {"kind: veto\nwhen: {field: a, exists: true\n", "YAML syntax error", 3},
+      {"- just\n- a list\n", "a hook file is a YAML mapping", 1},
+      {"run: ./x\nactions: [ {remove: [a]} ]\n", "only declarative hooks", 2},
+      {"run: ./x\ncommand: echo\n", "only one of run:, command:, library:", 1},
+      {"command: exit 1\n", "a command: hook must say its kind", 1},
+      {"kind: veto\ncommand: exit 1\nveto_exit_codes: [0]\n", "from 1 to 255", 3},
+      {"run: ./x\nevents: [a.*]\n", "must set kind: too", 2},
+  };
+  for (const auto& c : cases) {
+    auto errors = load_err(c.yaml);
+    ASSERT_FALSE(errors.empty()) << c.yaml;
+    EXPECT_TRUE(has_message(errors, c.message)) << c.yaml << "\n" << dump(errors);
+    EXPECT_EQ(errors[0].where.line, c.line) << c.yaml << "\n" << dump(errors);
+    EXPECT_EQ(errors[0].where.file, path_of("_1_bad.yaml"));
+  }
+}
+
+// ----- descriptors for the other forms (the forms themselves are tested in their own files)
+
+TEST_F(DeclarativeHookTest, RunDescriptorResolvesItsProgramBesideTheYamlAndSetsKind) {
+  std::string bin = tmp_.dir("hooks/bin");
+  // Answers every request with a veto; the handshake leaves kind and events to the descriptor.
+  write_file(bin, "gate.sh", R"(#!/bin/sh
+echo '{"hookgate":1}'
+while IFS= read -r line; do
+  id=${line#*:}
+  id=${id%%,*}
+  printf '{"id":%s,"action":"veto","reason":"gate says no"}\n' "$id"
+done
+)",
+             /*executable=*/true);
+  auto hook = load_ok("_10_gate.yaml",
+                      "kind: veto\nevents: [\"auth.*\"]\ntimeout_ms: 3000\nrun: ./bin/gate.sh\n");
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->spec().kind, HookKind::Veto);
+  EXPECT_EQ(hook->spec().form, HookForm::Program);
+  EXPECT_EQ(hook->spec().events, (std::vector<std::string>{"auth.*"}));
+  EXPECT_EQ(hook->spec().timeout_ms, 3000);
+  Event ev = make_event(R"({"type":"auth.failure"})");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r.ok()) << r.error().reason;
+  EXPECT_EQ(r.value().action, Action::Veto);
+  EXPECT_EQ(r.value().reason, "gate says no");
+}
+
+TEST_F(DeclarativeHookTest, CommandDescriptorPassesVetoExitCodes) {
+  auto custom = load_ok("_10_custom.yaml", "kind: veto\ncommand: exit 3\nveto_exit_codes: [3]\n");
+  ASSERT_TRUE(custom);
+  EXPECT_EQ(custom->spec().form, HookForm::OneShot);
+  Event ev = make_event(R"({"type":"t"})");
+  auto r = custom->handle(ev);
+  ASSERT_TRUE(r.ok()) << r.error().reason;
+  EXPECT_EQ(r.value().action, Action::Veto);
+
+  auto by_default = load_ok("_10_default.yaml", "kind: veto\ncommand: exit 1\n");
+  ASSERT_TRUE(by_default);
+  Event ev2 = make_event(R"({"type":"t"})");
+  auto r2 = by_default->handle(ev2);
+  ASSERT_TRUE(r2.ok()) << r2.error().reason;
+  EXPECT_EQ(r2.value().action, Action::Veto);
+  // Exit 3 is not in the default list: a failure, not a veto.
+  auto not_listed = load_ok("_10_other.yaml", "kind: veto\ncommand: exit 3\n");
+  ASSERT_TRUE(not_listed);
+  Event ev3 = make_event(R"({"type":"t"})");
+  EXPECT_FALSE(not_listed->handle(ev3).ok());
+}
+
+TEST_F(DeclarativeHookTest, LoadHookRefusesFilesDiscoveryMarkedBroken) {
+  HookFile f;
+  f.path = "/nowhere/_20_dup.yaml";
+  f.name = "dup";
+  f.error = "duplicate hook name 'dup'";
+  config::Diagnostics errors;
+  auto r = load_hook(f, defaults_, errors);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "duplicate hook name 'dup'");
+}
+
+TEST_F(DeclarativeHookTest, LoadHookDispatchesYamlToTheDeclarativeLoader) {
+  std::string dir = tmp_.dir("hooks");
+  write_file(dir, "_10_redact.yaml", kRedactYaml);
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  ASSERT_EQ(files.size(), 1u);
+  auto r = load_hook(files[0], defaults_, errors);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r.value()->spec().name, "redact");
+  EXPECT_EQ(r.value()->spec().directory, dir);
+}
+
+}  // namespace
+}  // namespace hookgate::hooks

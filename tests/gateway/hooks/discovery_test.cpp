@@ -1,0 +1,192 @@
+#include "gateway/hooks/discovery.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tests/gateway/hooks/hook_test_util.hpp"
+
+namespace hookgate::hooks {
+namespace {
+
+using testing::TempDir;
+using testing::write_file;
+
+std::vector<std::string> names(const std::vector<HookFile>& files) {
+  std::vector<std::string> out;
+  for (const auto& f : files) out.push_back(f.name);
+  return out;
+}
+
+const HookFile* find(const std::vector<HookFile>& files, const std::string& name) {
+  for (const auto& f : files)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+TEST(DiscoverHookNames, StripsNumericPrefixAndSeparator) {
+  auto a = parse_hook_file_name("_10_redact");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->name, "redact");
+  EXPECT_EQ(a->order_number, 10);
+  auto b = parse_hook_file_name("2-x");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->name, "x");
+  EXPECT_EQ(b->order_number, 2);
+  auto c = parse_hook_file_name("007notify");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->name, "notify");
+  EXPECT_EQ(c->order_number, 7);
+  auto d = parse_hook_file_name("notify");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->name, "notify");
+  EXPECT_FALSE(d->order_number);
+  auto e = parse_hook_file_name("_private");  // `_` without digits belongs to the name
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->name, "_private");
+  EXPECT_FALSE(e->order_number);
+  EXPECT_FALSE(parse_hook_file_name("10"));
+  EXPECT_FALSE(parse_hook_file_name("_10_"));
+  auto huge = parse_hook_file_name("99999999999999999999999_x");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->order_number, std::numeric_limits<int64_t>::max());
+}
+
+TEST(DiscoverHookOrder, NumbersCompareNumericallyAndUnnumberedComeLast) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  for (const char* f : {"_10_b.yaml", "_9_a.yaml", "10-y.yaml", "2_x.yml", "zeta.yaml",
+                        "alpha.yaml", "_100_c.yaml"})
+    write_file(dir, f, "kind: observe\n");
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  EXPECT_TRUE(errors.empty());
+  // Plain alphabetical order would give _100_c, _10_b, _9_a, ...: numbers must win.
+  EXPECT_EQ(names(files), (std::vector<std::string>{"x", "a", "b", "y", "c", "alpha", "zeta"}));
+  EXPECT_EQ(files[0].order_number, 2);
+  EXPECT_EQ(files[1].order_number, 9);
+  EXPECT_EQ(files[2].order_number, 10);
+  EXPECT_FALSE(files[5].order_number);
+  EXPECT_EQ(files[1].path, dir + "/_9_a.yaml");
+  EXPECT_EQ(files[1].directory, dir);
+}
+
+TEST(DiscoverHookFiles, RecognizesFormsAndIgnoresWhatIsNotAHook) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_decl.yaml", "kind: observe\n");
+  write_file(dir, "_20_script.sh", "#!/bin/sh\n", /*executable=*/true);
+  write_file(dir, "_30_native.so", "not really a library");
+  write_file(dir, "README.md", "docs");
+  write_file(dir, "notes.sh", "#!/bin/sh\n", /*executable=*/false);  // not executable
+  write_file(dir, ".hidden.yaml", "kind: observe\n");
+  write_file(dir, ".hidden-exec", "#!/bin/sh\n", true);
+  std::string sub = tmp.dir("hooks/_5_subfolder.yaml");  // a directory, even with a hook's name
+  write_file(sub, "_1_inner.yaml", "kind: observe\n");   // not recursive
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  EXPECT_TRUE(errors.empty());
+  ASSERT_EQ(names(files), (std::vector<std::string>{"decl", "script", "native"}));
+  EXPECT_EQ(files[0].form, HookForm::Declarative);
+  EXPECT_EQ(files[1].form, HookForm::Program);
+  EXPECT_EQ(files[2].form, HookForm::Native);
+}
+
+TEST(DiscoverHookFiles, ProgramsNamedByADescriptorAreNotHooksThemselves) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_gate.yaml", "kind: veto\nrun: [./gate.py, --strict]\n");
+  write_file(dir, "gate.py", "#!/usr/bin/env python3\n", true);
+  write_file(dir, "_20_shell.yaml", "kind: veto\ncommand: ./notify.sh --quiet\n");
+  write_file(dir, "notify.sh", "#!/bin/sh\n", true);
+  write_file(dir, "_30_native.yaml", "kind: observe\nlibrary: lib/../impl.so\n");
+  write_file(dir, "impl.so", "not really a library");
+  write_file(dir, "standalone.sh", "#!/bin/sh\n", true);
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(names(files), (std::vector<std::string>{"gate", "shell", "native", "standalone"}));
+  EXPECT_EQ(files[0].path, dir + "/_10_gate.yaml");
+}
+
+TEST(DiscoverHookOverrides, LaterDirectoryWinsAcrossThreeDirectories) {
+  TempDir tmp;
+  std::string builtin = tmp.dir("builtin");
+  std::string user = tmp.dir("user");
+  std::string workspace = tmp.dir("workspace");
+  write_file(builtin, "_10_redact.yaml", "kind: observe\n");
+  write_file(builtin, "_20_keep.yaml", "kind: observe\n");
+  write_file(builtin, "_40_tag.yaml", "kind: observe\n");
+  write_file(user, "_10_redact.yaml", "kind: observe\n");
+  write_file(user, "_30_user_only.yaml", "kind: observe\n");
+  write_file(user, "tag.sh", "#!/bin/sh\n", true);  // same name, other prefix and extension
+  write_file(workspace, "_15_redact.yml", "kind: observe\n");
+  config::Diagnostics errors;
+  auto files =
+      discover_hooks({builtin, user, (tmp.path() / "missing").string(), workspace}, errors);
+  EXPECT_TRUE(errors.empty());
+  ASSERT_EQ(names(files), (std::vector<std::string>{"redact", "keep", "user_only", "tag"}));
+
+  const HookFile* redact = find(files, "redact");
+  EXPECT_EQ(redact->path, workspace + "/_15_redact.yml");
+  EXPECT_EQ(redact->directory, workspace);
+  EXPECT_EQ(redact->order_number, 15);  // the overriding file brings its own number
+  EXPECT_EQ(redact->overrides,
+            (std::vector<std::string>{builtin + "/_10_redact.yaml", user + "/_10_redact.yaml"}));
+  EXPECT_TRUE(find(files, "keep")->overrides.empty());
+  const HookFile* tag = find(files, "tag");
+  EXPECT_EQ(tag->path, user + "/tag.sh");
+  EXPECT_EQ(tag->form, HookForm::Program);
+  EXPECT_FALSE(tag->order_number);
+  EXPECT_EQ(tag->overrides, (std::vector<std::string>{builtin + "/_40_tag.yaml"}));
+}
+
+TEST(DiscoverHookOverrides, SameDirectoryTwiceDoesNotOverrideItself) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_a.yaml", "kind: observe\n");
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir, dir + "/"}, errors);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_TRUE(files[0].overrides.empty());
+  EXPECT_TRUE(files[0].error.empty());
+}
+
+TEST(DiscoverHookErrors, DuplicateNameInOneDirectoryIsALoadError) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_dup.yaml", "kind: observe\n");
+  write_file(dir, "_20_dup.sh", "#!/bin/sh\n", true);
+  write_file(dir, "_30_other.yaml", "kind: observe\n");
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(files[0].path, dir + "/_10_dup.yaml");
+  EXPECT_EQ(files[0].error, "");
+  EXPECT_EQ(files[1].path, dir + "/_20_dup.sh");
+  EXPECT_NE(files[1].error.find("duplicate hook name 'dup'"), std::string::npos) << files[1].error;
+  EXPECT_NE(files[1].error.find("_10_dup.yaml"), std::string::npos) << files[1].error;
+  EXPECT_EQ(files[2].error, "");
+}
+
+TEST(DiscoverHookErrors, NameWithoutNameIsAnErrorEntry) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_.yaml", "kind: observe\n");
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_NE(files[0].error.find("no name after its numeric prefix"), std::string::npos);
+}
+
+TEST(DiscoverHookErrors, MissingDirectoriesAreFineAFileIsNot) {
+  TempDir tmp;
+  std::string file = write_file(tmp.str(), "not-a-dir", "x");
+  config::Diagnostics errors;
+  auto files = discover_hooks({(tmp.path() / "nope").string(), file}, errors);
+  EXPECT_TRUE(files.empty());
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].where.file, file);
+  EXPECT_NE(errors[0].message.find("not a directory"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hookgate::hooks

@@ -1,0 +1,186 @@
+#include "gateway/hooks/observer_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "gateway/hooks/chain.hpp"
+#include "tests/gateway/hooks/hook_test_util.hpp"
+
+namespace hookgate::hooks {
+namespace {
+
+using testing::answer;
+using testing::counter;
+using testing::DiagnosticLog;
+using testing::fail;
+using testing::fake;
+using testing::make_event;
+
+// Holds observers inside handle() until released.
+class Gate {
+ public:
+  void wait() {
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return open_; });
+  }
+  void open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  bool wait_for_waiters(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(5), [&] { return waiting_ >= n; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int waiting_ = 0;
+  bool open_ = false;
+};
+
+ObserverJob job_for(const HookPtr& hook, const std::string& type = "t") {
+  return {hook, std::make_shared<const HookStats>(hook->spec().name),
+          std::make_shared<const Event>(make_event("{\"type\":\"" + type + "\"}"))};
+}
+
+TEST(ObserverPool, FullQueueDropsAndCountsWithoutBlocking) {
+  Gate gate;
+  auto blocked = fake("pool_full_blocked", HookKind::Observe, [&](Event&) {
+    gate.wait();
+    return answer(Action::Continue);
+  });
+  ObserverPool pool(1, 2, {});
+  uint64_t dropped_before = counter("hookgate_observer_dropped_total");
+
+  ASSERT_TRUE(pool.submit(job_for(blocked)));  // taken by the only thread, which then blocks
+  ASSERT_TRUE(gate.wait_for_waiters(1));
+  EXPECT_TRUE(pool.submit(job_for(blocked)));  // queued 1/2
+  EXPECT_TRUE(pool.submit(job_for(blocked)));  // queued 2/2
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 5; ++i) EXPECT_FALSE(pool.submit(job_for(blocked)));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  EXPECT_EQ(pool.queued(), 2u);
+  EXPECT_EQ(pool.dropped(), 5u);
+  EXPECT_EQ(counter("hookgate_observer_dropped_total"), dropped_before + 5);
+
+  gate.open();
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_EQ(blocked->calls(), 3);
+  EXPECT_EQ(pool.completed(), 3u);
+  EXPECT_FALSE(pool.submit(job_for(blocked)));  // stopped: dropped, never blocks
+  EXPECT_EQ(pool.dropped(), 6u);
+}
+
+TEST(ObserverPool, StopDrainsQueuedWork) {
+  std::atomic<int> done{0};
+  auto slowish = fake("pool_drain", HookKind::Observe, [&](Event&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    done.fetch_add(1);
+    return answer(Action::Continue);
+  });
+  ObserverPool pool(2, 100, {});
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(pool.submit(job_for(slowish)));
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_EQ(done.load(), 10);
+  EXPECT_EQ(pool.dropped(), 0u);
+  pool.stop();  // idempotent
+}
+
+TEST(ObserverPool, StopWithoutGraceDropsWhatIsQueued) {
+  Gate gate;
+  auto blocked = fake("pool_stop_drop", HookKind::Observe, [&](Event&) {
+    gate.wait();
+    return answer(Action::Continue);
+  });
+  ObserverPool pool(1, 10, {});
+  ASSERT_TRUE(pool.submit(job_for(blocked)));
+  ASSERT_TRUE(gate.wait_for_waiters(1));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.submit(job_for(blocked)));
+  // Release the running observer shortly after stop() has begun.
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    gate.open();
+  });
+  pool.stop(std::chrono::milliseconds(0));
+  opener.join();
+  EXPECT_EQ(blocked->calls(), 1);  // the running one finished; the queued four were dropped
+  EXPECT_EQ(pool.dropped(), 4u);
+}
+
+TEST(ObserverPool, FailuresAreReportedLikeFailOpenAndNeverVeto) {
+  DiagnosticLog diags;
+  auto broken = fake(
+      "pool_broken", HookKind::Observe, [](Event&) { return fail("crashed"); },
+      FailurePolicy::Closed);
+  uint64_t failures = counter("hookgate_hook_failures_total", {{"hook", "pool_broken"}});
+  auto chain = [&] {
+    HookEntry e;
+    e.file.name = "pool_broken";
+    e.hook = broken;
+    std::vector<HookEntry> entries;
+    entries.push_back(std::move(e));
+    return HookChain::build(std::move(entries));
+  }();
+  ObserverPool pool(1, 10, diags.sink());
+  Event ev = make_event(R"({"type":"user.created","id":"u-1"})");
+  EXPECT_FALSE(chain->run(ev, diags.sink()).vetoed);
+  chain->dispatch_observers(std::make_shared<const Event>(std::move(ev)), pool);
+  pool.stop(std::chrono::seconds(10));
+  ASSERT_EQ(diags.events().size(), 1u);
+  EXPECT_EQ(diags.events()[0].type, diag::kHookFailed);
+  EXPECT_EQ(diags.events()[0].hook, "pool_broken");
+  EXPECT_EQ(diags.events()[0].event_id, "u-1");
+  EXPECT_EQ(diags.events()[0].reason, "crashed");
+  EXPECT_EQ(counter("hookgate_hook_failures_total", {{"hook", "pool_broken"}}), failures + 1);
+}
+
+TEST(ObserverPool, WorkOutlivesTheChainGenerationThatQueuedIt) {
+  Gate gate;
+  auto observer = fake("pool_generation", HookKind::Observe, [&](Event& ev) {
+    gate.wait();
+    EXPECT_EQ(ev.type(), "old.generation");
+    return answer(Action::Continue);
+  });
+  std::weak_ptr<Hook> weak = observer;
+  ObserverPool pool(1, 10, {});
+  {
+    std::vector<HookEntry> entries(1);
+    entries[0].hook = std::move(observer);
+    auto chain = HookChain::build(std::move(entries));
+    chain->dispatch_observers(
+        std::make_shared<const Event>(make_event(R"({"type":"old.generation"})")), pool);
+  }  // the chain (a reload swapped it out) is gone; the queued item still holds the hook
+  ASSERT_TRUE(gate.wait_for_waiters(1));
+  EXPECT_FALSE(weak.expired());
+  gate.open();
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_EQ(pool.completed(), 1u);
+  EXPECT_TRUE(weak.expired());  // released once the run finished
+}
+
+TEST(ObserverPool, ObserverGetsItsOwnCopyOfTheEvent) {
+  auto scribbler = fake("pool_scribbler", HookKind::Observe, [](Event& ev) {
+    ev.set_string("data.scribbled", "yes");
+    return answer(Action::Continue);
+  });
+  auto shared = std::make_shared<const Event>(make_event(R"({"type":"t","data":{}})"));
+  ObserverPool pool(2, 10, {});
+  ObserverJob job{scribbler, std::make_shared<const HookStats>("pool_scribbler"), shared};
+  ASSERT_TRUE(pool.submit(job));
+  ASSERT_TRUE(pool.submit(job));
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_EQ(scribbler->calls(), 2);
+  EXPECT_EQ(shared->find("data.scribbled"), nullptr);
+}
+
+}  // namespace
+}  // namespace hookgate::hooks
