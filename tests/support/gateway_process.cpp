@@ -138,7 +138,9 @@ bool GatewayProcess::launch(std::chrono::milliseconds timeout) {
   while (std::chrono::steady_clock::now() < deadline) {
     std::string log = read_file(log_path_);
     if (log.find("listening on", log_offset_) != std::string::npos) return true;
-    int status = 0;
+    int status = 0;  // quiet log levels: ask the admin endpoint instead
+    http_get(admin_port_, "/readyz", &status);
+    if (status == 200) return true;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       return false;

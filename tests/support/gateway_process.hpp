@@ -44,7 +44,7 @@ class GatewayProcess {
   ~GatewayProcess();  // SIGKILL if still running
 
   // Writes `config_yaml` to dir/hookgate.yaml and starts `hookgate run --config` on it. Waits
-  // for the "listening on" log line; false (with the log kept) if it exits or times out.
+  // for the "listening on" log line or a 200 from /readyz; false (with the log kept) if it exits or times out.
   bool start(const std::string& config_yaml, std::chrono::milliseconds timeout = std::chrono::seconds(15));
   // Starts again with the config already written (after a crash or a stop).
   bool restart(std::chrono::milliseconds timeout = std::chrono::seconds(15));
