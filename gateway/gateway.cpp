@@ -126,6 +126,12 @@ struct Gateway::Impl {
       chain = next;
       has_observers = observers_present;
     }
+    // A hook that failed to load is left out; say so where operators look (diagnostics too).
+    for (const auto& e : next->entries()) {
+      if (e.hook) continue;
+      emit_async(DiagnosticEvent{.type = diag::kHookFailed, .hook = e.file.name,
+                                 .reason = "failed to load " + e.file.path + ": " + e.error});
+    }
     if (announce) {
       reloads.inc();
       DiagnosticEvent d{.type = diag::kHooksReloaded};

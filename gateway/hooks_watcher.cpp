@@ -6,6 +6,8 @@
 #include <sys/inotify.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace hookgate {
 
 HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<void()> on_change,
@@ -37,23 +39,36 @@ HooksWatcher::~HooksWatcher() {
 }
 
 void HooksWatcher::run() {
+  using Clock = std::chrono::steady_clock;
+  // Changes that keep coming (a deploy tool rewriting files in a loop) still reload at least
+  // every 4 debounce periods.
+  const auto max_wait = debounce_ * 4;
   bool pending = false;
+  Clock::time_point first_change, last_change;
   char buf[8192];
   while (true) {
+    int timeout = -1;
+    if (pending) {
+      auto now = Clock::now();
+      auto due = std::min(last_change + debounce_, first_change + max_wait);
+      timeout = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(due - now).count()));
+    }
     pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    int timeout = pending ? static_cast<int>(debounce_.count()) : -1;
     int n = poll(fds, 2, timeout);
     if (n < 0) continue;
     if (fds[1].revents) return;
-    if (n == 0 && pending) {
-      pending = false;
-      on_change_();
-      continue;
-    }
     if (fds[0].revents & POLLIN) {
       while (read(fd_, buf, sizeof buf) > 0) {
       }
-      pending = true;  // restart the quiet period
+      last_change = Clock::now();
+      if (!pending) first_change = last_change;
+      pending = true;
+      continue;
+    }
+    if (n == 0 && pending) {
+      pending = false;
+      on_change_();
     }
   }
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Watches the hook directories with inotify and calls `on_change` once changes have settled
-// (debounced), so an editor's write-rename-chmod burst causes one reload, not three.
+// (debounced), so an editor's write-rename-chmod burst causes one reload, not three; a stream of
+// changes that never settles still reloads every 4 debounce periods.
 #include <atomic>
 #include <chrono>
 #include <functional>

@@ -3,6 +3,7 @@
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/hooks/chain.hpp"
+#include "webhooks/signing.hpp"
 #include "webhooks/ssrf_guard.hpp"
 
 namespace hookgate::cli {
@@ -22,6 +23,11 @@ int cmd_check(const std::vector<std::string>& argv) {
   for (const auto& w : cfg->webhooks) {
     if (auto st = webhooks::check_webhook_url(w); !st) {
       std::fprintf(stderr, "%s: webhook %s: %s\n", w.where.str().c_str(), w.name.c_str(), st.error().message.c_str());
+      ++problems;
+    }
+    // Secrets that do not decode, reserved or malformed headers: what would pause the webhook at run time.
+    if (auto headers = webhooks::build_attempt_headers(w, webhooks::Delivery{.id = "msg_check"}, 0); !headers) {
+      std::fprintf(stderr, "%s: %s\n", w.where.str().c_str(), headers.error().message.c_str());
       ++problems;
     }
   }

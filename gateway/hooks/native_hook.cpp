@@ -373,7 +373,7 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
   if (desc->free_string == nullptr) return fail("descriptor has no free_string function");
   if (!descriptor_sets_kind) {
     if (desc->kind == nullptr) return fail("descriptor names no kind (veto, transform or observe)");
-    auto kind = kind_from_text(desc->kind);
+    auto kind = parse_hook_kind(desc->kind);
     if (!kind) {
       return fail("descriptor kind \"" + excerpt(desc->kind, 40) +
                   "\" is not veto, transform or observe");

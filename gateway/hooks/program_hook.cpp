@@ -199,7 +199,7 @@ class ProgramHook final : public Hook {
     } else if (!descriptor_sets_kind_ && hs->kind != spec().kind) {
       // The chain was built for the first handshake's kind; it cannot change under it.
       spdlog::warn("hook {}: restarted process announces kind {}; keeping {}", spec().name,
-                   kind_text(*hs->kind), kind_text(spec().kind));
+                   to_string(*hs->kind), to_string(spec().kind));
     }
     pid_.store(proc_->pid(), std::memory_order_relaxed);
     return std::nullopt;

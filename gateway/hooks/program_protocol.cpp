@@ -4,25 +4,6 @@
 
 namespace hookgate::hooks {
 
-std::optional<HookKind> kind_from_text(std::string_view text) {
-  if (text == "veto") return HookKind::Veto;
-  if (text == "transform") return HookKind::Transform;
-  if (text == "observe") return HookKind::Observe;
-  return std::nullopt;
-}
-
-const char* kind_text(HookKind kind) {
-  switch (kind) {
-    case HookKind::Veto:
-      return "veto";
-    case HookKind::Transform:
-      return "transform";
-    case HookKind::Observe:
-      return "observe";
-  }
-  return "observe";
-}
-
 std::string excerpt(std::string_view text, size_t max) {
   if (text.size() <= max) return std::string(text);
   size_t cut = max;
@@ -87,7 +68,7 @@ Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_
         "handshake names no kind: print {\"hookgate\":1,\"kind\":\"veto|transform|observe\"} or "
         "set kind in a YAML descriptor");
   }
-  if (!kind->value.IsString() || !(hs.kind = kind_from_text(kind->value.GetString()))) {
+  if (!kind->value.IsString() || !(hs.kind = parse_hook_kind(kind->value.GetString()))) {
     return "handshake kind " + to_json(kind->value) + " is not veto, transform or observe";
   }
   auto events = doc.FindMember("events");

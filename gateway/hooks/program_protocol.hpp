@@ -1,5 +1,5 @@
 #pragma once
-// Small helpers shared by the program, one-shot and native hook forms: kind names, bounded
+// Small helpers shared by the program, one-shot and native hook forms: bounded
 // excerpts of peer text for failure reasons, and the check every replaced event must pass.
 #include <optional>
 #include <string>
@@ -11,10 +11,6 @@
 #include "gateway/hooks/hook.hpp"
 
 namespace hookgate::hooks {
-
-// "veto" | "transform" | "observe".
-std::optional<HookKind> kind_from_text(std::string_view text);
-const char* kind_text(HookKind kind);
 
 // At most `max` bytes of `text` (cut on a UTF-8 boundary, "..." appended when cut), for reasons
 // that quote what a hook sent.
