@@ -3,6 +3,27 @@
 namespace hookgate::bus {
 namespace {
 
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (size_t k = 1; k < n; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc >> 6) != 0x2) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+      return false;
+    i += n;
+  }
+  return true;
+}
+
 std::string printable_prefix(std::string_view bytes, size_t max = 64) {
   std::string out;
   for (unsigned char c : bytes.substr(0, max)) out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
@@ -24,6 +45,8 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames, siz
   std::string_view topic;
   if (frames.size() == 2) topic = frames[0].to_string_view();
   std::string_view json = frames.back().to_string_view();
+  // The topic may become the event's type; a type must be text like the rest of the envelope.
+  if (!valid_utf8(topic)) return Rejection{"topic frame is not valid UTF-8"};
 
   auto parsed = Event::parse(json);
   if (!parsed) return Rejection{"payload is not a JSON object (" + parsed.error().message + "): " + printable_prefix(json), std::string(topic)};

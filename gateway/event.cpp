@@ -5,6 +5,9 @@
 #include <rapidjson/writer.h>
 
 #include <charconv>
+#include <cmath>
+#include <optional>
+#include <vector>
 
 #include "gateway/common/clock.hpp"
 #include "gateway/common/ids.hpp"
@@ -12,7 +15,32 @@
 namespace hookgate {
 namespace {
 
-constexpr unsigned kParseFlags = rapidjson::kParseValidateEncodingFlag;
+// Not kParseFullPrecisionFlag: in RapidJSON 1.1.0 (Debian 12) its StrtodDiyFp reads out of bounds
+// on crafted exponents (found by tests/fuzz/fuzz_envelope). The default path is exact for integers
+// and for doubles up to ~15 significant digits; beyond that the last digit may be re-rounded.
+// Iterative: a deeply nested payload must not exhaust the stack while parsing.
+constexpr unsigned kParseFlags = rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag;
+// Serializing is recursive, so nesting is bounded; real events are a few levels deep.
+constexpr size_t kMaxDepth = 64;
+
+// Rejects what parses but cannot be written back as JSON: numbers beyond the double range (they
+// parse to infinity, which the writer refuses, leaving a truncated body — found by fuzz_envelope)
+// and nesting deeper than kMaxDepth. One walk with an explicit stack.
+std::optional<std::string> unwritable(const JsonValue& root) {
+  std::vector<std::pair<const JsonValue*, size_t>> stack{{&root, 1}};
+  while (!stack.empty()) {
+    auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (depth > kMaxDepth) return "nested deeper than " + std::to_string(kMaxDepth) + " levels";
+    if (v->IsDouble() && !std::isfinite(v->GetDouble())) return std::string("a number is out of range");
+    if (v->IsObject()) {
+      for (const auto& m : v->GetObject()) stack.emplace_back(&m.value, depth + 1);
+    } else if (v->IsArray()) {
+      for (const auto& e : v->GetArray()) stack.emplace_back(&e, depth + 1);
+    }
+  }
+  return std::nullopt;
+}
 
 std::string_view next_segment(std::string_view& path) {
   auto dot = path.find('.');
@@ -49,6 +77,7 @@ Result<Event> Event::parse(std::string_view json) {
                       rapidjson::GetParseError_En(ev.doc_.GetParseError()));
   }
   if (!ev.doc_.IsObject()) return make_error("event is not a JSON object");
+  if (auto problem = unwritable(ev.doc_)) return make_error("invalid JSON: " + *problem);
   return ev;
 }
 

@@ -213,7 +213,9 @@ struct Gateway::Impl {
       spool_depth.set(static_cast<int64_t>(store->pending_count()));
       if (!sub->receive(frames, std::chrono::milliseconds(100))) continue;
 
-      auto [ch, rt] = snapshot();
+      std::shared_ptr<const hooks::HookChain> ch;
+      std::shared_ptr<const Router> rt;
+      std::tie(ch, rt) = snapshot();  // not a structured binding: lambdas below capture rt
       bool observers_on;
       {
         std::lock_guard lock(mu);

@@ -72,7 +72,9 @@ int hooks_test(const Args& args) {
     std::printf("  %2d. %-24s %-9s %-11s %8.3f ms%s%s\n", ++n, s.hook.c_str(), s.kind.c_str(), s.result.c_str(),
                 static_cast<double>(s.duration_ns) / 1e6, s.detail.empty() ? "" : "  ", s.detail.c_str());
   }
+  // Observers see only events that survive the chain.
   for (const auto& e : chain->entries()) {
+    if (outcome.vetoed) break;
     if (e.hook && e.hook->spec().kind == hooks::HookKind::Observe && e.hook->matches(ev->type()))
       std::printf("      %-24s observe   (runs after the chain, in parallel; not run in a dry run)\n",
                   e.hook->spec().name.c_str());
@@ -137,6 +139,7 @@ int hooks_new(const Args& args) {
     fs::path folder = dir / (name + "-src");
     fs::create_directories(folder, ec);
     path = folder / (name + ".cpp");
+    if (fs::exists(path)) return fail(path.string() + " already exists");  // keep its CMakeLists.txt
     std::ofstream(folder / "CMakeLists.txt")
         << "cmake_minimum_required(VERSION 3.22)\nproject(" << name << " CXX)\n"
         << "set(CMAKE_CXX_STANDARD 17)\n"
@@ -144,7 +147,9 @@ int hooks_new(const Args& args) {
         << "add_library(" << name << " MODULE " << name << ".cpp)\n"
         << "target_include_directories(" << name << " PRIVATE ${HOOKGATE_SDK_DIR})\n"
         << "set_target_properties(" << name << " PROPERTIES PREFIX \"\")\n"
-        << "# Build: cmake -S . -B build && cmake --build build && cp build/" << name << ".so ../\n";
+        << "# Build: cmake -S . -B build && cmake --build build\n"
+        << "# Install beside this folder with a rename, never by overwriting a library a running gateway has\n"
+        << "# loaded: cp build/" << name << ".so ../." << name << ".so.new && mv ../." << name << ".so.new ../" << name << ".so\n";
     body = "// " + name + ": a native " + kind + " hook. Build with the CMakeLists.txt beside this file.\n"
            "#include \"hookgate_hook.hpp\"\n\n"
            "class " + std::string("Hook") + " : public hookgate::sdk::HookBase {\n"

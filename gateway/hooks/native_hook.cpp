@@ -1,14 +1,20 @@
 #include "gateway/hooks/native_hook.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
+#include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
@@ -340,13 +346,57 @@ class NativeHook final : public Hook {
   bool initialized_ = false;
 };
 
+// dlopen() that follows the FILE rather than its name. glibc hands back an already-loaded library
+// whose name matches without looking at the file, so a rebuilt hook installed under the same name
+// (by rename, as docs/hooks.md says) would keep running its old code after a hot reload or SIGHUP:
+// the old chain still holds the old library while the new chain loads. When the name belongs to a
+// loaded library that is no longer the file at that path, the file is opened through a one-off
+// alias (a symlink in a fresh temporary folder, removed at once), and glibc tells the two apart by
+// device and inode. (Such a reloaded library resolves $ORIGIN against that folder.)
+void* open_library(const std::string& path) {
+  static std::mutex mu;
+  // The file each name was last dlopen()ed as.
+  static std::map<std::string, std::pair<dev_t, ino_t>> loaded_as;
+  std::lock_guard lock(mu);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const std::pair<dev_t, ino_t> file{st.st_dev, st.st_ino};
+  bool stale = false;
+  if (void* same_name = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
+    auto it = loaded_as.find(path);
+    stale = it != loaded_as.end() && it->second != file;
+    ::dlclose(same_name);
+  }
+  ::dlerror();
+  if (!stale) {
+    void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) loaded_as[path] = file;
+    return lib;
+  }
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string folder = (fs::temp_directory_path(ec) / "hookgate-native-XXXXXX").string();
+  if (ec || ::mkdtemp(folder.data()) == nullptr)
+    return ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  const std::string alias = folder + "/" + fs::path(path).filename().string();
+  void* lib = nullptr;
+  if (::symlink(fs::absolute(path, ec).c_str(), alias.c_str()) == 0) {
+    lib = ::dlopen(alias.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ::unlink(alias.c_str());
+  } else {
+    lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
+  ::rmdir(folder.c_str());
+  return lib;
+}
+
 }  // namespace
 
 LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_sets_kind) {
   spec.form = HookForm::Native;
   // Without a slash dlopen() would search the library path instead of opening this file.
   std::string path = so_path.find('/') == std::string::npos ? "./" + so_path : so_path;
-  void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* lib = open_library(path);
   if (lib == nullptr) {
     const char* err = ::dlerror();
     return "cannot load " + so_path + ": " + (err != nullptr ? err : "dlopen failed");

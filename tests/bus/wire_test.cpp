@@ -55,3 +55,21 @@ TEST(WireTest, EncodeRoundTrip) {
 
 }  // namespace
 }  // namespace hookgate::bus
+
+namespace hookgate::bus {
+namespace {
+
+// Found by fuzz_envelope: a non-UTF-8 topic standing in for a missing type made invalid JSON.
+TEST(WireTest, TopicMustBeUtf8) {
+  std::vector<zmq::message_t> frames;
+  std::string topic = "user\xff.created";
+  std::string json = R"({"data":{}})";
+  frames.emplace_back(topic.data(), topic.size());
+  frames.emplace_back(json.data(), json.size());
+  auto ev = decode_message(frames, 1 << 20, 0);
+  ASSERT_FALSE(ev);
+  EXPECT_NE(ev.error().reason.find("UTF-8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hookgate::bus

@@ -58,3 +58,21 @@ TEST(EventTest, DottedPathsSetRemoveRename) {
 
 }  // namespace
 }  // namespace hookgate
+
+namespace hookgate {
+namespace {
+
+// Found by fuzz_envelope: these parse, but could not be written back as valid JSON.
+TEST(EventTest, RejectsWhatCannotBeSerialized) {
+  EXPECT_FALSE(Event::parse(R"({"type":"t","n":777777700020000003000000e000000302})"));
+  EXPECT_FALSE(Event::parse(R"({"type":"t","n":-1e400})"));
+  std::string deep = "{\"type\":\"t\",\"d\":" + std::string(100, '[') + std::string(100, ']') + "}";
+  EXPECT_FALSE(Event::parse(deep));
+  std::string ok = "{\"type\":\"t\",\"d\":" + std::string(20, '[') + std::string(20, ']') + ",\"n\":1e300}";
+  EXPECT_TRUE(Event::parse(ok));
+  std::string very_deep = std::string(200000, '[');  // must not exhaust the stack
+  EXPECT_FALSE(Event::parse(very_deep));
+}
+
+}  // namespace
+}  // namespace hookgate
