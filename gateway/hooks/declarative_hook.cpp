@@ -555,18 +555,6 @@ std::vector<std::string> resolve_argv(std::vector<std::string> argv, const fs::p
   return argv;
 }
 
-std::vector<std::string> split_words(const std::string& s) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    size_t start = i;
-    while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    if (i > start) out.push_back(s.substr(start, i - start));
-  }
-  return out;
-}
-
 std::vector<int> read_exit_codes(MapReader& r, const std::string& file, Diagnostics& errors) {
   std::vector<int> codes{1};
   YAML::Node n = r.node("veto_exit_codes");

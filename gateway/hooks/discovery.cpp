@@ -35,18 +35,6 @@ std::optional<HookForm> classify(const fs::directory_entry& entry) {
   return std::nullopt;
 }
 
-std::vector<std::string> split_words(const std::string& s) {
-  std::vector<std::string> out;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    size_t start = i;
-    while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-    if (i > start) out.push_back(s.substr(start, i - start));
-  }
-  return out;
-}
-
 // Files of `dir` that the YAML descriptor `yaml` names in run:, library: or as the first word of
 // command:. They are part of that hook, not hooks of their own: without this, a script kept
 // beside its descriptor would also load (and run) as a separate program hook. A descriptor that
@@ -236,6 +224,18 @@ std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories
   for (auto& [name, files] : by_name)
     for (auto& f : files) out.push_back(std::move(f));
   std::sort(out.begin(), out.end(), runs_before);
+  return out;
+}
+
+std::vector<std::string> split_words(const std::string& s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    size_t start = i;
+    while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    if (i > start) out.push_back(s.substr(start, i - start));
+  }
   return out;
 }
 

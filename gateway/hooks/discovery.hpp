@@ -52,4 +52,8 @@ inline std::vector<HookFile> discover_hooks(const config::HooksConfig& config,
   return discover_hooks(config.directories, errors);
 }
 
+// The words of a descriptor's string-form `run:` / `command:` (split on whitespace; the list form
+// is for arguments with spaces).
+std::vector<std::string> split_words(const std::string& s);
+
 }  // namespace hookgate::hooks

@@ -44,18 +44,8 @@ std::set<std::string> received_event_ids(const HttpReceiver& rx) {
 }
 
 uint64_t metric(const GatewayProcess& gw, const std::string& name) {
-  std::string text = http_get(gw.admin_port(), "/metrics");
-  auto pos = text.find("\n" + name + " ");
-  return pos == std::string::npos ? 0 : std::stoull(text.substr(pos + name.size() + 2));
-}
-
-bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return cond();
+  uint64_t v = metric_value(http_get(gw.admin_port(), "/metrics"), name);
+  return v == UINT64_MAX ? 0 : v;
 }
 
 std::unique_ptr<bus::Publisher> publisher_for(const GatewayProcess& gw) {

@@ -190,6 +190,21 @@ bool GatewayProcess::wait_for_log(const std::string& needle, std::chrono::millis
   return false;
 }
 
+bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+uint64_t metric_value(const std::string& metrics_text, const std::string& series) {
+  auto pos = metrics_text.find("\n" + series + " ");
+  if (pos == std::string::npos) return UINT64_MAX;
+  return std::stoull(metrics_text.substr(pos + series.size() + 2));
+}
+
 std::string publish(const std::string& endpoint, const std::string& type, const std::string& data_json) {
   auto r = run_hookgate({"publish", "--endpoint", endpoint, "--type", type, "--data", data_json});
   if (r.exit_code != 0) return "";

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,12 @@ class GatewayProcess {
   pid_t pid_ = -1;
   size_t log_offset_ = 0;  // where the current run's log begins
 };
+
+// Polls `cond` every 20 ms until it holds or `timeout` passes; its last value.
+bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
+// The value of one Prometheus series ("name" or "name{labels}") in a /metrics text; UINT64_MAX
+// when absent.
+uint64_t metric_value(const std::string& metrics_text, const std::string& series);
 
 // Publishes one event through `hookgate publish`; returns the event id ("" on failure).
 std::string publish(const std::string& endpoint, const std::string& type, const std::string& data_json);
