@@ -144,6 +144,9 @@ struct Dispatcher::Impl {
   struct Webhook {
     std::shared_ptr<const config::WebhookConfig> config;
     std::shared_ptr<const AddressPolicy> policy;
+    // Derived from config->secrets when the config changes, not per attempt; null when a secret
+    // cannot be decoded (the webhook is then paused).
+    std::shared_ptr<const SigningKeys> keys;
     CURLSH* share = nullptr;  // connection cache for a non-default policy; null = the multi's
     bool removed = false;
     bool paused = false;
@@ -296,6 +299,8 @@ struct Dispatcher::Impl {
         webhook.policy = std::make_shared<const AddressPolicy>(policy ? std::move(policy).value()
                                                                       : AddressPolicy());
         webhook.share = share_for(*webhook.policy);
+        auto keys = SigningKeys::make(cfg.secrets);
+        webhook.keys = keys ? std::move(keys).value() : nullptr;
         webhook.bucket.configure(cfg.rate_limit_per_s);
         webhook.paused = !valid.ok();
         webhook.pause_reason = valid.ok() ? "" : "configuration error: " + valid.error().message;
@@ -457,13 +462,16 @@ struct Dispatcher::Impl {
     transfer->webhook = &webhook;
     transfer->config = webhook.config;
     transfer->policy = webhook.policy;
+    std::shared_ptr<const SigningKeys> keys = webhook.keys;
     transfer->delivery = std::move(delivery);
     transfer->started_ns = now_steady_ns();
     ++webhook.in_flight;
 
     // Fresh timestamp and signatures on every attempt; the delivery id never changes.
+    const int64_t timestamp_s = now_unix_ms() / 1000;
     auto headers =
-        build_attempt_headers(*transfer->config, transfer->delivery, now_unix_ms() / 1000);
+        keys ? build_attempt_headers(*transfer->config, *keys, transfer->delivery, timestamp_s)
+             : build_attempt_headers(*transfer->config, transfer->delivery, timestamp_s);
     if (!headers) {
       AttemptResult result;
       result.final_error = headers.error().message;

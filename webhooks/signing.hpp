@@ -9,6 +9,8 @@
 //                                      "whsec_") or the raw secret
 //   X-Hub-Signature-256: sha256=<hex>  GitHub's spelling of X-Signature, when `sign_github`
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,6 +45,49 @@ Result<std::string> standard_webhooks_signature(const std::vector<std::string>& 
                                                 std::string_view msg_id, int64_t timestamp_s,
                                                 std::string_view body);
 
+// An HMAC-SHA256 key scheduled once: HMAC() (EVP_Q_mac) fetches the algorithms and keys a new
+// context on every call, about half the cost of a short message. mac() duplicates the keyed
+// template, so one HmacKey may be used from several threads at once.
+class HmacKey {
+ public:
+  explicit HmacKey(std::string_view key);
+  ~HmacKey();
+  HmacKey(HmacKey&& other) noexcept;
+  HmacKey& operator=(HmacKey&& other) noexcept;
+  HmacKey(const HmacKey&) = delete;
+  HmacKey& operator=(const HmacKey&) = delete;
+
+  // The raw 32-byte HMAC-SHA256 over the concatenation of `parts`.
+  std::string mac(std::initializer_list<std::string_view> parts) const;
+
+ private:
+  struct Context;
+  void reset();
+  Context* ctx_ = nullptr;  // null when OpenSSL refused the key: mac() falls back to HMAC()
+  std::string key_;
+};
+
+// Every key a webhook signs with, derived from its `secrets` once (when webhooks are configured)
+// instead of on every attempt: the X-Signature key (newest secret's bytes) and the Standard
+// Webhooks keys (whsec_ base64-decoded). Immutable after make(), so safe to share across threads.
+class SigningKeys {
+ public:
+  // Fails like standard_webhooks_key() on an undecodable "whsec_" secret.
+  static Result<std::shared_ptr<const SigningKeys>> make(const std::vector<std::string>& secrets);
+
+  bool empty() const { return standard_.empty(); }
+  // Lower-case hex of HMAC-SHA256(newest secret, body); requires !empty().
+  std::string signature_hex(std::string_view body) const;
+  // The webhook-signature value, as standard_webhooks_signature() computes it.
+  std::string standard_signature(std::string_view msg_id, int64_t timestamp_s,
+                                 std::string_view body) const;
+
+ private:
+  SigningKeys() = default;
+  std::unique_ptr<HmacKey> raw_;  // the newest secret as configured
+  std::vector<HmacKey> standard_;
+};
+
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 // True for the header names hookgate sets itself and that a webhook's custom `headers` cannot
@@ -58,5 +103,10 @@ bool is_reserved_header(std::string_view name);
 // would break the request (empty/invalid name, CR/LF in the value).
 Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
                                          const Delivery& delivery, int64_t timestamp_s);
+// The same with keys already derived from `webhook.secrets` (SigningKeys::make): what the
+// dispatcher calls per attempt.
+Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
+                                         const SigningKeys& keys, const Delivery& delivery,
+                                         int64_t timestamp_s);
 
 }  // namespace hookgate::webhooks

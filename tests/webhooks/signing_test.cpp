@@ -244,5 +244,36 @@ TEST(SigningTest, UndecodableWhsecSecretFailsTheHeaderBuild) {
   EXPECT_NE(headers.error().message.find("broken"), std::string::npos);
 }
 
+TEST(SigningTest, HmacKeyMatchesOneShotHmacForPartsAndEmptyKey) {
+  HmacKey github(kGithubSecret);
+  EXPECT_EQ(github.mac({"Hello, ", "", "World!"}), hmac_sha256_raw(kGithubSecret, kGithubPayload));
+  HmacKey empty("");
+  EXPECT_EQ(empty.mac({}), hmac_sha256_raw("", ""));
+  HmacKey moved = std::move(github);
+  EXPECT_EQ(moved.mac({kGithubPayload}), hmac_sha256_raw(kGithubSecret, kGithubPayload));
+}
+
+TEST(SigningTest, SigningKeysMatchTheReferenceVectorsAndTheUnkeyedHeaderBuild) {
+  auto keys = unwrap(SigningKeys::make({kSwSecret, kGithubSecret}));
+  ASSERT_NE(keys, nullptr);
+  EXPECT_EQ(keys->signature_hex(kGithubPayload), hmac_sha256_hex(kSwSecret, kGithubPayload));
+  EXPECT_EQ(keys->standard_signature(kSwMsgId, kSwTimestamp, kSwBody),
+            unwrap(standard_webhooks_signature({kSwSecret, kGithubSecret}, kSwMsgId, kSwTimestamp,
+                                               kSwBody)));
+  EXPECT_EQ(keys->standard_signature(kSwMsgId, kSwTimestamp, kSwBody).substr(0, 47), kSwSignature);
+
+  config::WebhookConfig webhook;
+  webhook.name = "keyed";
+  webhook.url = "http://127.0.0.1:9/";
+  webhook.secrets = {kSwSecret, kGithubSecret};
+  webhook.sign_github = true;
+  Delivery delivery = make_delivery(kSwBody);
+  EXPECT_EQ(unwrap(build_attempt_headers(webhook, *keys, delivery, kSwTimestamp)),
+            unwrap(build_attempt_headers(webhook, delivery, kSwTimestamp)));
+
+  EXPECT_TRUE(unwrap(SigningKeys::make({}))->empty());
+  EXPECT_FALSE(SigningKeys::make({"whsec_!!!"}).ok());
+}
+
 }  // namespace
 }  // namespace hookgate::webhooks
