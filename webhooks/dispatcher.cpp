@@ -29,8 +29,6 @@ constexpr int kMaxPollMs = 1000;
 // Deliveries made claimable behind our back (another process replaying into the durable spool)
 // raise no on_ready here; a periodic rescan picks them up.
 constexpr int64_t kRescanIntervalMs = 5000;
-// Idle easy handles kept for reuse (their allocations, not connections: those live in the cache).
-constexpr size_t kMaxIdleHandles = 64;
 
 void init_curl_once() {
   static std::once_flag once;
@@ -141,6 +139,31 @@ class Waker {
 }  // namespace
 
 struct Dispatcher::Impl {
+  struct Transfer;
+
+  // A libcurl easy handle configured once with one webhook's constant options (URL, timeout,
+  // SSRF open-socket callback, protocols, callbacks, connection cache): an attempt only sets its
+  // header list and body, instead of curl_easy_reset plus ~20 setopts. Pooled per webhook and
+  // per settings generation, so a handle never carries another configuration's options or
+  // another SSRF policy's connection cache. The callbacks' data is the Handle itself.
+  struct Handle {
+    CURL* easy = nullptr;
+    uint64_t generation = 0;       // the Webhook::generation it was configured for
+    Transfer* transfer = nullptr;  // the attempt it runs, while it runs one
+    char error[CURL_ERROR_SIZE] = {};
+    // The attempt's header list, as list nodes over strings owned here: refilled in place, so
+    // an attempt allocates no list nodes or strdup'ed lines. libcurl only reads the list.
+    std::vector<std::string> lines;
+    std::vector<curl_slist> nodes;
+
+    Handle() = default;
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+    ~Handle() {
+      if (easy != nullptr) curl_easy_cleanup(easy);
+    }
+  };
+
   struct Webhook {
     std::shared_ptr<const config::WebhookConfig> config;
     std::shared_ptr<const AddressPolicy> policy;
@@ -148,6 +171,8 @@ struct Dispatcher::Impl {
     // cannot be decoded (the webhook is then paused).
     std::shared_ptr<const SigningKeys> keys;
     CURLSH* share = nullptr;  // connection cache for a non-default policy; null = the multi's
+    uint64_t generation = 0;  // bumped when the settings change: pooled handles are stale
+    std::vector<std::unique_ptr<Handle>> idle_handles;
     bool removed = false;
     bool paused = false;
     std::string pause_reason;
@@ -172,11 +197,10 @@ struct Dispatcher::Impl {
     std::shared_ptr<const config::WebhookConfig> config;  // as of the attempt's start
     std::shared_ptr<const AddressPolicy> policy;
     Delivery delivery;
-    CURL* easy = nullptr;
-    curl_slist* headers = nullptr;
+    std::unique_ptr<Handle> handle;  // null until the attempt is handed to libcurl
+    bool in_multi = false;
     std::string retry_after;
     std::string refused_reason;
-    char error[CURL_ERROR_SIZE] = {};
     int64_t started_ns = 0;
   };
 
@@ -192,7 +216,8 @@ struct Dispatcher::Impl {
 
   ~Impl() {
     waker->detach();
-    for (CURL* easy : idle_handles) curl_easy_cleanup(easy);
+    // Pooled handles reference the share objects: clean them up before the shares go.
+    webhooks.clear();
     curl_multi_cleanup(multi);
     for (auto& [key, share] : shares) curl_share_cleanup(share);
   }
@@ -299,6 +324,8 @@ struct Dispatcher::Impl {
         webhook.policy = std::make_shared<const AddressPolicy>(policy ? std::move(policy).value()
                                                                       : AddressPolicy());
         webhook.share = share_for(*webhook.policy);
+        ++webhook.generation;
+        webhook.idle_handles.clear();
         auto keys = SigningKeys::make(cfg.secrets);
         webhook.keys = keys ? std::move(keys).value() : nullptr;
         webhook.bucket.configure(cfg.rate_limit_per_s);
@@ -406,7 +433,7 @@ struct Dispatcher::Impl {
   // ---- one attempt -----------------------------------------------------------------------
 
   static curl_socket_t open_socket(void* clientp, curlsocktype purpose, curl_sockaddr* address) {
-    auto* transfer = static_cast<Transfer*>(clientp);
+    auto* transfer = static_cast<Handle*>(clientp)->transfer;
     if (purpose == CURLSOCKTYPE_IPCXN) {
       Status allowed = transfer->policy->check(&address->addr);
       if (!allowed.ok()) {
@@ -418,7 +445,7 @@ struct Dispatcher::Impl {
   }
 
   static size_t on_header(char* data, size_t size, size_t count, void* userp) {
-    auto* transfer = static_cast<Transfer*>(userp);
+    auto* transfer = static_cast<Handle*>(userp)->transfer;
     const size_t length = size * count;
     std::string_view line(data, length);
     constexpr std::string_view kRetryAfter = "retry-after:";
@@ -440,20 +467,53 @@ struct Dispatcher::Impl {
 
   static size_t discard_body(char*, size_t size, size_t count, void*) { return size * count; }
 
-  CURL* acquire_handle() {
-    if (idle_handles.empty()) return curl_easy_init();
-    CURL* easy = idle_handles.back();
-    idle_handles.pop_back();
-    curl_easy_reset(easy);  // keeps the handle's buffers; connections live in the caches
-    return easy;
+  // A pooled handle of the webhook's current settings, or a new one configured for them.
+  std::unique_ptr<Handle> acquire_handle(Webhook& webhook) {
+    if (!webhook.idle_handles.empty()) {
+      auto handle = std::move(webhook.idle_handles.back());
+      webhook.idle_handles.pop_back();
+      return handle;
+    }
+    auto handle = std::make_unique<Handle>();
+    handle->easy = curl_easy_init();
+    if (handle->easy == nullptr) return nullptr;
+    handle->generation = webhook.generation;
+    CURL* easy = handle->easy;
+    const config::WebhookConfig& cfg = *webhook.config;
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, handle.get());
+    curl_easy_setopt(easy, CURLOPT_URL, cfg.url.c_str());
+    curl_easy_setopt(easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max(cfg.timeout_ms, 1)));
+    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075500  // 7.85.0
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS,
+                     static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(easy, CURLOPT_PROXY, "");  // ignore *_proxy variables: see the header
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, &Impl::open_socket);
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, handle.get());
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::on_header);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, handle.get());
+    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::discard_body);
+    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, handle->error);
+    curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(easy, CURLOPT_SHARE, webhook.share);
+    return handle;
   }
 
-  void release_handle(CURL* easy) {
-    curl_easy_setopt(easy, CURLOPT_SHARE, nullptr);
-    if (idle_handles.size() < kMaxIdleHandles) {
-      idle_handles.push_back(easy);
-    } else {
-      curl_easy_cleanup(easy);
+  // Back to the webhook's pool, unless its settings changed meanwhile (the handle is configured
+  // for the old ones) or the pool already holds a handle per slot.
+  void release_handle(Webhook& webhook, std::unique_ptr<Handle> handle) {
+    if (!handle) return;
+    handle->transfer = nullptr;
+    if (!webhook.removed && handle->generation == webhook.generation &&
+        webhook.idle_handles.size() < static_cast<size_t>(webhook.max_in_flight())) {
+      webhook.idle_handles.push_back(std::move(handle));
     }
   }
 
@@ -478,45 +538,38 @@ struct Dispatcher::Impl {
       finish(std::move(transfer), result);
       return;
     }
+    std::unique_ptr<Handle> handle = acquire_handle(webhook);
+    if (!handle) {
+      AttemptResult result;
+      result.curl_code = CURLE_FAILED_INIT;
+      result.transport_error = "cannot start transfer: curl_easy_init failed";
+      finish(std::move(transfer), result);
+      return;
+    }
+    handle->lines.resize(headers->size() + 1);
+    size_t n = 0;
     for (const auto& [name, value] : *headers) {
       // "Name:" would make curl drop the header; "Name;" sends it with an empty value.
-      std::string line = value.empty() ? name + ";" : name + ": " + value;
-      transfer->headers = curl_slist_append(transfer->headers, line.c_str());
+      std::string& line = handle->lines[n++];
+      line.assign(name).append(value.empty() ? ";" : ": ").append(value);
     }
     // No "Expect: 100-continue" round trip before larger bodies.
-    transfer->headers = curl_slist_append(transfer->headers, "Expect:");
+    handle->lines[n++].assign("Expect:");
+    handle->nodes.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      handle->nodes[i].data = handle->lines[i].data();
+      handle->nodes[i].next = i + 1 < n ? &handle->nodes[i + 1] : nullptr;
+    }
 
-    CURL* easy = acquire_handle();
-    transfer->easy = easy;
+    handle->transfer = transfer.get();
+    handle->error[0] = '\0';
+    CURL* easy = handle->easy;
+    transfer->handle = std::move(handle);
     const std::string* body = transfer->delivery.body.get();
-    curl_easy_setopt(easy, CURLOPT_PRIVATE, transfer.get());
-    curl_easy_setopt(easy, CURLOPT_URL, transfer->config->url.c_str());
-    curl_easy_setopt(easy, CURLOPT_POST, 1L);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body ? body->data() : "");
     curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE,
                      static_cast<curl_off_t>(body ? body->size() : 0));
-    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, transfer->headers);
-    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(std::max(transfer->config->timeout_ms, 1)));
-    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-#if LIBCURL_VERSION_NUM >= 0x075500  // 7.85.0
-    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-#else
-    curl_easy_setopt(easy, CURLOPT_PROTOCOLS, static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS,
-                     static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(easy, CURLOPT_PROXY, "");  // ignore *_proxy variables: see the header
-    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, &Impl::open_socket);
-    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, transfer.get());
-    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::on_header);
-    curl_easy_setopt(easy, CURLOPT_HEADERDATA, transfer.get());
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::discard_body);
-    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, transfer->error);
-    curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(easy, CURLOPT_SHARE, webhook.share);
+    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, transfer->handle->nodes.data());
 
     if (CURLMcode rc = curl_multi_add_handle(multi, easy); rc != CURLM_OK) {
       AttemptResult result;
@@ -525,6 +578,7 @@ struct Dispatcher::Impl {
       finish(std::move(transfer), result);
       return;
     }
+    transfer->in_multi = true;
     Transfer* raw = transfer.get();
     transfers.emplace(raw, std::move(transfer));
     update_status(webhook, raw->config->name);
@@ -536,9 +590,10 @@ struct Dispatcher::Impl {
       if (message->msg != CURLMSG_DONE) continue;
       CURL* easy = message->easy_handle;
       const CURLcode code = message->data.result;
-      Transfer* raw = nullptr;
-      curl_easy_getinfo(easy, CURLINFO_PRIVATE, &raw);
-      auto it = transfers.find(raw);
+      Handle* handle = nullptr;
+      curl_easy_getinfo(easy, CURLINFO_PRIVATE, &handle);
+      if (handle == nullptr) continue;
+      auto it = transfers.find(handle->transfer);
       if (it == transfers.end()) continue;
       std::unique_ptr<Transfer> transfer = std::move(it->second);
       transfers.erase(it);
@@ -548,8 +603,8 @@ struct Dispatcher::Impl {
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &result.http_status);
       result.retry_after = transfer->retry_after;
       if (code != CURLE_OK) {
-        result.transport_error =
-            transfer->error[0] != '\0' ? std::string(transfer->error) : curl_easy_strerror(code);
+        const char* error = transfer->handle->error;
+        result.transport_error = error[0] != '\0' ? std::string(error) : curl_easy_strerror(code);
         // Happy eyeballs may refuse one address and fail on another: the refusal explains it.
         result.final_error = transfer->refused_reason;
       }
@@ -637,11 +692,11 @@ struct Dispatcher::Impl {
     }
     update_status(webhook, cfg.name);
 
-    if (transfer->easy) {
-      curl_multi_remove_handle(multi, transfer->easy);
-      release_handle(transfer->easy);
+    if (transfer->handle) {
+      // Only once it has been added: a failed add leaves the handle outside the multi.
+      if (transfer->in_multi) curl_multi_remove_handle(multi, transfer->handle->easy);
+      release_handle(webhook, std::move(transfer->handle));
     }
-    curl_slist_free_all(transfer->headers);
     transfer.reset();
 
     if (diagnostic && diagnostics) diagnostics(std::move(*diagnostic));
@@ -671,9 +726,8 @@ struct Dispatcher::Impl {
   // Shutdown: whatever is still in flight goes back to the store untouched.
   void abort_transfers() {
     for (auto& [raw, transfer] : transfers) {
-      curl_multi_remove_handle(multi, transfer->easy);
-      release_handle(transfer->easy);
-      curl_slist_free_all(transfer->headers);
+      curl_multi_remove_handle(multi, transfer->handle->easy);
+      release_handle(*transfer->webhook, std::move(transfer->handle));
       store.release(transfer->delivery);
       --transfer->webhook->in_flight;
       spdlog::info("webhook {}: delivery {} released at shutdown; it stays pending",
@@ -719,7 +773,6 @@ struct Dispatcher::Impl {
   std::map<std::string, std::unique_ptr<Webhook>> webhooks;
   std::vector<std::string> order;
   std::map<Transfer*, std::unique_ptr<Transfer>> transfers;
-  std::vector<CURL*> idle_handles;
   std::map<std::string, CURLSH*> shares;
 
   // What status() reads.
