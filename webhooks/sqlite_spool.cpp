@@ -56,10 +56,12 @@ constexpr const char* kInsert =
     "INSERT INTO deliveries(id, webhook, event_id, event_type, attempts, next_attempt_ms, "
     "created_ms, updated_ms, state, last_error, body) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)";
 // One statement for all three outcomes: ?3 is the new state; next_attempt_ms only moves on retry.
+// The row is found by its rowid (?6, known from the claim) rather than through the TEXT id
+// index; comparing the id as well keeps a reused rowid from ever matching another delivery.
 constexpr const char* kComplete =
     "UPDATE deliveries SET state = ?3, attempts = attempts + 1, updated_ms = ?2, "
     "next_attempt_ms = CASE WHEN ?3 = 0 THEN ?4 ELSE next_attempt_ms END, last_error = ?5 "
-    "WHERE id = ?1 AND state = 0 RETURNING rowid, attempts";
+    "WHERE rowid = ?6 AND id = ?1 AND state = 0 RETURNING attempts";
 constexpr const char* kReplayOne =
     "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
     "WHERE id = ?1 AND state = 2";
@@ -233,7 +235,7 @@ struct SqliteSpool::Op {
   Status status;
   size_t count = 0;                             // Replay: rows moved; Prune: rows deleted
   bool applied = false;                         // Complete: the row was pending and changed
-  int64_t rowid = 0;                            // Complete
+  int64_t rowid = 0;                            // Complete: from the claim
   int attempts = 0;                             // Complete
   std::unique_ptr<std::promise<Outcome>> done;  // only for callers that wait
 };
@@ -533,11 +535,11 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           sqlite3_bind_int64(s, 4, op.outcome.next_attempt_ms);
           static const std::string kNoError;
           bind_text(s, 5, state == kDelivered ? kNoError : op.outcome.error);
+          sqlite3_bind_int64(s, 6, op.rowid);
           int rc = sqlite3_step(s);
           if (rc == SQLITE_ROW) {
             op.applied = true;
-            op.rowid = sqlite3_column_int64(s, 0);
-            op.attempts = sqlite3_column_int(s, 1);
+            op.attempts = sqlite3_column_int(s, 0);
             rc = sqlite3_step(s);
           }
           if (rc != SQLITE_DONE) {
@@ -968,6 +970,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
 
 void SqliteSpool::complete(const Delivery& delivery, const AttemptOutcome& outcome) {
   if (tools_) return;
+  int64_t rowid = 0;
   {
     // Like the memory store: only a claim can be completed, and only once. A second outcome
     // for the same claim would otherwise cache the delivery twice.
@@ -978,9 +981,11 @@ void SqliteSpool::complete(const Delivery& delivery, const AttemptOutcome& outco
       return;
     }
     it->second.completing = true;
+    rowid = it->second.rowid;
   }
   auto op = std::make_unique<Op>();
   op->kind = Op::Kind::Complete;
+  op->rowid = rowid;
   op->delivery = delivery;
   op->outcome = outcome;
   if (auto st = enqueue(std::move(op)); !st) {
