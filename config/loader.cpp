@@ -38,7 +38,7 @@ bool is_sensitive_header(std::string name) {
   return false;
 }
 
-void read_bus(MapReader r, BusConfig& bus) {
+void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   if (r.has("bind") || r.has("connect")) bus.bind.reset();
   std::string bind;
   r.get("bind", bind);
@@ -51,6 +51,8 @@ void read_bus(MapReader r, BusConfig& bus) {
   curve.get("enabled", bus.curve.enabled);
   curve.get("secret_key_file", bus.curve.secret_key_file);
   curve.get("allowed_clients", bus.curve.allowed_clients);
+  bus.curve.secret_key_file = resolve_path(bus.curve.secret_key_file, base_dir);
+  bus.curve.allowed_clients = resolve_path(bus.curve.allowed_clients, base_dir);
   curve.finish();
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
   if (bus.max_message_bytes < 64) r.error(r.pos("max_message_bytes"), "bus.max_message_bytes must be at least 64");
@@ -259,7 +261,7 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file, const st
   cfg.file = file;
   MapReader r(root, file, "config", errors);
   if (!r.valid()) return errors;
-  read_bus(MapReader(r.node("bus"), file, "bus", errors), cfg.bus);
+  read_bus(MapReader(r.node("bus"), file, "bus", errors), cfg.bus, base_dir);
   bool explicit_dirs = false;
   {
     MapReader hooks(r.node("hooks"), file, "hooks", errors);
