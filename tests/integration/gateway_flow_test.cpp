@@ -29,12 +29,6 @@ std::string webhook(const std::string& name, const std::string& url, const std::
          "\n    secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n" + more;
 }
 
-rapidjson::Document json(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str());
-  return d;
-}
-
 TEST(GatewayFlowTest, PublishedEventArrivesSignedAndVerifies) {
   TempDir dir;
   HttpReceiver rx;
@@ -59,7 +53,7 @@ TEST(GatewayFlowTest, PublishedEventArrivesSignedAndVerifies) {
   std::string signed_content = delivery + "." + req.header("webhook-timestamp") + "." + req.body;
   EXPECT_EQ(req.header("webhook-signature"),
             "v1," + webhooks::base64_encode(webhooks::hmac_sha256_raw(key.value(), signed_content)));
-  auto body = json(req.body);
+  auto body = parse_json(req.body);
   EXPECT_STREQ(body["id"].GetString(), id.c_str());
   EXPECT_STREQ(body["specversion"].GetString(), "1.0");
   EXPECT_STREQ(body["data"]["user"].GetString(), "ann");
@@ -76,7 +70,7 @@ TEST(GatewayFlowTest, HooksRunInNumericOrderAndTransformReachesReceiver) {
   ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url())))) << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", R"({"user":"ann","password":"hunter2"})").empty());
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
-  auto body = json(rx.requests()[0].body);
+  auto body = parse_json(rx.requests()[0].body);
   ASSERT_TRUE(body["data"].HasMember("second")) << rx.requests()[0].body;
   EXPECT_STREQ(body["data"]["second"].GetString(), "nine");
   EXPECT_FALSE(body["data"].HasMember("password"));
@@ -94,7 +88,7 @@ TEST(GatewayFlowTest, WorkspaceHookOverridesEarlierDirectory) {
   ASSERT_TRUE(gw.start(cfg)) << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "x.y", "{}").empty());
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
-  EXPECT_STREQ(json(rx.requests()[0].body)["data"]["tag"].GetString(), "workspace");
+  EXPECT_STREQ(parse_json(rx.requests()[0].body)["data"]["tag"].GetString(), "workspace");
   auto list = run_hookgate({"hooks", "list", "--config", gw.config_path()}, "", gw.env());
   EXPECT_EQ(list.exit_code, 0) << list.out << list.err;
   EXPECT_NE(list.out.find("overrides: " + (dir / "builtin/_10_tag.yaml").string()), std::string::npos) << list.out;
@@ -113,14 +107,14 @@ TEST(GatewayFlowTest, VetoDropsEventAndEmitsDiagnostic) {
   ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", R"({"user":"ann"})").empty());
   ASSERT_TRUE(diag_rx.wait_for(1, 10s)) << gw.log();
   ASSERT_TRUE(events_rx.wait_for(1, 10s)) << gw.log();
-  auto diag = json(diag_rx.requests()[0].body);
+  auto diag = parse_json(diag_rx.requests()[0].body);
   EXPECT_STREQ(diag["type"].GetString(), "hookgate.event.vetoed");
   EXPECT_STREQ(diag["data"]["hook"].GetString(), "drop");
   EXPECT_STREQ(diag["data"]["event_id"].GetString(), vetoed.c_str());
   EXPECT_STREQ(diag["data"]["reason"].GetString(), "health-check noise");
   // Only the non-vetoed event reached the event webhook.
   EXPECT_FALSE(events_rx.wait_for(2, 500ms));
-  EXPECT_STREQ(json(events_rx.requests()[0].body)["data"]["user"].GetString(), "ann");
+  EXPECT_STREQ(parse_json(events_rx.requests()[0].body)["data"]["user"].GetString(), "ann");
 }
 
 TEST(GatewayFlowTest, RetryAfter500KeepsDeliveryId) {
@@ -191,7 +185,7 @@ TEST(GatewayFlowTest, MalformedBusMessagesAreSurvivedAndCounted) {
   send({"big", std::string(2 << 20, 'x')});  // over max_message_bytes: refused by the socket
   send({"good.one", R"({"type":"good.one","data":{}})"});
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
-  EXPECT_EQ(json(rx.requests()[0].body)["type"], "good.one");
+  EXPECT_EQ(parse_json(rx.requests()[0].body)["type"], "good.one");
   int status = 0;
   std::string metrics = http_get(gw.admin_port(), "/metrics", &status);
   EXPECT_EQ(status, 200);

@@ -218,26 +218,10 @@ std::string expected_reason(const Cell& c) {
   return "";
 }
 
-rapidjson::Document parse(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str());
-  return d;
-}
-
 std::string str(const rapidjson::Value& obj, const char* key) {
   if (!obj.IsObject()) return "";
   auto it = obj.FindMember(key);
   return it != obj.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
-}
-
-// Like wait_until() of tests/support, but polling every 5 ms: the matrix waits hundreds of times.
-bool poll_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 // The value of one Prometheus series ("name{labels}"), or -1 when absent.
@@ -258,7 +242,7 @@ struct Seen {
 std::vector<Seen> seen(const HttpReceiver& rx) {
   std::vector<Seen> out;
   for (auto& r : rx.requests()) {
-    auto d = parse(r.body);
+    auto d = parse_json(r.body);
     Seen s{r, str(d, "type"), str(d, "id"), ""};
     if (d.IsObject() && d.HasMember("data")) s.event_id = str(d["data"], "event_id");
     out.push_back(std::move(s));
@@ -341,8 +325,8 @@ class Rig {
   bool fence() {
     std::string pass = publish("fence.pass", "{}");
     std::string veto = publish("fence.veto", R"({"fence":true})");
-    return poll_until([&] { return !deliveries_of(events_, pass).empty(); }, 10s) &&
-           poll_until([&] { return !diagnostics_of(diagnostics_, veto).empty(); }, 10s);
+    return wait_until([&] { return !deliveries_of(events_, pass).empty(); }, 10s) &&
+           wait_until([&] { return !diagnostics_of(diagnostics_, veto).empty(); }, 10s);
   }
 
   std::string metrics() { return http_get(gw_.admin_port(), "/metrics"); }
@@ -438,7 +422,7 @@ TEST_P(HookMatrixTest, ReceiverAndDiagnostics) {
 
   // Wait for what must arrive...
   if (!c.dropped()) {
-    ASSERT_TRUE(poll_until([&] { return !deliveries_of(rig.events(), main_id).empty(); }, 10s))
+    ASSERT_TRUE(wait_until([&] { return !deliveries_of(rig.events(), main_id).empty(); }, 10s))
         << "event not delivered\n"
         << rig.gateway().log();
   }
@@ -446,7 +430,7 @@ TEST_P(HookMatrixTest, ReceiverAndDiagnostics) {
   if (failure) want_diags.push_back(failure_type);
   if (c.dropped()) want_diags.push_back("hookgate.event.vetoed");
   for (const auto& want : want_diags) {
-    ASSERT_TRUE(poll_until(
+    ASSERT_TRUE(wait_until(
         [&] {
           for (const auto& d : diagnostics_of(rig.diagnostics(), main_id))
             if (d.type == want) return true;
@@ -459,7 +443,7 @@ TEST_P(HookMatrixTest, ReceiverAndDiagnostics) {
   if (c.kind == Kind::Observe && !failure) {
     // An observer's run is asynchronous: its counter says it finished.
     std::string series = "hookgate_hook_runs_total{hook=\"" + hook + "\",result=\"continue\"}";
-    ASSERT_TRUE(poll_until([&] { return metric(rig.metrics(), series) >= 1; }, 10s))
+    ASSERT_TRUE(wait_until([&] { return metric(rig.metrics(), series) >= 1; }, 10s))
         << rig.metrics();
   }
   // ...then fence, so that anything that should NOT arrive would have arrived by now.
@@ -471,7 +455,7 @@ TEST_P(HookMatrixTest, ReceiverAndDiagnostics) {
     EXPECT_TRUE(delivered.empty()) << "a closed failure must drop the event\n" << dump(delivered);
   } else {
     ASSERT_EQ(delivered.size(), 1u) << dump(delivered);
-    auto body = parse(delivered[0].request.body);
+    auto body = parse_json(delivered[0].request.body);
     ASSERT_TRUE(body.IsObject() && body.HasMember("data")) << delivered[0].request.body;
     EXPECT_EQ(str(body, "type"), type);
     EXPECT_EQ(str(body, "source"), "matrix");
@@ -481,7 +465,7 @@ TEST_P(HookMatrixTest, ReceiverAndDiagnostics) {
       EXPECT_EQ(str(data, "user"), "ann");
     } else {
       // Unchanged: exactly what was published.
-      EXPECT_EQ(parse(main_data), data) << delivered[0].request.body;
+      EXPECT_EQ(parse_json(main_data), data) << delivered[0].request.body;
     }
   }
   if (!other_id.empty()) {
@@ -490,7 +474,7 @@ TEST_P(HookMatrixTest, ReceiverAndDiagnostics) {
       EXPECT_TRUE(other.empty()) << "the veto hook did not veto\n" << dump(other);
     } else {
       ASSERT_EQ(other.size(), 1u) << dump(other);
-      EXPECT_EQ(parse(other_data), parse(other[0].request.body)["data"])
+      EXPECT_EQ(parse_json(other_data), parse_json(other[0].request.body)["data"])
           << "a skipped event must be unchanged: " << other[0].request.body;
     }
   }
@@ -500,7 +484,7 @@ TEST_P(HookMatrixTest, ReceiverAndDiagnostics) {
   ASSERT_EQ(diags.size(), want_diags.size()) << dump(diags);
   std::string failure_reason;
   for (const auto& d : diags) {
-    auto body = parse(d.request.body);
+    auto body = parse_json(d.request.body);
     const auto& data = body["data"];
     EXPECT_EQ(str(data, "hook"), hook) << d.request.body;
     EXPECT_EQ(str(data, "event_type"), type) << d.request.body;
@@ -515,7 +499,7 @@ TEST_P(HookMatrixTest, ReceiverAndDiagnostics) {
   if (c.dropped()) {
     for (const auto& d : diags) {
       if (d.type != "hookgate.event.vetoed") continue;
-      EXPECT_EQ(str(parse(d.request.body)["data"], "reason"),
+      EXPECT_EQ(str(parse_json(d.request.body)["data"], "reason"),
                 "hook " + hook + " failed: " + failure_reason);
     }
   }
@@ -523,7 +507,7 @@ TEST_P(HookMatrixTest, ReceiverAndDiagnostics) {
     auto other_diags = diagnostics_of(rig.diagnostics(), other_id);
     if (c.kind == Kind::Veto) {
       ASSERT_EQ(other_diags.size(), 1u) << dump(other_diags);
-      auto body = parse(other_diags[0].request.body);
+      auto body = parse_json(other_diags[0].request.body);
       EXPECT_EQ(other_diags[0].type, "hookgate.event.vetoed");
       EXPECT_EQ(str(body["data"], "hook"), hook);
       EXPECT_EQ(str(body["data"], "reason"), "banned user mallory");
@@ -607,10 +591,10 @@ TEST(HookFormsTest, MixedFormsRunInNumericOrder) {
   std::string why;
   ASSERT_TRUE(rig.start(why)) << why;
   std::string id = rig.publish("order.check", R"({"trail":[]})");
-  ASSERT_TRUE(poll_until([&] { return !deliveries_of(rig.events(), id).empty(); }, 10s))
+  ASSERT_TRUE(wait_until([&] { return !deliveries_of(rig.events(), id).empty(); }, 10s))
       << rig.gateway().log();
-  auto body = parse(deliveries_of(rig.events(), id)[0].request.body);
-  EXPECT_EQ(parse(R"(["native","program","yaml","oneshot"])"), body["data"]["trail"])
+  auto body = parse_json(deliveries_of(rig.events(), id)[0].request.body);
+  EXPECT_EQ(parse_json(R"(["native","program","yaml","oneshot"])"), body["data"]["trail"])
       << deliveries_of(rig.events(), id)[0].request.body;
   EXPECT_TRUE(diagnostics_of(rig.diagnostics(), id).empty());
 }
@@ -630,10 +614,10 @@ TEST(HookFormsTest, RebuiltNativeHookTakesEffectOnReload) {
   std::string why;
   ASSERT_TRUE(rig.start(why)) << why;
   std::string before = rig.publish("m.reload", R"({"trail":[]})");
-  ASSERT_TRUE(poll_until([&] { return !deliveries_of(rig.events(), before).empty(); }, 10s));
+  ASSERT_TRUE(wait_until([&] { return !deliveries_of(rig.events(), before).empty(); }, 10s));
   install(kNativeFixture);
   rig.gateway().signal(SIGHUP);
-  ASSERT_TRUE(poll_until(
+  ASSERT_TRUE(wait_until(
       [&] {
         for (const auto& s : seen(rig.diagnostics()))
           if (s.type == "hookgate.hooks.reloaded") return true;
@@ -642,11 +626,11 @@ TEST(HookFormsTest, RebuiltNativeHookTakesEffectOnReload) {
       10s))
       << rig.gateway().log();
   std::string after = rig.publish("m.reload", R"({"trail":[]})");
-  ASSERT_TRUE(poll_until([&] { return !deliveries_of(rig.events(), after).empty(); }, 10s));
-  EXPECT_EQ(parse(R"([])"),
-            parse(deliveries_of(rig.events(), before)[0].request.body)["data"]["trail"]);
-  EXPECT_EQ(parse(R"(["native"])"),
-            parse(deliveries_of(rig.events(), after)[0].request.body)["data"]["trail"])
+  ASSERT_TRUE(wait_until([&] { return !deliveries_of(rig.events(), after).empty(); }, 10s));
+  EXPECT_EQ(parse_json(R"([])"),
+            parse_json(deliveries_of(rig.events(), before)[0].request.body)["data"]["trail"]);
+  EXPECT_EQ(parse_json(R"(["native"])"),
+            parse_json(deliveries_of(rig.events(), after)[0].request.body)["data"]["trail"])
       << "the reload kept running the old library";
 }
 

@@ -64,26 +64,10 @@ int line_index(const std::vector<std::string>& lines, const std::string& prefix)
   return -1;
 }
 
-rapidjson::Document parse(const std::string& text) {
-  rapidjson::Document d;
-  d.Parse(text.c_str());
-  return d;
-}
-
 std::string str(const rapidjson::Value& obj, const char* key) {
   if (!obj.IsObject()) return "";
   auto it = obj.FindMember(key);
   return it != obj.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
-}
-
-// Like wait_until() of tests/support, but polling every 5 ms.
-bool poll_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!cond()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 // Sets an environment variable for one scope (the gateway and the verbs inherit it).
@@ -175,7 +159,7 @@ TEST(HookToolsTest, HooksTestDryRunPrintsEachStepTheFinalEventAndTheWebhooks) {
   EXPECT_NE(line_matching(r.out, "result: delivered"), "") << r.out;
   std::string final_line = line_matching(r.out, "final event: .*");
   ASSERT_NE(final_line, "") << r.out;
-  auto final_event = parse(final_line.substr(std::string("final event: ").size()));
+  auto final_event = parse_json(final_line.substr(std::string("final event: ").size()));
   ASSERT_TRUE(final_event.IsObject()) << final_line;
   EXPECT_FALSE(final_event["data"].HasMember("password")) << final_line;
   EXPECT_EQ(str(final_event["data"], "env"), "prod");
@@ -311,7 +295,7 @@ TEST(HookToolsTest, HooksNewYamlAndProgramScaffoldsLoadAndWork) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::string final_line = line_matching(r.out, "final event: .*");
   ASSERT_NE(final_line, "") << r.out;
-  auto ev = parse(final_line.substr(13));
+  auto ev = parse_json(final_line.substr(13));
   EXPECT_EQ(str(ev["data"], "env"), "prod") << final_line;
   EXPECT_FALSE(ev["data"].HasMember("password")) << final_line;
   EXPECT_NE(line_matching(r.out, R"(\s+2\. gate\s+veto\s+continue.*)"), "") << r.out;
@@ -423,7 +407,7 @@ TEST(HookToolsTest, QuickstartRunsEveryExampleHook) {
   // Two deliveries and four vetoes, each announced by a hookgate.event.vetoed diagnostic.
   auto find = [&](const std::string& type, const std::string& id) -> std::optional<std::string> {
     for (const auto& r : rx.requests()) {
-      auto d = parse(r.body);
+      auto d = parse_json(r.body);
       if (str(d, "type") != type) continue;
       if (str(d, "id") == id || (d.HasMember("data") && str(d["data"], "event_id") == id))
         return r.body;
@@ -437,13 +421,13 @@ TEST(HookToolsTest, QuickstartRunsEveryExampleHook) {
                                                         {"hookgate.event.vetoed", test_signup},
                                                         {"hookgate.event.vetoed", big},
                                                         {"hookgate.event.vetoed", no_ticket}}) {
-    ASSERT_TRUE(poll_until([&] { return find(type, id).has_value(); }, 15s))
+    ASSERT_TRUE(wait_until([&] { return find(type, id).has_value(); }, 15s))
         << type << " " << id << " never arrived\n"
         << gw.log();
   }
 
   // One delivered login, changed by hooks of every form on the way.
-  auto ev = parse(*find("auth.failure", login));
+  auto ev = parse_json(*find("auth.failure", login));
   const auto& data = ev["data"];
   EXPECT_FALSE(data.HasMember("password"));       // hooks/_10_redact.yaml
   EXPECT_EQ(str(data, "source_ip"), "10.1.2.3");  // hooks/_10_redact.yaml
@@ -453,13 +437,13 @@ TEST(HookToolsTest, QuickstartRunsEveryExampleHook) {
   EXPECT_EQ(str(data, "network"), "private");     // _45_classify_ip.py (Python)
   EXPECT_EQ(str(ev, "severity"), "warning");      // _60_severity.yaml (shell one-shot)
   EXPECT_EQ(str(ev, "id"), login);
-  auto deployed = parse(*find("deploy.finished", deploy));
+  auto deployed = parse_json(*find("deploy.finished", deploy));
   EXPECT_EQ(str(deployed, "severity"), "info");
   EXPECT_EQ(str(deployed["data"], "site"), "lab-1");
 
   // Each veto came from the hook (and form) meant to make it.
   auto vetoed_by = [&](const std::string& id) {
-    auto d = parse(*find("hookgate.event.vetoed", id));
+    auto d = parse_json(*find("hookgate.event.vetoed", id));
     return str(d["data"], "hook") + ": " + str(d["data"], "reason");
   };
   EXPECT_EQ(vetoed_by(blocked), "deny_users: user mallory is blocked");     // Python
@@ -478,7 +462,7 @@ TEST(HookToolsTest, QuickstartRunsEveryExampleHook) {
       "hook audit_trail stderr: audit {\"hook\": \"audit_trail\", \"id\": \"" + login, 10s))
       << gw.log();
   for (const auto& r : rx.requests()) {
-    EXPECT_EQ(str(parse(r.body), "type").find("hookgate.hook."), std::string::npos)
+    EXPECT_EQ(str(parse_json(r.body), "type").find("hookgate.hook."), std::string::npos)
         << "no example hook may fail: " << r.body;
   }
 }

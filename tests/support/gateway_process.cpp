@@ -194,9 +194,15 @@ bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds tim
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return cond();
+}
+
+rapidjson::Document parse_json(const std::string& text) {
+  rapidjson::Document d;
+  d.Parse(text.c_str());
+  return d;
 }
 
 uint64_t metric_value(const std::string& metrics_text, const std::string& series) {

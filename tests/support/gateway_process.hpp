@@ -1,6 +1,7 @@
 #pragma once
 // Runs the real `hookgate` binary as a child process for integration tests: writes the config into
 // a temporary folder, captures the log, waits for readiness, stops it with a signal.
+#include <rapidjson/document.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -78,8 +79,10 @@ class GatewayProcess {
   size_t log_offset_ = 0;  // where the current run's log begins
 };
 
-// Polls `cond` every 20 ms until it holds or `timeout` passes; its last value.
+// Polls `cond` every 5 ms until it holds or `timeout` passes; its last value.
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
+// A JSON document from text (a request body); IsObject() is false when it did not parse.
+rapidjson::Document parse_json(const std::string& text);
 // The value of one Prometheus series ("name" or "name{labels}") in a /metrics text; UINT64_MAX
 // when absent.
 uint64_t metric_value(const std::string& metrics_text, const std::string& series);
