@@ -36,8 +36,9 @@ struct BusConfig {
   std::vector<std::string> topics{""};
   int64_t max_message_bytes = 1 << 20;
   // Messages queued in the SUB socket before ZeroMQ drops new ones (PUB/SUB drops at the HWM;
-  // it never blocks publishers). See docs/design.md.
-  int receive_hwm = 100000;
+  // it never blocks publishers). 20,000 bounds a burst's RSS to about 10 MiB of queued
+  // messages; see docs/design.md "Bus" for the trade-off with plain PUB publishers.
+  int receive_hwm = 20000;
   CurveConfig curve;
 };
 
