@@ -555,23 +555,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           break;
         }
         case Op::Kind::Replay: {
-          auto run = [&](const char* sql, const std::string& key) {
-            sqlite3_stmt* s = c.stmt(sql);
-            if (s == nullptr) return false;
-            StmtScope scope(s);
-            bind_text(s, 1, key);
-            sqlite3_bind_int64(s, 2, now);
-            if (sqlite3_step(s) != SQLITE_DONE) return false;
-            op.count += static_cast<size_t>(sqlite3_changes(c.db));
-            return true;
-          };
-          bool ok = true;
-          if (op.all_dead) {
-            ok = run(kReplayAll, op.webhook);
-          } else {
-            for (const auto& id : op.ids) ok = ok && run(kReplayOne, id);
-          }
-          if (!ok) {
+          if (!replay_rows(c, op.ids, op.all_dead, op.webhook, now, op.count)) {
             op.status = make_error("spool " + path_ + ": replay failed: " + c.error());
             if (sqlite3_get_autocommit(c.db)) failure = c.error();
           }
@@ -672,6 +656,24 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
     }
     op.done->set_value(std::move(out));
   }
+}
+
+bool SqliteSpool::replay_rows(Conn& c, const std::vector<std::string>& ids, bool all_dead,
+                              const std::string& webhook, int64_t now, size_t& moved) {
+  auto run = [&](const char* sql, const std::string& key) {
+    sqlite3_stmt* s = c.stmt(sql);
+    if (s == nullptr) return false;
+    StmtScope scope(s);
+    bind_text(s, 1, key);
+    sqlite3_bind_int64(s, 2, now);
+    if (sqlite3_step(s) != SQLITE_DONE) return false;
+    moved += static_cast<size_t>(sqlite3_changes(c.db));
+    return true;
+  };
+  if (all_dead) return run(kReplayAll, webhook);
+  for (const auto& id : ids)
+    if (!run(kReplayOne, id)) return false;
+  return true;
 }
 
 size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more) {
@@ -1122,23 +1124,7 @@ size_t SqliteSpool::replay_direct(const std::vector<std::string>& ids, bool all_
     return 0;
   }
   size_t moved = 0;
-  bool ok = true;
-  auto run = [&](const char* sql, const std::string& key) {
-    sqlite3_stmt* s = c.stmt(sql);
-    if (s == nullptr) return false;
-    StmtScope scope(s);
-    bind_text(s, 1, key);
-    sqlite3_bind_int64(s, 2, now);
-    if (sqlite3_step(s) != SQLITE_DONE) return false;
-    moved += static_cast<size_t>(sqlite3_changes(c.db));
-    return true;
-  };
-  if (all_dead) {
-    ok = run(kReplayAll, webhook);
-  } else {
-    for (const auto& id : ids) ok = ok && run(kReplayOne, id);
-  }
-  if (ok && c.exec("COMMIT")) return moved;
+  if (replay_rows(c, ids, all_dead, webhook, now, moved) && c.exec("COMMIT")) return moved;
   spdlog::error("spool {}: replay: {}", path_, c.error());
   c.exec("ROLLBACK");
   return 0;

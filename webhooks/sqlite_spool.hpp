@@ -135,6 +135,10 @@ class SqliteSpool final : public DeliveryStore {
   void run_batch(std::vector<std::unique_ptr<Op>>& ops);
   void tick(int64_t now_ms);
   size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more);
+  // Dead → pending for `ids` (or every dead delivery of `webhook`, all webhooks if empty, when
+  // `all_dead`), inside the caller's transaction; adds the rows moved to `moved`.
+  static bool replay_rows(Conn& conn, const std::vector<std::string>& ids, bool all_dead,
+                          const std::string& webhook, int64_t now, size_t& moved);
   Status enqueue(std::unique_ptr<Op> op);
   void notify_ready();
 
