@@ -1085,23 +1085,19 @@ std::optional<Delivery> SqliteSpool::get(const std::string& id) {
 
 size_t SqliteSpool::replay(const std::vector<std::string>& ids) {
   if (ids.empty()) return 0;
-  if (tools_) return replay_direct(ids, false, "");
-  auto op = std::make_unique<Op>();
-  op->kind = Op::Kind::Replay;
-  op->ids = ids;
-  op->done = std::make_unique<std::promise<Op::Outcome>>();
-  auto fut = op->done->get_future();
-  if (!enqueue(std::move(op))) return 0;
-  auto out = fut.get();
-  if (!out.status) spdlog::warn("{}", out.status.error().message);
-  return out.count;
+  return tools_ ? replay_direct(ids, false, "") : replay_via_writer(ids, false, "");
 }
 
 size_t SqliteSpool::replay_all_dead(const std::string& webhook) {
-  if (tools_) return replay_direct({}, true, webhook);
+  return tools_ ? replay_direct({}, true, webhook) : replay_via_writer({}, true, webhook);
+}
+
+size_t SqliteSpool::replay_via_writer(const std::vector<std::string>& ids, bool all_dead,
+                                      const std::string& webhook) {
   auto op = std::make_unique<Op>();
   op->kind = Op::Kind::Replay;
-  op->all_dead = true;
+  op->ids = ids;
+  op->all_dead = all_dead;
   op->webhook = webhook;
   op->done = std::make_unique<std::promise<Op::Outcome>>();
   auto fut = op->done->get_future();

@@ -152,6 +152,9 @@ class SqliteSpool final : public DeliveryStore {
   std::vector<Delivery> claim_from_disk(const std::string& webhook, int64_t now_ms, size_t limit);
 
   // Tools mode (no writer thread): statements run on the single connection under read_mu_.
+  // Replay as a writer operation (gateway mode): one transaction with the other queued writes.
+  size_t replay_via_writer(const std::vector<std::string>& ids, bool all_dead,
+                           const std::string& webhook);
   size_t replay_direct(const std::vector<std::string>& ids, bool all_dead,
                        const std::string& webhook);
 
