@@ -6,6 +6,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -26,6 +27,17 @@ constexpr size_t kMaxDepth = 64;
 // Rejects what parses but cannot be written back as JSON: numbers beyond the double range (they
 // parse to infinity, which the writer refuses, leaving a truncated body — found by fuzz_envelope)
 // and nesting deeper than kMaxDepth. One walk with an explicit stack.
+// RapidJSON 1.1.0 accepts a lone low-surrogate escape ("\uDC00") and stores it as the bytes
+// ED B0..BF xx, which is not UTF-8 (found by fuzz_envelope). Everything else it validated, so a
+// surrogate's ED lead byte is the only thing to look for.
+bool has_surrogate(const char* s, size_t n) {
+  for (const char* p = static_cast<const char*>(std::memchr(s, 0xED, n)); p;
+       p = static_cast<const char*>(std::memchr(p + 1, 0xED, n - static_cast<size_t>(p + 1 - s)))) {
+    if (p + 1 < s + n && static_cast<unsigned char>(p[1]) >= 0xA0) return true;
+  }
+  return false;
+}
+
 std::optional<std::string> unwritable(const JsonValue& root) {
   std::vector<std::pair<const JsonValue*, size_t>> stack{{&root, 1}};
   while (!stack.empty()) {
@@ -33,8 +45,14 @@ std::optional<std::string> unwritable(const JsonValue& root) {
     stack.pop_back();
     if (depth > kMaxDepth) return "nested deeper than " + std::to_string(kMaxDepth) + " levels";
     if (v->IsDouble() && !std::isfinite(v->GetDouble())) return std::string("a number is out of range");
+    if (v->IsString() && has_surrogate(v->GetString(), v->GetStringLength()))
+      return std::string("a string holds an unpaired UTF-16 surrogate escape");
     if (v->IsObject()) {
-      for (const auto& m : v->GetObject()) stack.emplace_back(&m.value, depth + 1);
+      for (const auto& m : v->GetObject()) {
+        if (has_surrogate(m.name.GetString(), m.name.GetStringLength()))
+          return std::string("a key holds an unpaired UTF-16 surrogate escape");
+        stack.emplace_back(&m.value, depth + 1);
+      }
     } else if (v->IsArray()) {
       for (const auto& e : v->GetArray()) stack.emplace_back(&e, depth + 1);
     }

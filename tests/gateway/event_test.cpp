@@ -70,6 +70,9 @@ TEST(EventTest, RejectsWhatCannotBeSerialized) {
   EXPECT_FALSE(Event::parse(deep));
   std::string ok = "{\"type\":\"t\",\"d\":" + std::string(20, '[') + std::string(20, ']') + ",\"n\":1e300}";
   EXPECT_TRUE(Event::parse(ok));
+  EXPECT_FALSE(Event::parse(R"({"type":"t","s":"a\uDDD0b"})"));  // lone low surrogate
+  EXPECT_FALSE(Event::parse(R"({"type":"t","\uDC00":1})"));
+  EXPECT_TRUE(Event::parse(R"({"type":"t","s":"\uD83D\uDE00 \u00e9 í¿"})"));  // pair, U+D7FF
   std::string very_deep = std::string(200000, '[');  // must not exhaust the stack
   EXPECT_FALSE(Event::parse(very_deep));
 }
