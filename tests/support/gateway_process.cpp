@@ -131,6 +131,21 @@ bool GatewayProcess::start(const std::string& config_yaml, std::chrono::millisec
 bool GatewayProcess::restart(std::chrono::milliseconds timeout) { return launch(timeout); }
 
 bool GatewayProcess::launch(std::chrono::milliseconds timeout) {
+  // free_tcp_port() closes the port it found, so a parallel test can take it before the gateway
+  // binds. The ports reach the config through the environment: pick new ones and try again.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (launch_once(timeout)) return true;
+    std::string log = read_file(log_path_);
+    if (log.find("Address already in use", log_offset_) == std::string::npos &&
+        log.find("address in use", log_offset_) == std::string::npos)
+      return false;
+    bus_port_ = free_tcp_port();
+    admin_port_ = free_tcp_port();
+  }
+  return false;
+}
+
+bool GatewayProcess::launch_once(std::chrono::milliseconds timeout) {
   log_offset_ = read_file(log_path_).size();
   pid_ = spawn({HOOKGATE_BINARY, "run", "--config", config_path_}, log_path_, log_path_, "", env());
   if (pid_ < 0) return false;

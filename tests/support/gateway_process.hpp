@@ -70,6 +70,7 @@ class GatewayProcess {
 
  private:
   bool launch(std::chrono::milliseconds timeout);
+  bool launch_once(std::chrono::milliseconds timeout);
   const TempDir& dir_;
   std::string config_path_;
   std::string log_path_;
