@@ -86,7 +86,7 @@ struct Gateway::Impl {
   LogLimiter reject_log{20};
   metrics::Counter& received = metrics::counter("hookgate_events_received_total", "Messages received from the bus");
   metrics::Counter& rejected = metrics::counter("hookgate_events_rejected_total", "Bus messages refused as malformed");
-  metrics::Counter& accepted = metrics::counter("hookgate_events_accepted_total", "Events whose deliveries were spooled (or that matched no webhook)");
+  metrics::Counter& accepted = metrics::counter("hookgate_events_accepted_total", "Messages decoded into events and taken in: deliveries spooled, vetoed, or routed to no webhook");
   metrics::Counter& refused = metrics::counter("hookgate_events_refused_total", "Events lost because the spool refused them (disk full, I/O error)");
   metrics::Counter& routed = metrics::counter("hookgate_deliveries_created_total", "Deliveries created by routing");
   metrics::Counter& unrouted = metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
@@ -179,8 +179,8 @@ struct Gateway::Impl {
   }
 
   // Decodes, runs the chain and routes one message; deliveries (and diagnostics raised on this
-  // thread) go into `batch`.
-  void process(std::vector<zmq::message_t>& frames, const hooks::HookChain& ch, const Router& rt,
+  // thread) go into `batch`. False when the message was rejected (it is not an accepted event).
+  bool process(std::vector<zmq::message_t>& frames, const hooks::HookChain& ch, const Router& rt,
                bool observers_on, std::vector<webhooks::Delivery>& batch, const DiagnosticSink& sink) {
     received.inc();
     int64_t now = now_unix_ms();
@@ -191,15 +191,54 @@ struct Gateway::Impl {
       if (reject_log.allow())
         spdlog::warn("bus: rejected message{}: {}", rej.event_type.empty() ? "" : " of type '" + rej.event_type + "'", rej.reason);
       sink(DiagnosticEvent{.type = diag::kEventRejected, .event_id = rej.event_id, .event_type = rej.event_type, .reason = rej.reason});
-      return;
+      return false;
     }
     Event& ev = decoded.value();
     auto outcome = ch.run(ev, sink);
-    if (outcome.vetoed) return;
+    if (outcome.vetoed) return true;
     size_t n = rt.route(ev, now, batch);
     routed.inc(n);
     if (n == 0) unrouted.inc();
     if (observers_on) ch.dispatch_observers(std::make_shared<const Event>(std::move(ev)), *observers);
+    return true;
+  }
+
+  // Processes `frames` and whatever else is queued (up to kMaxBatch messages) as one batch:
+  // one spool transaction for all their deliveries and diagnostics.
+  void ingest_batch(std::vector<zmq::message_t>& frames, std::vector<webhooks::Delivery>& batch) {
+    std::shared_ptr<const hooks::HookChain> ch;
+    std::shared_ptr<const Router> rt;
+    std::tie(ch, rt) = snapshot();  // not a structured binding: lambdas below capture rt
+    bool observers_on;
+    {
+      std::lock_guard lock(mu);
+      observers_on = has_observers;
+    }
+    DiagnosticSink sink = [&](DiagnosticEvent d) {
+      metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}}).inc();
+      if (rt->empty()) return;
+      Event diag_ev = make_diagnostic_event(d, now_unix_ms());
+      rt->route(diag_ev, now_unix_ms(), batch);
+    };
+    size_t messages = 0;
+    size_t events = 0;  // messages that decoded into events (vetoed ones included)
+    do {
+      if (process(frames, *ch, *rt, observers_on, batch, sink)) ++events;
+      ++messages;
+    } while (messages < kMaxBatch && sub->try_receive(frames));
+
+    if (batch.empty()) {
+      accepted.inc(events);
+      return;
+    }
+    size_t count = batch.size();
+    if (auto st = store->add(std::move(batch)); !st) {
+      refused.inc(events);
+      spdlog::error("spool refused {} deliveries of {} events: {}", count, events, st.error().message);
+    } else {
+      accepted.inc(events);
+    }
+    batch.clear();
   }
 
   void ingest_loop() {
@@ -211,43 +250,25 @@ struct Gateway::Impl {
       if (reload_config.exchange(false)) do_reload_config();
       if (reload_hooks.exchange(false)) load_chain(true);
       spool_depth.set(static_cast<int64_t>(store->pending_count()));
-      if (!sub->receive(frames, std::chrono::milliseconds(100))) continue;
-
-      std::shared_ptr<const hooks::HookChain> ch;
-      std::shared_ptr<const Router> rt;
-      std::tie(ch, rt) = snapshot();  // not a structured binding: lambdas below capture rt
-      bool observers_on;
-      {
-        std::lock_guard lock(mu);
-        observers_on = has_observers;
-      }
-      // Diagnostics raised while processing this batch join it: one transaction for all.
-      DiagnosticSink sink = [&](DiagnosticEvent d) {
-        metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}}).inc();
-        if (rt->empty()) return;
-        Event diag_ev = make_diagnostic_event(d, now_unix_ms());
-        rt->route(diag_ev, now_unix_ms(), batch);
-      };
-      size_t events = 0;
-      do {
-        process(frames, *ch, *rt, observers_on, batch, sink);
-        ++events;
-      } while (events < kMaxBatch && sub->try_receive(frames));
-
-      if (batch.empty()) {
-        accepted.inc(events);
-        continue;
-      }
-      size_t count = batch.size();
-      if (auto st = store->add(std::move(batch)); !st) {
-        refused.inc(events);
-        spdlog::error("spool refused {} deliveries of {} events: {}", count, events, st.error().message);
-      } else {
-        accepted.inc(events);
-      }
-      batch.clear();
+      if (sub->receive(frames, std::chrono::milliseconds(100))) ingest_batch(frames, batch);
     }
     running = false;
+    drain_on_stop(frames, batch);
+  }
+
+  // Messages ZeroMQ already queued inside this process were sent to us; dropping them at
+  // shutdown would lose events a publisher rightly thinks were delivered. Spool what arrives
+  // until the socket stays quiet for kQuiet, at most kDrainMax so a publisher that never pauses
+  // cannot hold the exit. (Unsubscribing first would not help: a SUB socket filters its own
+  // queue by its subscriptions, so it would discard exactly these messages.)
+  void drain_on_stop(std::vector<zmq::message_t>& frames, std::vector<webhooks::Delivery>& batch) {
+    constexpr auto kQuiet = std::chrono::milliseconds(100);
+    constexpr int64_t kDrainMaxNs = 2'000'000'000;
+    const int64_t deadline = now_steady_ns() + kDrainMaxNs;
+    uint64_t before = received.value();
+    while (now_steady_ns() < deadline && sub->receive(frames, kQuiet)) ingest_batch(frames, batch);
+    uint64_t drained = received.value() - before;
+    if (drained > 0) spdlog::info("shutting down: {} queued bus messages taken in before closing the socket", drained);
   }
 
   std::string status_json() const {

@@ -160,6 +160,7 @@ TEST(OperationsTest, FloodOfMalformedMessages) {
   std::string m = http_get(gw.admin_port(), "/metrics");
   EXPECT_EQ(metric_value(m, "hookgate_events_rejected_total"), static_cast<uint64_t>(kFlood));
   EXPECT_EQ(metric_value(m, "hookgate_events_received_total"), static_cast<uint64_t>(kFlood) + 1);
+  EXPECT_EQ(metric_value(m, "hookgate_events_accepted_total"), 1u);  // rejected messages are not events
   EXPECT_TRUE(gw.running());
   gw.signal(SIGTERM);
   EXPECT_EQ(gw.wait_exit(30s), 0) << gw.log().substr(gw.log().size() > 4000 ? gw.log().size() - 4000 : 0);
