@@ -36,7 +36,9 @@ inline constexpr size_t kEnvelopeTarget = 400;
 // What the Publisher adds around `data` for a type of `type_len` characters (measured with
 // Event::to_json on a normalized event: {"type":"…","source":"unknown","specversion":"1.0",
 // "id":"<uuid>","time":"2024-01-01T00:00:00.000Z","datacontenttype":"application/json","data":…}).
-inline size_t envelope_overhead(size_t type_len) { return 160 + type_len; }
+inline size_t envelope_overhead(size_t type_len) {
+  return 160 + type_len;
+}
 
 class PayloadBuilder {
  public:
@@ -58,7 +60,8 @@ class PayloadBuilder {
 
  private:
   static constexpr const char* kFormat =
-      "{\"user\":\"alice.smith@example.com\",\"ip\":\"203.0.113.42\",\"reason\":\"invalid_password\","
+      "{\"user\":\"alice.smith@example.com\",\"ip\":\"203.0.113.42\",\"reason\":\"invalid_"
+      "password\","
       "\"user_agent\":\"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
       "Chrome/124.0 Safari/537.36\",\"seq\":%llu,\"sent_ns\":%lld,\"pad\":\"%s\"}";
   std::string pad_;

@@ -22,7 +22,9 @@
 
 namespace {
 
-size_t discard(char*, size_t size, size_t n, void*) { return size * n; }
+size_t discard(char*, size_t size, size_t n, void*) {
+  return size * n;
+}
 
 double cpu_seconds() {
   rusage ru{};
@@ -35,7 +37,9 @@ double cpu_seconds() {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: hookgate-bench-curl-ceiling URL COUNT [CONCURRENCY] [HEADERS] [reset|keep]\n");
+    std::fprintf(
+        stderr,
+        "usage: hookgate-bench-curl-ceiling URL COUNT [CONCURRENCY] [HEADERS] [reset|keep]\n");
     return 2;
   }
   std::string url = argv[1];
@@ -45,7 +49,8 @@ int main(int argc, char** argv) {
   bool reset = !(argc > 5 && std::strcmp(argv[5], "keep") == 0);
 
   std::string body =
-      "{\"specversion\":\"1.0\",\"id\":\"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b\",\"source\":\"unknown\","
+      "{\"specversion\":\"1.0\",\"id\":\"0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b\",\"source\":"
+      "\"unknown\","
       "\"type\":\"auth.failure\",\"time\":\"2024-01-01T00:00:00.000Z\",\"datacontenttype\":"
       "\"application/json\",\"data\":{\"user\":\"alice.smith@example.com\",\"ip\":\"203.0.113.42\","
       "\"reason\":\"invalid_password\",\"user_agent\":\"Mozilla/5.0 (X11; Linux x86_64) "
@@ -128,10 +133,11 @@ int main(int argc, char** argv) {
   }
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double cpu = cpu_seconds() - c0;
-  std::printf("{\"requests\":%ld,\"failed\":%ld,\"elapsed_s\":%.4f,\"rate_per_s\":%.1f,\"cpu_s\":%.3f,"
-              "\"cpu_us_per_req\":%.2f,\"concurrency\":%d,\"headers\":%d,\"reuse\":\"%s\"}\n",
-              done, failed, elapsed, static_cast<double>(done) / elapsed, cpu, cpu * 1e6 / static_cast<double>(done),
-              concurrency, nheaders, reset ? "reset" : "keep");
+  std::printf(
+      "{\"requests\":%ld,\"failed\":%ld,\"elapsed_s\":%.4f,\"rate_per_s\":%.1f,\"cpu_s\":%.3f,"
+      "\"cpu_us_per_req\":%.2f,\"concurrency\":%d,\"headers\":%d,\"reuse\":\"%s\"}\n",
+      done, failed, elapsed, static_cast<double>(done) / elapsed, cpu,
+      cpu * 1e6 / static_cast<double>(done), concurrency, nheaders, reset ? "reset" : "keep");
   for (CURL* e : handles) curl_easy_cleanup(e);
   curl_multi_cleanup(multi);
   curl_global_cleanup();

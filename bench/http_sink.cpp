@@ -69,7 +69,8 @@ class Histogram {
       seen += counts_[i];
       if (seen >= rank) {
         auto [lo, hi] = bounds(i);
-        return std::min(static_cast<double>(max_), (static_cast<double>(lo) + static_cast<double>(hi)) / 2);
+        return std::min(static_cast<double>(max_),
+                        (static_cast<double>(lo) + static_cast<double>(hi)) / 2);
       }
     }
     return static_cast<double>(max_);
@@ -130,9 +131,10 @@ std::string summary_json() {
                 static_cast<unsigned long long>(s.count), static_cast<unsigned long long>(s.bytes),
                 static_cast<long long>(s.first_ns), static_cast<long long>(s.last_ns), span_s, rate,
                 static_cast<unsigned long long>(s.latency.count()),
-                static_cast<unsigned long long>(s.latency.negative()), s.latency.quantile_ns(0.50) / 1e3,
-                s.latency.quantile_ns(0.99) / 1e3, s.latency.quantile_ns(0.999) / 1e3,
-                static_cast<double>(s.latency.max()) / 1e3, static_cast<unsigned long long>(s.connections),
+                static_cast<unsigned long long>(s.latency.negative()),
+                s.latency.quantile_ns(0.50) / 1e3, s.latency.quantile_ns(0.99) / 1e3,
+                s.latency.quantile_ns(0.999) / 1e3, static_cast<double>(s.latency.max()) / 1e3,
+                static_cast<unsigned long long>(s.connections),
                 static_cast<unsigned long long>(s.parse_errors));
   return buf;
 }

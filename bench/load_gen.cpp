@@ -1,4 +1,5 @@
-// hookgate-bench-load: publishes benchmark events through the C++ client library (bus/publisher.hpp).
+// hookgate-bench-load: publishes benchmark events through the C++ client library
+// (bus/publisher.hpp).
 //
 //   hookgate-bench-load ENDPOINT COUNT RATE TYPE [--admin-port P] [--counter NAME]
 //                      [--poll-ms MS] [--timeout-s S] [--published-file F] [--handshake P]
@@ -78,7 +79,9 @@ double scrape_counter(int port, const std::string& name) {
 
 int main(int argc, char** argv) {
   if (argc < 5) {
-    std::fprintf(stderr, "usage: hookgate-bench-load ENDPOINT COUNT RATE TYPE [--admin-port P] [--counter NAME] [--poll-ms MS] [--timeout-s S] [--published-file F] [--handshake P]\n");
+    std::fprintf(stderr,
+                 "usage: hookgate-bench-load ENDPOINT COUNT RATE TYPE [--admin-port P] [--counter "
+                 "NAME] [--poll-ms MS] [--timeout-s S] [--published-file F] [--handshake P]\n");
     return 2;
   }
   std::string endpoint = argv[1];
@@ -109,12 +112,15 @@ int main(int argc, char** argv) {
     hookgate::Event ev;
     ev.set_string("type", type);
     ev.set_string("source", "unknown");
-    auto data = hookgate::Event::parse(std::string("{\"d\":") + std::string(payload.build(12345, hookgate::bench::now_ns(clk))) + "}");
+    auto data = hookgate::Event::parse(
+        std::string("{\"d\":") + std::string(payload.build(12345, hookgate::bench::now_ns(clk))) +
+        "}");
     if (!data) {
       std::fprintf(stderr, "payload is not JSON: %s\n", data.error().message.c_str());
       return 1;
     }
-    ev.doc().AddMember("data", hookgate::JsonValue(data->doc()["d"], ev.allocator()), ev.allocator());
+    ev.doc().AddMember("data", hookgate::JsonValue(data->doc()["d"], ev.allocator()),
+                       ev.allocator());
     (void)ev.normalize(1700000000000);
     envelope_bytes = ev.to_json().size();
   }
@@ -159,7 +165,8 @@ int main(int argc, char** argv) {
   auto pub = hookgate::bus::Publisher::connect({.endpoints = {endpoint}});
   if (!pub) return fail("connect: " + pub.error().message);
   auto& p = *pub.value();
-  if (!p.wait_for_subscriber(std::chrono::seconds(10))) return fail("no subscriber on " + endpoint + " after 10 s");
+  if (!p.wait_for_subscriber(std::chrono::seconds(10)))
+    return fail("no subscriber on " + endpoint + " after 10 s");
   if (!handshake.empty()) {
     if (FILE* f = std::fopen((handshake + ".ready").c_str(), "w")) std::fclose(f);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -171,12 +178,14 @@ int main(int argc, char** argv) {
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  const auto period = rate > 0 ? std::chrono::duration<double>(1.0 / rate) : std::chrono::duration<double>(0);
+  const auto period =
+      rate > 0 ? std::chrono::duration<double>(1.0 / rate) : std::chrono::duration<double>(0);
   uint64_t full_retries = 0, late = 0;
   double max_late_us = 0;
   for (uint64_t i = 0; i < count; ++i) {
     if (rate > 0) {
-      auto due = start + std::chrono::duration_cast<clock::duration>(period * static_cast<double>(i));
+      auto due =
+          start + std::chrono::duration_cast<clock::duration>(period * static_cast<double>(i));
       auto now = clock::now();
       if (now < due) {
         // No spinning: on a 2-core box a spinning publisher would steal the gateway's CPU. Timer
@@ -203,16 +212,21 @@ int main(int argc, char** argv) {
   }
 
   if (poller.joinable()) poller.join();
-  if (!drained) std::fprintf(stderr, "gateway's %s did not grow by %llu within %d s\n", counter.c_str(),
-                             static_cast<unsigned long long>(count), timeout_s);
-  double g_span = drained && g_last_value > g_first_value ? std::chrono::duration<double>(g_last_t - g_first_t).count() : 0;
+  if (!drained)
+    std::fprintf(stderr, "gateway's %s did not grow by %llu within %d s\n", counter.c_str(),
+                 static_cast<unsigned long long>(count), timeout_s);
+  double g_span = drained && g_last_value > g_first_value
+                      ? std::chrono::duration<double>(g_last_t - g_first_t).count()
+                      : 0;
   double g_rate = g_span > 0 ? (g_last_value - g_first_value) / g_span : 0;
-  std::printf("{\"published\":%llu,\"elapsed_s\":%.6f,\"rate_per_s\":%.1f,\"full_retries\":%llu,"
-              "\"late_sends\":%llu,\"max_lateness_us\":%.1f,\"envelope_bytes\":%zu,\"drained\":%s,"
-              "\"gateway_span_s\":%.4f,\"gateway_rate_per_s\":%.1f}\n",
-              static_cast<unsigned long long>(count), elapsed, elapsed > 0 ? static_cast<double>(count) / elapsed : 0,
-              static_cast<unsigned long long>(full_retries), static_cast<unsigned long long>(late), max_late_us,
-              envelope_bytes, drained ? "true" : "false", g_span, g_rate);
+  std::printf(
+      "{\"published\":%llu,\"elapsed_s\":%.6f,\"rate_per_s\":%.1f,\"full_retries\":%llu,"
+      "\"late_sends\":%llu,\"max_lateness_us\":%.1f,\"envelope_bytes\":%zu,\"drained\":%s,"
+      "\"gateway_span_s\":%.4f,\"gateway_rate_per_s\":%.1f}\n",
+      static_cast<unsigned long long>(count), elapsed,
+      elapsed > 0 ? static_cast<double>(count) / elapsed : 0,
+      static_cast<unsigned long long>(full_retries), static_cast<unsigned long long>(late),
+      max_late_us, envelope_bytes, drained ? "true" : "false", g_span, g_rate);
   std::fflush(stdout);
   return 0;
 }

@@ -1,5 +1,5 @@
-// hookgate-micro-bench: Google Benchmark micro-benchmarks of the per-event hot path, stage by stage.
-// Not part of ctest. Run: build-bench/bench/hookgate-micro-bench [--benchmark_min_time=0.2]
+// hookgate-micro-bench: Google Benchmark micro-benchmarks of the per-event hot path, stage by
+// stage. Not part of ctest. Run: build-bench/bench/hookgate-micro-bench [--benchmark_min_time=0.2]
 #include <benchmark/benchmark.h>
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
@@ -38,7 +38,8 @@ std::string sample_envelope() {
   Event ev;
   ev.set_string("type", "auth.failure");
   ev.set_string("source", "unknown");
-  auto data = Event::parse(std::string("{\"d\":") + std::string(payload.build(12345, 1700000000123456789LL)) + "}");
+  auto data = Event::parse(std::string("{\"d\":") +
+                           std::string(payload.build(12345, 1700000000123456789LL)) + "}");
   ev.doc().AddMember("data", JsonValue(data.value().doc()["d"], ev.allocator()), ev.allocator());
   (void)ev.normalize(now_unix_ms());
   return ev.to_json();
@@ -116,7 +117,8 @@ BENCHMARK(BM_ParseNormalizeSerialize);
 // A publisher-minimal envelope ({type, data}): normalize() must fill id/source/time too.
 void BM_ParseMinimalEnvelope(benchmark::State& state) {
   bench::PayloadBuilder payload("auth.failure");
-  std::string json = std::string("{\"type\":\"auth.failure\",\"data\":") + std::string(payload.build(1, 1)) + "}";
+  std::string json =
+      std::string("{\"type\":\"auth.failure\",\"data\":") + std::string(payload.build(1, 1)) + "}";
   int64_t now = now_unix_ms();
   for (auto _ : state) {
     auto ev = Event::parse_envelope(json, now);
@@ -129,17 +131,18 @@ BENCHMARK(BM_ParseMinimalEnvelope);
 // 100 patterns of every shape; types that match late, early and never.
 std::vector<std::string> hundred_patterns() {
   std::vector<std::string> p;
-  for (int i = 0; i < 25; ++i) p.push_back("service" + std::to_string(i) + ".event.created");  // exact
-  for (int i = 0; i < 25; ++i) p.push_back("svc" + std::to_string(i) + ".*");                    // prefix
-  for (int i = 0; i < 25; ++i) p.push_back("*.finished" + std::to_string(i));                   // suffix
-  for (int i = 0; i < 25; ++i) p.push_back("plan:*:stage" + std::to_string(i) + ":*");          // general
+  for (int i = 0; i < 25; ++i)
+    p.push_back("service" + std::to_string(i) + ".event.created");                      // exact
+  for (int i = 0; i < 25; ++i) p.push_back("svc" + std::to_string(i) + ".*");           // prefix
+  for (int i = 0; i < 25; ++i) p.push_back("*.finished" + std::to_string(i));           // suffix
+  for (int i = 0; i < 25; ++i) p.push_back("plan:*:stage" + std::to_string(i) + ":*");  // general
   return p;
 }
 
 void BM_PatternSet100(benchmark::State& state) {
   PatternSet set(hundred_patterns());
-  const std::vector<std::string> types = {"auth.failure", "plan:build:stage24:failed", "svc3.user.created",
-                                          "deploy.finished24"};
+  const std::vector<std::string> types = {"auth.failure", "plan:build:stage24:failed",
+                                          "svc3.user.created", "deploy.finished24"};
   const std::string& type = types[static_cast<size_t>(state.range(0))];
   for (auto _ : state) {
     bool m = set.matches(type);
@@ -162,7 +165,9 @@ void BM_HookChain3Declarative(benchmark::State& state) {
   config::Diagnostics errors;
   auto chain = hooks::HookChain::load(cfg, errors);
   if (!errors.empty() || chain->loaded_count() != 3) {
-    state.SkipWithError(("chain did not load 3 hooks: " + (errors.empty() ? std::string() : errors[0].str())).c_str());
+    state.SkipWithError(
+        ("chain did not load 3 hooks: " + (errors.empty() ? std::string() : errors[0].str()))
+            .c_str());
     return;
   }
   std::string json = sample_envelope();
@@ -216,8 +221,10 @@ void BM_HmacSha256PrekeyedReference(benchmark::State& state) {
   EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
   EVP_MAC_CTX* keyed = EVP_MAC_CTX_new(mac);
   char digest[] = "SHA256";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0), OSSL_PARAM_construct_end()};
-  EVP_MAC_init(keyed, reinterpret_cast<const unsigned char*>(kSecret), std::strlen(kSecret), params);
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string("digest", digest, 0),
+                         OSSL_PARAM_construct_end()};
+  EVP_MAC_init(keyed, reinterpret_cast<const unsigned char*>(kSecret), std::strlen(kSecret),
+               params);
   unsigned char out[EVP_MAX_MD_SIZE];
   for (auto _ : state) {
     EVP_MAC_CTX* c = EVP_MAC_CTX_dup(keyed);
@@ -237,7 +244,8 @@ void BM_StandardWebhooksSignature(benchmark::State& state) {
   std::string body = sample_envelope();
   std::vector<std::string> secrets = {kSecret};
   for (auto _ : state) {
-    auto s = webhooks::standard_webhooks_signature(secrets, "msg_2Lg0123456789abcdef", 1700000000, body);
+    auto s =
+        webhooks::standard_webhooks_signature(secrets, "msg_2Lg0123456789abcdef", 1700000000, body);
     benchmark::DoNotOptimize(s);
   }
   state.SetItemsProcessed(state.iterations());
@@ -283,7 +291,8 @@ BENCHMARK(BM_BuildAttemptHeadersKeyed);
 // Routing an event to N webhooks: serializes the body once, creates N deliveries (new ids).
 void BM_Route(benchmark::State& state) {
   std::vector<config::WebhookConfig> hooks;
-  for (int i = 0; i < state.range(0); ++i) hooks.push_back(signed_webhook("sink-" + std::to_string(i)));
+  for (int i = 0; i < state.range(0); ++i)
+    hooks.push_back(signed_webhook("sink-" + std::to_string(i)));
   Router router(hooks);
   auto ev = Event::parse_envelope(sample_envelope(), now_unix_ms());
   std::vector<webhooks::Delivery> out;
@@ -296,7 +305,8 @@ void BM_Route(benchmark::State& state) {
 }
 BENCHMARK(BM_Route)->Arg(1)->Arg(16);
 
-std::vector<webhooks::Delivery> make_batch(size_t n, uint64_t& seq, const std::shared_ptr<const std::string>& body) {
+std::vector<webhooks::Delivery> make_batch(size_t n, uint64_t& seq,
+                                           const std::shared_ptr<const std::string>& body) {
   std::vector<webhooks::Delivery> batch;
   batch.reserve(n);
   for (size_t i = 0; i < n; ++i) {

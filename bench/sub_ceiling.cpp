@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
     uint64_t n = received.load();
     double span = n > 1 ? std::chrono::duration<double>(last - first).count() : 0;
     std::printf("{\"received\":%llu,\"span_s\":%.6f,\"rate_per_s\":%.1f,\"bytes\":%llu}\n",
-                static_cast<unsigned long long>(n), span, span > 0 ? static_cast<double>(n - 1) / span : 0,
+                static_cast<unsigned long long>(n), span,
+                span > 0 ? static_cast<double>(n - 1) / span : 0,
                 static_cast<unsigned long long>(bytes));
     return n == count ? 0 : 1;
   }
@@ -97,10 +98,11 @@ int main(int argc, char** argv) {
   receiver.join();
   uint64_t n = received.load();
   double span = n > 1 ? std::chrono::duration<double>(last - first).count() : 0;
-  std::printf("{\"received\":%llu,\"span_s\":%.6f,\"rate_per_s\":%.1f,\"publish_rate_per_s\":%.1f,"
-              "\"full_retries\":%llu,\"bytes\":%llu}\n",
-              static_cast<unsigned long long>(n), span, span > 0 ? static_cast<double>(n - 1) / span : 0,
-              pub_s > 0 ? static_cast<double>(count) / pub_s : 0, static_cast<unsigned long long>(full),
-              static_cast<unsigned long long>(bytes));
+  std::printf(
+      "{\"received\":%llu,\"span_s\":%.6f,\"rate_per_s\":%.1f,\"publish_rate_per_s\":%.1f,"
+      "\"full_retries\":%llu,\"bytes\":%llu}\n",
+      static_cast<unsigned long long>(n), span, span > 0 ? static_cast<double>(n - 1) / span : 0,
+      pub_s > 0 ? static_cast<double>(count) / pub_s : 0, static_cast<unsigned long long>(full),
+      static_cast<unsigned long long>(bytes));
   return n == count ? 0 : 1;
 }

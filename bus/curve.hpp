@@ -51,12 +51,14 @@ class ZapAuthenticator {
 
 // Makes `sock` (created in `ctx`, not yet bound) a CURVE server with the configured secret key,
 // first starting the context's ZapAuthenticator with the allow-list (or refreshing it).
-Status configure_curve_server(zmq::context_t& ctx, zmq::socket_t& sock, const config::CurveConfig& cfg);
+Status configure_curve_server(zmq::context_t& ctx, zmq::socket_t& sock,
+                              const config::CurveConfig& cfg);
 // Starts (once per context) the authenticator with the configured allow-list, or refreshes it.
 Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg);
 // Stops the context's authenticator; call before the context is destroyed.
 void stop_zap_authenticator(zmq::context_t& ctx);
 // Makes `sock` a CURVE client of `server_public` using the client keypair.
-Status configure_curve_client(zmq::socket_t& sock, const std::string& server_public, const CurveKeypair& client);
+Status configure_curve_client(zmq::socket_t& sock, const std::string& server_public,
+                              const CurveKeypair& client);
 
 }  // namespace hookgate::bus

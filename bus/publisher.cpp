@@ -5,7 +5,8 @@
 
 namespace hookgate::bus {
 
-Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options, zmq::context_t* ctx) {
+Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
+                                                      zmq::context_t* ctx) {
   std::unique_ptr<Publisher> pub(new Publisher());
   try {
     if (!ctx) {
@@ -15,7 +16,7 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options, 
     pub->socket_ = std::make_unique<zmq::socket_t>(*ctx, zmq::socket_type::xpub);
     auto& s = *pub->socket_;
     s.set(zmq::sockopt::sndhwm, options.send_hwm);
-    s.set(zmq::sockopt::linger, 5000);  // flush queued events on close, but never hang forever
+    s.set(zmq::sockopt::linger, 5000);       // flush queued events on close, but never hang forever
     s.set(zmq::sockopt::xpub_nodrop, true);  // a full queue is reported to the caller, not dropped
     if (options.client_keys) {
       if (auto st = configure_curve_client(s, options.server_public_key, *options.client_keys); !st)
@@ -23,7 +24,8 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options, 
     }
     if (options.bind) s.bind(*options.bind);
     for (const auto& ep : options.endpoints) s.connect(ep);
-    if (!options.bind && options.endpoints.empty()) return make_error("publisher needs an endpoint");
+    if (!options.bind && options.endpoints.empty())
+      return make_error("publisher needs an endpoint");
   } catch (const zmq::error_t& e) {
     return make_error(std::string("publisher socket: ") + e.what());
   }
@@ -31,7 +33,9 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options, 
   return pub;
 }
 
-Publisher::~Publisher() { socket_.reset(); }
+Publisher::~Publisher() {
+  socket_.reset();
+}
 
 void Publisher::drain_subscriptions() {
   zmq::message_t msg;
@@ -44,7 +48,8 @@ bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   drain_subscriptions();
   while (!subscribed_) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
     zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
     if (zmq::poll(&item, 1, left) > 0) drain_subscriptions();
@@ -52,7 +57,8 @@ bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
   return true;
 }
 
-Status Publisher::publish(std::string_view type, std::string_view data_json, std::string_view source) {
+Status Publisher::publish(std::string_view type, std::string_view data_json,
+                          std::string_view source) {
   Event ev;
   auto& a = ev.allocator();
   ev.set_string("type", type);

@@ -37,14 +37,16 @@ struct PublisherOptions {
 class Publisher {
  public:
   // Owns its own ZeroMQ context unless one is passed.
-  static Result<std::unique_ptr<Publisher>> connect(PublisherOptions options, zmq::context_t* ctx = nullptr);
+  static Result<std::unique_ptr<Publisher>> connect(PublisherOptions options,
+                                                    zmq::context_t* ctx = nullptr);
   ~Publisher();
 
   // Blocks until at least one subscriber has subscribed to the bus, or the timeout passes.
   [[nodiscard]] bool wait_for_subscriber(std::chrono::milliseconds timeout);
 
   // Builds a CloudEvent (specversion, UUIDv7 id, source, time) around `data_json` and sends it.
-  [[nodiscard]] Status publish(std::string_view type, std::string_view data_json, std::string_view source = {});
+  [[nodiscard]] Status publish(std::string_view type, std::string_view data_json,
+                               std::string_view source = {});
   // Sends a prepared envelope; missing attributes are filled in first.
   [[nodiscard]] Status publish(Event& event);
   // The id of the last event published.

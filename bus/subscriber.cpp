@@ -4,7 +4,8 @@
 
 namespace hookgate::bus {
 
-Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx, const config::BusConfig& cfg) {
+Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
+                                                     const config::BusConfig& cfg) {
   try {
     zmq::socket_t sock(ctx, zmq::socket_type::sub);
     sock.set(zmq::sockopt::maxmsgsize, cfg.max_message_bytes);

@@ -16,11 +16,13 @@ namespace hookgate::bus {
 
 class Subscriber {
  public:
-  static Result<std::unique_ptr<Subscriber>> open(zmq::context_t& ctx, const config::BusConfig& cfg);
+  static Result<std::unique_ptr<Subscriber>> open(zmq::context_t& ctx,
+                                                  const config::BusConfig& cfg);
 
   // Waits up to `timeout` for one message; false when none arrived. Frames beyond 2 are still
   // received whole (so the next message starts clean) and left to the decoder to refuse.
-  [[nodiscard]] bool receive(std::vector<zmq::message_t>& frames, std::chrono::milliseconds timeout);
+  [[nodiscard]] bool receive(std::vector<zmq::message_t>& frames,
+                             std::chrono::milliseconds timeout);
   // Non-blocking variant for draining bursts.
   [[nodiscard]] bool try_receive(std::vector<zmq::message_t>& frames);
 

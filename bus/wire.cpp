@@ -26,15 +26,16 @@ bool valid_utf8(std::string_view s) {
 
 std::string printable_prefix(std::string_view bytes, size_t max = 64) {
   std::string out;
-  for (unsigned char c : bytes.substr(0, max)) out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
+  for (unsigned char c : bytes.substr(0, max))
+    out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
   if (bytes.size() > max) out += "...";
   return out;
 }
 
 }  // namespace
 
-Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames, size_t max_message_bytes,
-                                        int64_t now_unix_ms) {
+Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
+                                        size_t max_message_bytes, int64_t now_unix_ms) {
   if (frames.empty() || frames.size() > 2)
     return Rejection{"expected 1 or 2 frames, got " + std::to_string(frames.size())};
   size_t total = 0;
@@ -49,16 +50,21 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames, siz
   if (!valid_utf8(topic)) return Rejection{"topic frame is not valid UTF-8"};
 
   auto parsed = Event::parse(json);
-  if (!parsed) return Rejection{"payload is not a JSON object (" + parsed.error().message + "): " + printable_prefix(json), std::string(topic)};
+  if (!parsed)
+    return Rejection{
+        "payload is not a JSON object (" + parsed.error().message + "): " + printable_prefix(json),
+        std::string(topic)};
   Event ev = std::move(parsed).value();
   auto type_it = ev.doc().FindMember("type");
   if (!topic.empty()) {
     if (type_it == ev.doc().MemberEnd()) {
       ev.set_string("type", topic);
     } else if (!type_it->value.IsString() ||
-               std::string_view(type_it->value.GetString(), type_it->value.GetStringLength()) != topic) {
-      return Rejection{"topic frame '" + printable_prefix(topic) + "' does not match the envelope's type",
-                       std::string(topic), std::string(ev.id())};
+               std::string_view(type_it->value.GetString(), type_it->value.GetStringLength()) !=
+                   topic) {
+      return Rejection{
+          "topic frame '" + printable_prefix(topic) + "' does not match the envelope's type",
+          std::string(topic), std::string(ev.id())};
     }
   }
   if (auto st = ev.normalize(now_unix_ms); !st)

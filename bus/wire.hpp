@@ -1,7 +1,7 @@
 #pragma once
 // The bus wire format (PRODUCT.md "Events", pinned): a ZeroMQ multipart message of two frames,
-// [event type, JSON envelope], so SUB prefix filters select by type. A single frame holding only the
-// JSON is accepted too.
+// [event type, JSON envelope], so SUB prefix filters select by type. A single frame holding only
+// the JSON is accepted too.
 #include <zmq.hpp>
 
 #include <cstdint>
@@ -23,8 +23,8 @@ struct Rejection {
 
 // Decodes and normalizes one received message. With two frames the topic must equal the envelope's
 // `type`, or stand in for it when the envelope has none.
-Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames, size_t max_message_bytes,
-                                        int64_t now_unix_ms);
+Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
+                                        size_t max_message_bytes, int64_t now_unix_ms);
 
 // The two frames for `event` (which must already be normalized).
 void encode_message(const Event& event, std::vector<zmq::message_t>& frames);

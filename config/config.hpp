@@ -26,8 +26,8 @@ using Diagnostics = std::vector<Diagnostic>;
 
 struct CurveConfig {
   bool enabled = false;
-  std::string secret_key_file;   // the gateway's (server) secret key, z85, as written by keygen
-  std::string allowed_clients;   // a key file (one z85 public key a line) or a folder of *.key files
+  std::string secret_key_file;  // the gateway's (server) secret key, z85, as written by keygen
+  std::string allowed_clients;  // a key file (one z85 public key a line) or a folder of *.key files
 };
 
 struct BusConfig {
@@ -44,7 +44,8 @@ struct BusConfig {
 
 struct HooksConfig {
   bool enabled = true;
-  std::vector<std::string> directories;  // resolved to absolute paths; defaults filled by the loader
+  std::vector<std::string>
+      directories;  // resolved to absolute paths; defaults filled by the loader
   bool hot_reload = true;
   int default_timeout_ms = 5000;
   bool fail_open = true;
@@ -76,7 +77,7 @@ struct WebhookConfig {
   BodyMode body = BodyMode::CloudEvent;
   std::string hec_sourcetype;  // splunk_hec: default "hookgate:<event type>"
   std::string hec_index;       // splunk_hec: optional index
-  bool sign_github = false;  // `signatures: [github]` adds X-Hub-Signature-256
+  bool sign_github = false;    // `signatures: [github]` adds X-Hub-Signature-256
   std::vector<std::string> allow_cidrs;
   std::vector<std::string> deny_cidrs;
   Position where;
@@ -86,7 +87,7 @@ struct SpoolConfig {
   enum class Mode { Sqlite, Memory };
   Mode mode = Mode::Sqlite;
   std::string path = "hookgate-spool.db";  // resolved against the config file's folder
-  std::string synchronous = "NORMAL";      // NORMAL survives process crashes; FULL survives power loss
+  std::string synchronous = "NORMAL";  // NORMAL survives process crashes; FULL survives power loss
   int64_t retention_ms = 24LL * 3600 * 1000;  // delivered rows kept this long, then pruned
   int64_t shutdown_grace_ms = 5000;
 };

@@ -17,7 +17,9 @@ std::string resolve_path(const std::string& path, const std::string& base_dir) {
   if (path.empty()) return path;
   if (path == "~" || path.rfind("~/", 0) == 0) {
     const char* home = std::getenv("HOME");
-    return (fs::path(home ? home : "/") / path.substr(std::min<size_t>(2, path.size()))).lexically_normal().string();
+    return (fs::path(home ? home : "/") / path.substr(std::min<size_t>(2, path.size())))
+        .lexically_normal()
+        .string();
   }
   fs::path p(path);
   if (p.is_absolute()) return p.lexically_normal().string();
@@ -32,8 +34,10 @@ bool valid_webhook_name(const std::string& name) {
 
 // Header names whose values are credentials: never logged.
 bool is_sensitive_header(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (const char* word : {"authorization", "token", "secret", "key", "cookie", "signature", "password"})
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  for (const char* word :
+       {"authorization", "token", "secret", "key", "cookie", "signature", "password"})
     if (name.find(word) != std::string::npos) return true;
   return false;
 }
@@ -55,7 +59,8 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   bus.curve.allowed_clients = resolve_path(bus.curve.allowed_clients, base_dir);
   curve.finish();
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
-  if (bus.max_message_bytes < 64) r.error(r.pos("max_message_bytes"), "bus.max_message_bytes must be at least 64");
+  if (bus.max_message_bytes < 64)
+    r.error(r.pos("max_message_bytes"), "bus.max_message_bytes must be at least 64");
   if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
   if (bus.curve.enabled && (bus.curve.secret_key_file.empty() || bus.curve.allowed_clients.empty()))
     r.error(r.pos("curve"), "bus.curve needs secret_key_file and allowed_clients when enabled");
@@ -70,9 +75,12 @@ void read_hooks(MapReader r, HooksConfig& hooks) {
   r.get("fail_open", hooks.fail_open);
   r.get("observer_queue", hooks.observer_queue);
   r.get("observer_threads", hooks.observer_threads);
-  if (hooks.default_timeout_ms <= 0) r.error(r.pos("default_timeout_ms"), "hooks.default_timeout_ms must be positive");
-  if (hooks.observer_queue < 1) r.error(r.pos("observer_queue"), "hooks.observer_queue must be positive");
-  if (hooks.observer_threads < 1) r.error(r.pos("observer_threads"), "hooks.observer_threads must be positive");
+  if (hooks.default_timeout_ms <= 0)
+    r.error(r.pos("default_timeout_ms"), "hooks.default_timeout_ms must be positive");
+  if (hooks.observer_queue < 1)
+    r.error(r.pos("observer_queue"), "hooks.observer_queue must be positive");
+  if (hooks.observer_threads < 1)
+    r.error(r.pos("observer_threads"), "hooks.observer_threads must be positive");
   r.finish();
 }
 
@@ -87,10 +95,13 @@ void validate_webhook(MapReader& r, WebhookConfig& w) {
   } else if (w.url.rfind("http://", 0) != 0 && w.url.rfind("https://", 0) != 0) {
     r.error(r.pos("url"), r.context() + ".url: must start with http:// or https://");
   }
-  if (w.events.empty()) r.error(r.pos("events"), r.context() + ".events: needs at least one pattern");
+  if (w.events.empty())
+    r.error(r.pos("events"), r.context() + ".events: needs at least one pattern");
   if (w.timeout_ms <= 0) r.error(r.pos("timeout_ms"), r.context() + ".timeout_ms must be positive");
-  if (w.max_in_flight < 1) r.error(r.pos("max_in_flight"), r.context() + ".max_in_flight must be at least 1");
-  if (w.rate_limit_per_s < 0) r.error(r.pos("rate_limit_per_s"), r.context() + ".rate_limit_per_s must not be negative");
+  if (w.max_in_flight < 1)
+    r.error(r.pos("max_in_flight"), r.context() + ".max_in_flight must be at least 1");
+  if (w.rate_limit_per_s < 0)
+    r.error(r.pos("rate_limit_per_s"), r.context() + ".rate_limit_per_s must not be negative");
   for (const auto& s : w.secrets) {
     if (s.empty()) r.error(r.pos("secret"), r.context() + ": a secret is empty");
     register_secret(s);
@@ -104,14 +115,16 @@ void read_retry(MapReader r, RetryConfig& retry) {
   r.get("initial_backoff_ms", retry.initial_backoff_ms);
   r.get("max_backoff_ms", retry.max_backoff_ms);
   r.get("max_retry_after_ms", retry.max_retry_after_ms);
-  if (retry.max_attempts < 1) r.error(r.pos("max_attempts"), r.context() + ".max_attempts must be at least 1");
+  if (retry.max_attempts < 1)
+    r.error(r.pos("max_attempts"), r.context() + ".max_attempts must be at least 1");
   if (retry.initial_backoff_ms < 0 || retry.max_backoff_ms < retry.initial_backoff_ms)
-    r.error(r.pos("max_backoff_ms"), r.context() + ": need 0 <= initial_backoff_ms <= max_backoff_ms");
+    r.error(r.pos("max_backoff_ms"),
+            r.context() + ": need 0 <= initial_backoff_ms <= max_backoff_ms");
   r.finish();
 }
 
-WebhookConfig read_webhook(const YAML::Node& node, const std::string& file, const std::string& context,
-                           Diagnostics& errors) {
+WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
+                           const std::string& context, Diagnostics& errors) {
   WebhookConfig w;
   MapReader r(node, file, context, errors);
   w.where = r.pos();
@@ -122,7 +135,8 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file, cons
   r.get("secret", secret);
   r.get("secrets", w.secrets);
   if (!secret.empty()) {
-    if (r.has("secrets")) r.error(r.pos("secret"), context + ": use `secret` or `secrets`, not both");
+    if (r.has("secrets"))
+      r.error(r.pos("secret"), context + ": use `secret` or `secrets`, not both");
     w.secrets = {secret};
   }
   r.get("timeout_ms", w.timeout_ms);
@@ -139,7 +153,8 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file, cons
   } else if (body == "splunk_hec") {
     w.body = BodyMode::SplunkHec;
   } else {
-    r.error(r.pos("body"), context + ".body: expected cloudevent, data or splunk_hec, got '" + body + "'");
+    r.error(r.pos("body"),
+            context + ".body: expected cloudevent, data or splunk_hec, got '" + body + "'");
   }
   MapReader hec(r.node("hec"), file, context + ".hec", errors);
   hec.get("sourcetype", w.hec_sourcetype);
@@ -151,8 +166,9 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file, cons
     if (s == "github") {
       w.sign_github = true;
     } else if (s != "standard" && s != "hookgate") {
-      r.error(r.pos("signatures"), context + ".signatures: unknown scheme '" + s +
-                                       "' (X-Signature and Standard Webhooks are always sent; add: github)");
+      r.error(r.pos("signatures"),
+              context + ".signatures: unknown scheme '" + s +
+                  "' (X-Signature and Standard Webhooks are always sent; add: github)");
     }
   }
   r.get("allow_cidrs", w.allow_cidrs);
@@ -243,9 +259,10 @@ void read_extensions_alias(MapReader r, Config& cfg) {
         w.get("timeout", hook.timeout_ms);
         hook.events = {event.empty() ? std::string("*") : event};
         hook.name = "extensions-" + std::to_string(i) + (event.empty() ? "" : "-" + event);
-        std::replace_if(hook.name.begin(), hook.name.end(), [](unsigned char c) {
-          return !(std::isalnum(c) || c == '_' || c == '-' || c == '.');
-        }, '_');
+        std::replace_if(
+            hook.name.begin(), hook.name.end(),
+            [](unsigned char c) { return !(std::isalnum(c) || c == '_' || c == '-' || c == '.'); },
+            '_');
         validate_webhook(w, hook);
         w.finish();
         cfg.webhooks.push_back(std::move(hook));
@@ -255,7 +272,8 @@ void read_extensions_alias(MapReader r, Config& cfg) {
   r.finish();
 }
 
-ConfigResult load_root(const YAML::Node& root, const std::string& file, const std::string& base_dir) {
+ConfigResult load_root(const YAML::Node& root, const std::string& file,
+                       const std::string& base_dir) {
   Diagnostics errors;
   Config cfg = default_config(base_dir);
   cfg.file = file;
@@ -319,7 +337,8 @@ Config default_config(const std::string& base_dir) {
   return cfg;
 }
 
-ConfigResult load_config_text(const std::string& text, const std::string& file, const std::string& base_dir) {
+ConfigResult load_config_text(const std::string& text, const std::string& file,
+                              const std::string& base_dir) {
   auto root = parse_yaml(text, file);
   if (!root) return std::move(root).error();
   return load_root(root.value(), file, base_dir);

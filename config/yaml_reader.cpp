@@ -11,7 +11,9 @@ std::string Position::str() const {
   return file + ":" + std::to_string(line) + ":" + std::to_string(column);
 }
 
-std::string Diagnostic::str() const { return where.str() + ": " + message; }
+std::string Diagnostic::str() const {
+  return where.str() + ": " + message;
+}
 
 Position position_of(const YAML::Node& node, const std::string& file) {
   auto mark = node.Mark();
@@ -81,7 +83,10 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
 }
 
 MapReader::MapReader(YAML::Node node, std::string file, std::string context, Diagnostics& errors)
-    : node_(std::move(node)), file_(std::move(file)), context_(std::move(context)), errors_(errors) {
+    : node_(std::move(node)),
+      file_(std::move(file)),
+      context_(std::move(context)),
+      errors_(errors) {
   if (node_ && !node_.IsNull() && !node_.IsMap()) {
     error(pos(), context_ + " must be a mapping");
     valid_ = false;
@@ -104,7 +109,9 @@ bool MapReader::has(const char* key) const {
   return false;
 }
 
-Position MapReader::pos() const { return position_of(node_, file_); }
+Position MapReader::pos() const {
+  return position_of(node_, file_);
+}
 
 Position MapReader::pos(const char* key) const {
   if (valid_ && node_ && node_.IsMap()) {
@@ -146,7 +153,8 @@ void MapReader::get(const char* key, bool& out) {
   } else if (s == "false" || s == "no" || s == "off") {
     out = false;
   } else {
-    error(position_of(v, file_), context_ + "." + key + ": expected true or false, got '" + s + "'");
+    error(position_of(v, file_),
+          context_ + "." + key + ": expected true or false, got '" + s + "'");
   }
 }
 
@@ -227,7 +235,9 @@ void MapReader::get(const char* key, std::vector<std::pair<std::string, std::str
   }
 }
 
-YAML::Node MapReader::node(const char* key) { return find(key); }
+YAML::Node MapReader::node(const char* key) {
+  return find(key);
+}
 
 void MapReader::finish() {
   if (!valid_ || !node_ || !node_.IsMap()) return;

@@ -15,7 +15,8 @@ using MhdResult = int;
 #endif
 
 struct AdminDispatch {
-  static MhdResult respond(MHD_Connection* c, unsigned status, const std::string& body, const char* type) {
+  static MhdResult respond(MHD_Connection* c, unsigned status, const std::string& body,
+                           const char* type) {
     MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()),
                                                       MHD_RESPMEM_MUST_COPY);
     MHD_add_response_header(r, "Content-Type", type);
@@ -48,10 +49,11 @@ struct AdminDispatch {
   }
 };
 
-Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& listen, std::string token,
-                                                        AdminHandlers handlers) {
+Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& listen,
+                                                        std::string token, AdminHandlers handlers) {
   auto colon = listen.rfind(':');
-  if (colon == std::string::npos) return make_error("admin.listen: expected HOST:PORT, got " + listen);
+  if (colon == std::string::npos)
+    return make_error("admin.listen: expected HOST:PORT, got " + listen);
   std::string host = listen.substr(0, colon);
   int port = std::atoi(listen.c_str() + colon + 1);
   if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
@@ -66,7 +68,8 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
     auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
     a6->sin6_family = AF_INET6;
     a6->sin6_port = htons(static_cast<uint16_t>(port));
-    if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) != 1) return make_error("admin.listen: bad IPv6 address " + host);
+    if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) != 1)
+      return make_error("admin.listen: bad IPv6 address " + host);
     flags |= MHD_USE_IPv6;
   } else {
     auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
@@ -74,12 +77,14 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
     a4->sin_port = htons(static_cast<uint16_t>(port));
     if (host.empty() || host == "*") host = "0.0.0.0";
     if (host == "localhost") host = "127.0.0.1";
-    if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1) return make_error("admin.listen: bad IPv4 address " + host);
+    if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1)
+      return make_error("admin.listen: bad IPv4 address " + host);
   }
-  server->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr, &AdminDispatch::handle,
-                                     server.get(), MHD_OPTION_SOCK_ADDR, &addr,
-                                     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
-  if (!server->daemon_) return make_error("cannot listen on " + listen + " for the admin endpoint (address in use?)");
+  server->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr,
+                                     &AdminDispatch::handle, server.get(), MHD_OPTION_SOCK_ADDR,
+                                     &addr, MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+  if (!server->daemon_)
+    return make_error("cannot listen on " + listen + " for the admin endpoint (address in use?)");
   const MHD_DaemonInfo* info = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
   server->port_ = info ? info->port : port;
   return server;

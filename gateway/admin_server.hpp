@@ -12,8 +12,8 @@ struct MHD_Daemon;
 namespace hookgate {
 
 struct AdminHandlers {
-  std::function<bool()> ready;                // /readyz: 200 when true, else 503
-  std::function<std::string()> metrics;       // Prometheus text
+  std::function<bool()> ready;               // /readyz: 200 when true, else 503
+  std::function<std::string()> metrics;      // Prometheus text
   std::function<std::string()> status_json;  // /status
 };
 

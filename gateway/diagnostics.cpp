@@ -10,7 +10,8 @@ Event make_diagnostic_event(const DiagnosticEvent& d, int64_t now_unix_ms) {
   doc.AddMember("source", "hookgate", a);
   JsonValue data(rapidjson::kObjectType);
   auto put = [&](const char* key, const std::string& v) {
-    if (!v.empty()) data.AddMember(JsonValue(rapidjson::StringRef(key)), JsonValue(v.c_str(), a), a);
+    if (!v.empty())
+      data.AddMember(JsonValue(rapidjson::StringRef(key)), JsonValue(v.c_str(), a), a);
   };
   put("hook", d.hook);
   put("webhook", d.webhook);

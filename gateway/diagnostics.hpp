@@ -19,10 +19,10 @@ inline constexpr const char* kDeliveryDead = "hookgate.delivery.dead";
 }  // namespace diag
 
 struct DiagnosticEvent {
-  std::string type;         // one of diag::k*
-  std::string hook;         // set for hook diagnostics
-  std::string webhook;      // set for delivery diagnostics
-  std::string event_id;     // the triggering event, when known
+  std::string type;      // one of diag::k*
+  std::string hook;      // set for hook diagnostics
+  std::string webhook;   // set for delivery diagnostics
+  std::string event_id;  // the triggering event, when known
   std::string event_type;
   std::string reason;       // never contains secrets
   std::string delivery_id;  // for delivery diagnostics

@@ -20,7 +20,8 @@ namespace {
 // on crafted exponents (found by tests/fuzz/fuzz_envelope). The default path is exact for integers
 // and for doubles up to ~15 significant digits; beyond that the last digit may be re-rounded.
 // Iterative: a deeply nested payload must not exhaust the stack while parsing.
-constexpr unsigned kParseFlags = rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag;
+constexpr unsigned kParseFlags =
+    rapidjson::kParseValidateEncodingFlag | rapidjson::kParseIterativeFlag;
 // Serializing is recursive, so nesting is bounded; real events are a few levels deep.
 constexpr size_t kMaxDepth = 64;
 
@@ -44,7 +45,8 @@ std::optional<std::string> unwritable(const JsonValue& root) {
     auto [v, depth] = stack.back();
     stack.pop_back();
     if (depth > kMaxDepth) return "nested deeper than " + std::to_string(kMaxDepth) + " levels";
-    if (v->IsDouble() && !std::isfinite(v->GetDouble())) return std::string("a number is out of range");
+    if (v->IsDouble() && !std::isfinite(v->GetDouble()))
+      return std::string("a number is out of range");
     if (v->IsString() && has_surrogate(v->GetString(), v->GetStringLength()))
       return std::string("a string holds an unpaired UTF-16 surrogate escape");
     if (v->IsObject()) {
@@ -85,7 +87,9 @@ JsonValue* child(JsonValue* v, std::string_view seg) {
 
 }  // namespace
 
-Event::Event() { doc_.SetObject(); }
+Event::Event() {
+  doc_.SetObject();
+}
 
 Result<Event> Event::parse(std::string_view json) {
   Event ev;
@@ -191,7 +195,8 @@ bool Event::set_string(std::string_view path, std::string_view value) {
 
 bool Event::remove(std::string_view path) {
   auto dot = path.rfind('.');
-  std::string_view parent_path = dot == std::string_view::npos ? std::string_view{} : path.substr(0, dot);
+  std::string_view parent_path =
+      dot == std::string_view::npos ? std::string_view{} : path.substr(0, dot);
   std::string_view leaf = dot == std::string_view::npos ? path : path.substr(dot + 1);
   auto* parent = const_cast<JsonValue*>(parent_path.empty() ? &doc_ : find(parent_path));
   if (!parent || !parent->IsObject()) return false;
@@ -206,7 +211,9 @@ bool Event::rename(std::string_view from, std::string_view to) {
   return set(to, copy);
 }
 
-std::string Event::to_json() const { return hookgate::to_json(doc_); }
+std::string Event::to_json() const {
+  return hookgate::to_json(doc_);
+}
 
 std::string Event::data_json() const {
   auto it = doc_.FindMember("data");

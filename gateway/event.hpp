@@ -2,9 +2,9 @@
 // The CloudEvents 1.0 envelope (JSON structured mode) every part of the gateway passes around.
 //
 // JSON library: RapidJSON. The hot path parses each bus message once, may mutate it in place
-// (declarative transforms: set/remove/rename/copy) and serializes it once per delivery body; RapidJSON
-// does all three in one in-situ DOM at several times nlohmann-json's speed, and unlike simdjson it can
-// mutate and write. See docs/design.md.
+// (declarative transforms: set/remove/rename/copy) and serializes it once per delivery body;
+// RapidJSON does all three in one in-situ DOM at several times nlohmann-json's speed, and unlike
+// simdjson it can mutate and write. See docs/design.md.
 #include <rapidjson/document.h>
 
 #include <cstdint>

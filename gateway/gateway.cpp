@@ -6,8 +6,8 @@
 
 #include <zmq.hpp>
 
-#include "bus/subscriber.hpp"
 #include "bus/curve.hpp"
+#include "bus/subscriber.hpp"
 #include "bus/wire.hpp"
 #include "config/loader.hpp"
 #include "gateway/admin_server.hpp"
@@ -84,23 +84,36 @@ struct Gateway::Impl {
   std::atomic<bool> reload_hooks{false};
 
   LogLimiter reject_log{20};
-  metrics::Counter& received = metrics::counter("hookgate_events_received_total", "Messages received from the bus");
-  metrics::Counter& rejected = metrics::counter("hookgate_events_rejected_total", "Bus messages refused as malformed");
-  metrics::Counter& accepted = metrics::counter("hookgate_events_accepted_total", "Messages decoded into events and taken in: deliveries spooled, vetoed, or routed to no webhook");
-  metrics::Counter& refused = metrics::counter("hookgate_events_refused_total", "Events lost because the spool refused them (disk full, I/O error)");
-  metrics::Counter& routed = metrics::counter("hookgate_deliveries_created_total", "Deliveries created by routing");
-  metrics::Counter& unrouted = metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
-  metrics::Counter& reloads = metrics::counter("hookgate_hooks_reloads_total", "Hook chain reloads");
-  metrics::Gauge& spool_depth = metrics::gauge("hookgate_spool_depth", "Pending deliveries in the spool");
+  metrics::Counter& received =
+      metrics::counter("hookgate_events_received_total", "Messages received from the bus");
+  metrics::Counter& rejected =
+      metrics::counter("hookgate_events_rejected_total", "Bus messages refused as malformed");
+  metrics::Counter& accepted =
+      metrics::counter("hookgate_events_accepted_total",
+                       "Messages decoded into events and taken in: deliveries spooled, vetoed, or "
+                       "routed to no webhook");
+  metrics::Counter& refused =
+      metrics::counter("hookgate_events_refused_total",
+                       "Events lost because the spool refused them (disk full, I/O error)");
+  metrics::Counter& routed =
+      metrics::counter("hookgate_deliveries_created_total", "Deliveries created by routing");
+  metrics::Counter& unrouted =
+      metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
+  metrics::Counter& reloads =
+      metrics::counter("hookgate_hooks_reloads_total", "Hook chain reloads");
+  metrics::Gauge& spool_depth =
+      metrics::gauge("hookgate_spool_depth", "Pending deliveries in the spool");
 
-  std::pair<std::shared_ptr<const hooks::HookChain>, std::shared_ptr<const Router>> snapshot() const {
+  std::pair<std::shared_ptr<const hooks::HookChain>, std::shared_ptr<const Router>> snapshot()
+      const {
     std::lock_guard lock(mu);
     return {chain, router};
   }
 
   // Diagnostics raised outside the ingest thread (dispatcher, observers): routed and spooled now.
   void emit_async(DiagnosticEvent d) {
-    metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}}).inc();
+    metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
+        .inc();
     std::shared_ptr<const Router> r;
     {
       std::lock_guard lock(mu);
@@ -129,7 +142,8 @@ struct Gateway::Impl {
     // A hook that failed to load is left out; say so where operators look (diagnostics too).
     for (const auto& e : next->entries()) {
       if (e.hook) continue;
-      emit_async(DiagnosticEvent{.type = diag::kHookFailed, .hook = e.file.name,
+      emit_async(DiagnosticEvent{.type = diag::kHookFailed,
+                                 .hook = e.file.name,
                                  .reason = "failed to load " + e.file.path + ": " + e.error});
     }
     if (announce) {
@@ -164,24 +178,28 @@ struct Gateway::Impl {
       return;
     }
     config::Config& n = next.value();
-    if (n.bus.bind != cfg.bus.bind || n.bus.connect != cfg.bus.connect || n.bus.topics != cfg.bus.topics)
+    if (n.bus.bind != cfg.bus.bind || n.bus.connect != cfg.bus.connect ||
+        n.bus.topics != cfg.bus.topics)
       spdlog::warn("reload: bus settings changed; they take effect on restart");
     if (n.spool.path != cfg.spool.path || n.spool.mode != cfg.spool.mode)
       spdlog::warn("reload: spool settings changed; they take effect on restart");
-    if (n.admin.listen != cfg.admin.listen) spdlog::warn("reload: admin.listen changed; it takes effect on restart");
+    if (n.admin.listen != cfg.admin.listen)
+      spdlog::warn("reload: admin.listen changed; it takes effect on restart");
     spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.level));
     cfg.webhooks = n.webhooks;
     cfg.hooks = n.hooks;
     cfg.log = n.log;
     apply_webhooks(cfg.webhooks);
     load_chain(true);
-    spdlog::info("reload: configuration reloaded from {} ({} webhooks)", cfg.file, cfg.webhooks.size());
+    spdlog::info("reload: configuration reloaded from {} ({} webhooks)", cfg.file,
+                 cfg.webhooks.size());
   }
 
   // Decodes, runs the chain and routes one message; deliveries (and diagnostics raised on this
   // thread) go into `batch`. False when the message was rejected (it is not an accepted event).
   bool process(std::vector<zmq::message_t>& frames, const hooks::HookChain& ch, const Router& rt,
-               bool observers_on, std::vector<webhooks::Delivery>& batch, const DiagnosticSink& sink) {
+               bool observers_on, std::vector<webhooks::Delivery>& batch,
+               const DiagnosticSink& sink) {
     received.inc();
     int64_t now = now_unix_ms();
     auto decoded = bus::decode_message(frames, static_cast<size_t>(cfg.bus.max_message_bytes), now);
@@ -189,8 +207,12 @@ struct Gateway::Impl {
       rejected.inc();
       const auto& rej = decoded.error();
       if (reject_log.allow())
-        spdlog::warn("bus: rejected message{}: {}", rej.event_type.empty() ? "" : " of type '" + rej.event_type + "'", rej.reason);
-      sink(DiagnosticEvent{.type = diag::kEventRejected, .event_id = rej.event_id, .event_type = rej.event_type, .reason = rej.reason});
+        spdlog::warn("bus: rejected message{}: {}",
+                     rej.event_type.empty() ? "" : " of type '" + rej.event_type + "'", rej.reason);
+      sink(DiagnosticEvent{.type = diag::kEventRejected,
+                           .event_id = rej.event_id,
+                           .event_type = rej.event_type,
+                           .reason = rej.reason});
       return false;
     }
     Event& ev = decoded.value();
@@ -199,7 +221,8 @@ struct Gateway::Impl {
     size_t n = rt.route(ev, now, batch);
     routed.inc(n);
     if (n == 0) unrouted.inc();
-    if (observers_on) ch.dispatch_observers(std::make_shared<const Event>(std::move(ev)), *observers);
+    if (observers_on)
+      ch.dispatch_observers(std::make_shared<const Event>(std::move(ev)), *observers);
     return true;
   }
 
@@ -215,7 +238,8 @@ struct Gateway::Impl {
       observers_on = has_observers;
     }
     DiagnosticSink sink = [&](DiagnosticEvent d) {
-      metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}}).inc();
+      metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
+          .inc();
       if (rt->empty()) return;
       Event diag_ev = make_diagnostic_event(d, now_unix_ms());
       rt->route(diag_ev, now_unix_ms(), batch);
@@ -234,7 +258,8 @@ struct Gateway::Impl {
     size_t count = batch.size();
     if (auto st = store->add(std::move(batch)); !st) {
       refused.inc(events);
-      spdlog::error("spool refused {} deliveries of {} events: {}", count, events, st.error().message);
+      spdlog::error("spool refused {} deliveries of {} events: {}", count, events,
+                    st.error().message);
     } else {
       accepted.inc(events);
     }
@@ -268,7 +293,9 @@ struct Gateway::Impl {
     uint64_t before = received.value();
     while (now_steady_ns() < deadline && sub->receive(frames, kQuiet)) ingest_batch(frames, batch);
     uint64_t drained = received.value() - before;
-    if (drained > 0) spdlog::info("shutting down: {} queued bus messages taken in before closing the socket", drained);
+    if (drained > 0)
+      spdlog::info("shutting down: {} queued bus messages taken in before closing the socket",
+                   drained);
   }
 
   std::string status_json() const {
@@ -369,7 +396,8 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
 
   if (g.cfg.spool.mode == config::SpoolConfig::Mode::Memory) {
     g.store = std::make_unique<webhooks::MemoryDeliveryStore>();
-    spdlog::warn("spool: memory mode: deliveries are lost if the gateway stops before they are sent");
+    spdlog::warn(
+        "spool: memory mode: deliveries are lost if the gateway stops before they are sent");
   } else {
     auto spool = webhooks::SqliteSpool::open(g.cfg.spool);
     if (!spool) return make_error("spool " + g.cfg.spool.path + ": " + spool.error().message);
@@ -379,9 +407,11 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
                  g.cfg.spool.synchronous, pending);
   }
   Impl* raw = &g;
-  g.dispatcher = std::make_unique<webhooks::Dispatcher>(*g.store, [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
-  g.observers = std::make_unique<hooks::ObserverPool>(g.cfg.hooks.observer_threads, g.cfg.hooks.observer_queue,
-                                                      [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
+  g.dispatcher = std::make_unique<webhooks::Dispatcher>(
+      *g.store, [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
+  g.observers = std::make_unique<hooks::ObserverPool>(
+      g.cfg.hooks.observer_threads, g.cfg.hooks.observer_queue,
+      [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
   g.router = std::make_shared<const Router>(g.cfg.webhooks);
   g.dispatcher->set_webhooks(g.cfg.webhooks);
   g.load_chain(false);
@@ -401,7 +431,8 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
     g.admin = std::move(admin.value());
   }
   if (g.cfg.hooks.hot_reload && g.cfg.hooks.enabled) {
-    g.watcher = std::make_unique<HooksWatcher>(g.cfg.hooks.directories, [raw] { raw->reload_hooks = true; });
+    g.watcher = std::make_unique<HooksWatcher>(g.cfg.hooks.directories,
+                                               [raw] { raw->reload_hooks = true; });
   }
   g.dispatcher->start();
   spdlog::info("hookgate {} listening on {}{}{}", HOOKGATE_VERSION,
@@ -416,7 +447,8 @@ Gateway::~Gateway() {
   impl_->watcher.reset();
   impl_->sub.reset();
   if (impl_->observers) impl_->observers->stop(std::chrono::seconds(2));
-  if (impl_->dispatcher) impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
+  if (impl_->dispatcher)
+    impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
   impl_->admin.reset();
   impl_->dispatcher.reset();
   impl_->store.reset();
@@ -434,11 +466,23 @@ void Gateway::run() {
   spdlog::info("stopped; {} deliveries remain spooled", impl_->store->pending_count());
 }
 
-void Gateway::request_stop() { impl_->stop = true; }
-void Gateway::request_reload() { impl_->reload_config = true; }
-void Gateway::request_hooks_reload() { impl_->reload_hooks = true; }
-std::string Gateway::bus_endpoint() const { return impl_->sub ? impl_->sub->bound_endpoint() : ""; }
-int Gateway::admin_port() const { return impl_->admin ? impl_->admin->port() : 0; }
-std::string Gateway::status_json() const { return impl_->status_json(); }
+void Gateway::request_stop() {
+  impl_->stop = true;
+}
+void Gateway::request_reload() {
+  impl_->reload_config = true;
+}
+void Gateway::request_hooks_reload() {
+  impl_->reload_hooks = true;
+}
+std::string Gateway::bus_endpoint() const {
+  return impl_->sub ? impl_->sub->bound_endpoint() : "";
+}
+int Gateway::admin_port() const {
+  return impl_->admin ? impl_->admin->port() : 0;
+}
+std::string Gateway::status_json() const {
+  return impl_->status_json();
+}
 
 }  // namespace hookgate

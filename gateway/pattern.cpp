@@ -44,11 +44,16 @@ Pattern::Pattern(std::string text) : text_(std::move(text)) {
 
 bool Pattern::matches(std::string_view type) const {
   switch (shape_) {
-    case Shape::Exact: return type == text_;
-    case Shape::Any: return true;
-    case Shape::Prefix: return type.starts_with(literal_);
-    case Shape::Suffix: return type.ends_with(literal_);
-    case Shape::General: return glob_match(text_, type);
+    case Shape::Exact:
+      return type == text_;
+    case Shape::Any:
+      return true;
+    case Shape::Prefix:
+      return type.starts_with(literal_);
+    case Shape::Suffix:
+      return type.ends_with(literal_);
+    case Shape::General:
+      return glob_match(text_, type);
   }
   return false;
 }

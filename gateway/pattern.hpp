@@ -9,7 +9,8 @@ namespace hookgate {
 
 bool glob_match(std::string_view pattern, std::string_view text);
 
-// A compiled pattern: the common shapes (exact, `*`, `prefix*`, `*suffix`) skip the general matcher.
+// A compiled pattern: the common shapes (exact, `*`, `prefix*`, `*suffix`) skip the general
+// matcher.
 class Pattern {
  public:
   explicit Pattern(std::string text);

@@ -27,7 +27,8 @@ double epoch_seconds(std::string_view t) {
   int offset = 0;
   if (*rest == '+' || *rest == '-') {
     int hh = 0, mm = 0;
-    if (std::sscanf(rest + 1, "%d:%d", &hh, &mm) == 2) offset = (hh * 60 + mm) * 60 * (*rest == '+' ? 1 : -1);
+    if (std::sscanf(rest + 1, "%d:%d", &hh, &mm) == 2)
+      offset = (hh * 60 + mm) * 60 * (*rest == '+' ? 1 : -1);
   }
   return static_cast<double>(secs - offset) + ms / 1000.0;
 }
@@ -46,7 +47,8 @@ std::string hec_body(const Event& event, const config::WebhookConfig& w) {
   std::string_view source = event.source();
   out.String(source.data(), static_cast<rapidjson::SizeType>(source.size()));
   out.Key("sourcetype");
-  std::string sourcetype = w.hec_sourcetype.empty() ? "hookgate:" + std::string(event.type()) : w.hec_sourcetype;
+  std::string sourcetype =
+      w.hec_sourcetype.empty() ? "hookgate:" + std::string(event.type()) : w.hec_sourcetype;
   out.String(sourcetype.c_str(), static_cast<rapidjson::SizeType>(sourcetype.size()));
   if (!w.hec_index.empty()) {
     out.Key("index");
@@ -64,7 +66,8 @@ Router::Router(const std::vector<config::WebhookConfig>& webhooks) {
   for (const auto& w : webhooks) routes_.push_back({PatternSet(w.events), w});
 }
 
-size_t Router::route(const Event& event, int64_t now_unix_ms, std::vector<webhooks::Delivery>& out) const {
+size_t Router::route(const Event& event, int64_t now_unix_ms,
+                     std::vector<webhooks::Delivery>& out) const {
   std::string_view type = event.type();
   std::shared_ptr<const std::string> cloudevent_body, data_body;
   size_t added = 0;
@@ -73,7 +76,8 @@ size_t Router::route(const Event& event, int64_t now_unix_ms, std::vector<webhoo
     std::shared_ptr<const std::string> body;
     switch (r.webhook.body) {
       case config::BodyMode::CloudEvent:
-        if (!cloudevent_body) cloudevent_body = std::make_shared<const std::string>(event.to_json());
+        if (!cloudevent_body)
+          cloudevent_body = std::make_shared<const std::string>(event.to_json());
         body = cloudevent_body;
         break;
       case config::BodyMode::Data:

@@ -15,8 +15,8 @@ namespace hookgate::webhooks {
 enum class DeliveryState { Pending, Delivered, Dead };
 
 struct Delivery {
-  std::string id;          // "msg_…": X-Hookgate-Delivery and webhook-id; same on every retry
-  std::string webhook;     // webhook name
+  std::string id;       // "msg_…": X-Hookgate-Delivery and webhook-id; same on every retry
+  std::string webhook;  // webhook name
   std::string event_id;
   std::string event_type;
   // The request body, serialized once and shared by every delivery of the event that uses the
@@ -49,7 +49,8 @@ class DeliveryStore {
   virtual Status add(std::vector<Delivery> batch) = 0;
   // Hands out up to `limit` pending deliveries of `webhook` that are due at `now_ms`, oldest
   // first, and marks them in flight so they are not handed out twice.
-  virtual std::vector<Delivery> claim_due(const std::string& webhook, int64_t now_ms, size_t limit) = 0;
+  virtual std::vector<Delivery> claim_due(const std::string& webhook, int64_t now_ms,
+                                          size_t limit) = 0;
   // Records an attempt's outcome for a claimed delivery (and releases the claim).
   virtual void complete(const Delivery& delivery, const AttemptOutcome& outcome) = 0;
   // Releases a claim without counting an attempt (shutdown, webhook removed on reload).

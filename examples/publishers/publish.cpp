@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   if (!pub) return std::fprintf(stderr, "%s\n", pub.error().message.c_str()), 1;
   if (!pub.value()->wait_for_subscriber(std::chrono::seconds(5)))
     return std::fprintf(stderr, "no subscriber on %s\n", endpoint), 1;
-  if (auto st = pub.value()->publish("deploy.finished", R"({"service":"api","version":"1.4.2"})"); !st)
+  if (auto st = pub.value()->publish("deploy.finished", R"({"service":"api","version":"1.4.2"})");
+      !st)
     return std::fprintf(stderr, "%s\n", st.error().message.c_str()), 1;
   std::printf("%s\n", pub.value()->last_id().c_str());
   return 0;

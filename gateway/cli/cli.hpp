@@ -34,7 +34,8 @@ std::optional<config::Config> load_config_or_report(const Args& args);
 // Prints "hookgate: error: <message>" to stderr and returns exit code 1 (2 for usage errors).
 int fail(const std::string& message, int code = 1);
 // Returns 2 with a usage line if `args` has unknown options or --help was asked (then 0).
-std::optional<int> check_usage(const Args& args, const std::vector<std::string>& known, const char* usage);
+std::optional<int> check_usage(const Args& args, const std::vector<std::string>& known,
+                               const char* usage);
 
 int cmd_run(const std::vector<std::string>& argv);
 int cmd_publish(const std::vector<std::string>& argv);

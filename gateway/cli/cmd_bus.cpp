@@ -14,11 +14,16 @@ namespace hookgate::cli {
 int cmd_bus(const std::vector<std::string>& argv) {
   Args args(argv, {});
   const char* usage =
-      "Usage: hookgate bus --frontend EP --backend EP [--curve-secret-key FILE --allowed-clients PATH]\n"
+      "Usage: hookgate bus --frontend EP --backend EP [--curve-secret-key FILE --allowed-clients "
+      "PATH]\n"
       "                    [--max-message-bytes N]\n"
-      "Publishers connect to the frontend, subscribers to the backend. With CURVE, both sides require\n"
+      "Publishers connect to the frontend, subscribers to the backend. With CURVE, both sides "
+      "require\n"
       "a client key listed in --allowed-clients.\n";
-  if (auto code = check_usage(args, {"frontend", "backend", "curve-secret-key", "allowed-clients", "max-message-bytes", "log-level"}, usage))
+  if (auto code = check_usage(args,
+                              {"frontend", "backend", "curve-secret-key", "allowed-clients",
+                               "max-message-bytes", "log-level"},
+                              usage))
     return *code;
   auto frontend = args.get("frontend");
   auto backend = args.get("backend");
@@ -41,13 +46,15 @@ int cmd_bus(const std::vector<std::string>& argv) {
     zmq::socket_t xpub(ctx, zmq::socket_type::xpub);
     xsub.set(zmq::sockopt::linger, 0);
     xpub.set(zmq::sockopt::linger, 0);
-    xsub.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(std::atoll(args.get_or("max-message-bytes", "1048576").c_str())));
+    xsub.set(zmq::sockopt::maxmsgsize,
+             static_cast<int64_t>(std::atoll(args.get_or("max-message-bytes", "1048576").c_str())));
     if (auto key = args.get("curve-secret-key")) {
       auto allowed = args.get("allowed-clients");
       if (!allowed) return fail("--curve-secret-key needs --allowed-clients", 2);
       config::CurveConfig curve{true, *key, *allowed};
       for (auto* s : {&xsub, &xpub}) {
-        if (auto st = bus::configure_curve_server(ctx, *s, curve); !st) return fail(st.error().message);
+        if (auto st = bus::configure_curve_server(ctx, *s, curve); !st)
+          return fail(st.error().message);
       }
     }
     try {
@@ -56,8 +63,8 @@ int cmd_bus(const std::vector<std::string>& argv) {
     } catch (const zmq::error_t& e) {
       return fail(std::string("cannot bind: ") + e.what());
     }
-    spdlog::info("bus proxy: publishers → {} , subscribers → {}", xsub.get(zmq::sockopt::last_endpoint),
-                 xpub.get(zmq::sockopt::last_endpoint));
+    spdlog::info("bus proxy: publishers → {} , subscribers → {}",
+                 xsub.get(zmq::sockopt::last_endpoint), xpub.get(zmq::sockopt::last_endpoint));
     try {
       zmq::proxy_steerable(xsub, xpub, zmq::socket_ref(), control_in);
     } catch (const zmq::error_t& e) {

@@ -10,10 +10,11 @@ namespace hookgate::cli {
 
 int cmd_check(const std::vector<std::string>& argv) {
   Args args(argv, {});
-  if (auto code = check_usage(args, {"config"},
-                              "Usage: hookgate check --config FILE\n"
-                              "Validates the config and every hook; prints FILE:LINE:COL: message per problem\n"
-                              "and exits 1 if there is any.\n"))
+  if (auto code = check_usage(
+          args, {"config"},
+          "Usage: hookgate check --config FILE\n"
+          "Validates the config and every hook; prints FILE:LINE:COL: message per problem\n"
+          "and exits 1 if there is any.\n"))
     return *code;
   if (!args.has("config")) return fail("--config FILE is required", 2);
   setup_logging("off", "text");  // hook loading must not chatter; problems are printed below
@@ -22,11 +23,14 @@ int cmd_check(const std::vector<std::string>& argv) {
   int problems = 0;
   for (const auto& w : cfg->webhooks) {
     if (auto st = webhooks::check_webhook_url(w); !st) {
-      std::fprintf(stderr, "%s: webhook %s: %s\n", w.where.str().c_str(), w.name.c_str(), st.error().message.c_str());
+      std::fprintf(stderr, "%s: webhook %s: %s\n", w.where.str().c_str(), w.name.c_str(),
+                   st.error().message.c_str());
       ++problems;
     }
-    // Secrets that do not decode, reserved or malformed headers: what would pause the webhook at run time.
-    if (auto headers = webhooks::build_attempt_headers(w, webhooks::Delivery{.id = "msg_check"}, 0); !headers) {
+    // Secrets that do not decode, reserved or malformed headers: what would pause the webhook at
+    // run time.
+    if (auto headers = webhooks::build_attempt_headers(w, webhooks::Delivery{.id = "msg_check"}, 0);
+        !headers) {
       std::fprintf(stderr, "%s: %s\n", w.where.str().c_str(), headers.error().message.c_str());
       ++problems;
     }

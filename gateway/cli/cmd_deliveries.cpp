@@ -9,9 +9,12 @@ namespace {
 
 const char* state_name(webhooks::DeliveryState s) {
   switch (s) {
-    case webhooks::DeliveryState::Pending: return "pending";
-    case webhooks::DeliveryState::Delivered: return "delivered";
-    case webhooks::DeliveryState::Dead: return "dead";
+    case webhooks::DeliveryState::Pending:
+      return "pending";
+    case webhooks::DeliveryState::Delivered:
+      return "delivered";
+    case webhooks::DeliveryState::Dead:
+      return "dead";
   }
   return "?";
 }
@@ -21,11 +24,14 @@ const char* state_name(webhooks::DeliveryState s) {
 int cmd_deliveries(const std::vector<std::string>& argv) {
   Args args(argv, {"all-dead"});
   const char* usage =
-      "Usage: hookgate deliveries list [--config FILE] [--state pending|dead|delivered] [--webhook NAME] [--limit N]\n"
+      "Usage: hookgate deliveries list [--config FILE] [--state pending|dead|delivered] [--webhook "
+      "NAME] [--limit N]\n"
       "       hookgate deliveries show ID [--config FILE]\n"
       "       hookgate deliveries replay ID... | --all-dead [--webhook NAME] [--config FILE]\n"
-      "Works on the spool file of --config (or ./hookgate-spool.db), also while the gateway runs.\n";
-  if (auto code = check_usage(args, {"config", "state", "webhook", "limit", "all-dead"}, usage)) return *code;
+      "Works on the spool file of --config (or ./hookgate-spool.db), also while the gateway "
+      "runs.\n";
+  if (auto code = check_usage(args, {"config", "state", "webhook", "limit", "all-dead"}, usage))
+    return *code;
   if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;
@@ -40,18 +46,24 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   if (sub == "list") {
     std::optional<webhooks::DeliveryState> state;
     std::string s = args.get_or("state", "");
-    if (s == "pending") state = webhooks::DeliveryState::Pending;
-    else if (s == "dead") state = webhooks::DeliveryState::Dead;
-    else if (s == "delivered") state = webhooks::DeliveryState::Delivered;
-    else if (!s.empty()) return fail("--state must be pending, dead or delivered", 2);
+    if (s == "pending")
+      state = webhooks::DeliveryState::Pending;
+    else if (s == "dead")
+      state = webhooks::DeliveryState::Dead;
+    else if (s == "delivered")
+      state = webhooks::DeliveryState::Delivered;
+    else if (!s.empty())
+      return fail("--state must be pending, dead or delivered", 2);
     size_t limit = static_cast<size_t>(std::atol(args.get_or("limit", "100").c_str()));
     auto rows = store.list(state, webhook, limit);
-    std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK", "EVENT TYPE", "EVENT ID",
-                "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
+    std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK",
+                "EVENT TYPE", "EVENT ID", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
     for (const auto& d : rows) {
-      std::printf("%-36s %-9s %-16s %-24s %-36s %-8d %-24s %s\n", d.id.c_str(), state_name(d.state), d.webhook.c_str(),
-                  d.event_type.c_str(), d.event_id.c_str(), d.attempts,
-                  d.state == webhooks::DeliveryState::Pending ? format_rfc3339(d.next_attempt_ms).c_str() : "-",
+      std::printf("%-36s %-9s %-16s %-24s %-36s %-8d %-24s %s\n", d.id.c_str(), state_name(d.state),
+                  d.webhook.c_str(), d.event_type.c_str(), d.event_id.c_str(), d.attempts,
+                  d.state == webhooks::DeliveryState::Pending
+                      ? format_rfc3339(d.next_attempt_ms).c_str()
+                      : "-",
                   d.last_error.c_str());
     }
     std::printf("%zu shown; %zu pending in all\n", rows.size(), store.pending_count());
@@ -61,11 +73,14 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     if (args.positional().size() < 2) return fail("usage: hookgate deliveries show ID", 2);
     auto d = store.get(args.positional()[1]);
     if (!d) return fail("no delivery " + args.positional()[1]);
-    std::printf("id:           %s\nstate:        %s\nwebhook:      %s\nevent:        %s (%s)\nattempts:     %d\n"
-                "created:      %s\nnext attempt: %s\nlast error:   %s\nbody:         %s\n",
-                d->id.c_str(), state_name(d->state), d->webhook.c_str(), d->event_id.c_str(), d->event_type.c_str(),
-                d->attempts, format_rfc3339(d->created_ms).c_str(), format_rfc3339(d->next_attempt_ms).c_str(),
-                d->last_error.c_str(), d->body ? d->body->c_str() : "");
+    std::printf(
+        "id:           %s\nstate:        %s\nwebhook:      %s\nevent:        %s (%s)\nattempts:    "
+        " %d\n"
+        "created:      %s\nnext attempt: %s\nlast error:   %s\nbody:         %s\n",
+        d->id.c_str(), state_name(d->state), d->webhook.c_str(), d->event_id.c_str(),
+        d->event_type.c_str(), d->attempts, format_rfc3339(d->created_ms).c_str(),
+        format_rfc3339(d->next_attempt_ms).c_str(), d->last_error.c_str(),
+        d->body ? d->body->c_str() : "");
     return 0;
   }
   if (sub == "replay") {

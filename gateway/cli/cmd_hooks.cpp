@@ -27,14 +27,16 @@ int hooks_list(const Args& args) {
   setup_logging("off", "text");
   config::Diagnostics errors;
   auto chain = hooks::HookChain::load(cfg->hooks, errors);
-  std::printf("%-5s %-24s %-9s %-11s %-20s %s\n", "ORDER", "NAME", "KIND", "FORM", "EVENTS", "SOURCE");
+  std::printf("%-5s %-24s %-9s %-11s %-20s %s\n", "ORDER", "NAME", "KIND", "FORM", "EVENTS",
+              "SOURCE");
   int order = 0;
   for (const auto& e : chain->entries()) {
     ++order;
     if (e.hook) {
       const auto& s = e.hook->spec();
-      std::printf("%-5d %-24s %-9s %-11s %-20s %s\n", order, s.name.c_str(), hooks::to_string(s.kind),
-                  hooks::to_string(s.form), join(s.events).c_str(), e.file.path.c_str());
+      std::printf("%-5d %-24s %-9s %-11s %-20s %s\n", order, s.name.c_str(),
+                  hooks::to_string(s.kind), hooks::to_string(s.form), join(s.events).c_str(),
+                  e.file.path.c_str());
     } else {
       std::printf("%-5d %-24s %-9s %-11s %-20s %s\n", order, e.file.name.c_str(), "-",
                   hooks::to_string(e.file.form), "-", e.file.path.c_str());
@@ -66,21 +68,25 @@ int hooks_test(const Args& args) {
   std::printf("event %s (id %s)\n", std::string(ev->type()).c_str(), std::string(ev->id()).c_str());
   std::vector<hooks::ChainStep> steps;
   std::vector<DiagnosticEvent> diagnostics;
-  auto outcome = chain->run(ev.value(), [&](DiagnosticEvent d) { diagnostics.push_back(std::move(d)); }, &steps);
+  auto outcome = chain->run(
+      ev.value(), [&](DiagnosticEvent d) { diagnostics.push_back(std::move(d)); }, &steps);
   int n = 0;
   for (const auto& s : steps) {
-    std::printf("  %2d. %-24s %-9s %-11s %8.3f ms%s%s\n", ++n, s.hook.c_str(), s.kind.c_str(), s.result.c_str(),
-                static_cast<double>(s.duration_ns) / 1e6, s.detail.empty() ? "" : "  ", s.detail.c_str());
+    std::printf("  %2d. %-24s %-9s %-11s %8.3f ms%s%s\n", ++n, s.hook.c_str(), s.kind.c_str(),
+                s.result.c_str(), static_cast<double>(s.duration_ns) / 1e6,
+                s.detail.empty() ? "" : "  ", s.detail.c_str());
   }
   // Observers see only events that survive the chain.
   for (const auto& e : chain->entries()) {
     if (outcome.vetoed) break;
     if (e.hook && e.hook->spec().kind == hooks::HookKind::Observe && e.hook->matches(ev->type()))
-      std::printf("      %-24s observe   (runs after the chain, in parallel; not run in a dry run)\n",
-                  e.hook->spec().name.c_str());
+      std::printf(
+          "      %-24s observe   (runs after the chain, in parallel; not run in a dry run)\n",
+          e.hook->spec().name.c_str());
   }
   for (const auto& d : diagnostics)
-    std::printf("  diagnostic %s%s%s\n", d.type.c_str(), d.reason.empty() ? "" : ": ", d.reason.c_str());
+    std::printf("  diagnostic %s%s%s\n", d.type.c_str(), d.reason.empty() ? "" : ": ",
+                d.reason.c_str());
   if (outcome.vetoed) {
     std::printf("result: vetoed by %s: %s\nwebhooks: none (nothing delivered in a dry run)\n",
                 outcome.vetoed_by.c_str(), outcome.reason.c_str());
@@ -99,11 +105,13 @@ events: ["*"]
 %s)";
 
 int hooks_new(const Args& args) {
-  if (args.positional().size() < 2) return fail("usage: hookgate hooks new NAME --form yaml|program|native", 2);
+  if (args.positional().size() < 2)
+    return fail("usage: hookgate hooks new NAME --form yaml|program|native", 2);
   std::string name = args.positional()[1];
   std::string form = args.get_or("form", "yaml");
   std::string kind = args.get_or("kind", "transform");
-  if (kind != "veto" && kind != "transform" && kind != "observe") return fail("--kind must be veto, transform or observe", 2);
+  if (kind != "veto" && kind != "transform" && kind != "observe")
+    return fail("--kind must be veto, transform or observe", 2);
   fs::path dir = args.get_or("dir", "hooks");
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -111,63 +119,89 @@ int hooks_new(const Args& args) {
   std::string body;
   if (form == "yaml") {
     path = dir / (name + ".yaml");
-    std::string rest = kind == "veto"
-        ? "when: { field: data.user, matches: \"healthcheck*\" }\nreason: health-check noise\n"
-        : kind == "transform" ? "actions:\n  - set: { data.env: prod }\n  - remove: [data.password]\n"
-                              : "# observe hooks in YAML can only log\nactions:\n  - log: \"saw an event\"\n";
+    std::string rest =
+        kind == "veto"
+            ? "when: { field: data.user, matches: \"healthcheck*\" }\nreason: health-check noise\n"
+        : kind == "transform"
+            ? "actions:\n  - set: { data.env: prod }\n  - remove: [data.password]\n"
+            : "# observe hooks in YAML can only log\nactions:\n  - log: \"saw an event\"\n";
     char buf[1024];
-    std::snprintf(buf, sizeof buf, kYamlTemplate, name.c_str(), kind.c_str(), kind.c_str(), rest.c_str());
+    std::snprintf(buf, sizeof buf, kYamlTemplate, name.c_str(), kind.c_str(), kind.c_str(),
+                  rest.c_str());
     body = buf;
   } else if (form == "program") {
     path = dir / (name + ".py");
-    body = "#!/usr/bin/env python3\n"
-           "# " + name + ": a program hook. Protocol: docs/hooks.md (one JSON line in, one out).\n"
-           "import json, sys\n\n"
-           "print(json.dumps({\"hookgate\": 1, \"kind\": \"" + kind + "\", \"events\": [\"*\"]}), flush=True)\n"
-           "for line in sys.stdin:\n"
-           "    req = json.loads(line)\n"
-           "    event = req[\"event\"]\n" +
-           std::string(kind == "transform" ? "    event.setdefault(\"data\", {})[\"checked_by\"] = \"" + name + "\"\n"
-                                             "    print(json.dumps({\"id\": req[\"id\"], \"action\": \"replace\", \"event\": event}), flush=True)\n"
-                       : kind == "veto" ? "    if event.get(\"data\", {}).get(\"user\") == \"mallory\":\n"
-                                          "        print(json.dumps({\"id\": req[\"id\"], \"action\": \"veto\", \"reason\": \"banned user\"}), flush=True)\n"
-                                          "    else:\n"
-                                          "        print(json.dumps({\"id\": req[\"id\"], \"action\": \"continue\"}), flush=True)\n"
-                                        : "    print(event[\"type\"], file=sys.stderr, flush=True)\n"
-                                          "    print(json.dumps({\"id\": req[\"id\"], \"action\": \"continue\"}), flush=True)\n");
+    body =
+        "#!/usr/bin/env python3\n"
+        "# " +
+        name +
+        ": a program hook. Protocol: docs/hooks.md (one JSON line in, one out).\n"
+        "import json, sys\n\n"
+        "print(json.dumps({\"hookgate\": 1, \"kind\": \"" +
+        kind +
+        "\", \"events\": [\"*\"]}), flush=True)\n"
+        "for line in sys.stdin:\n"
+        "    req = json.loads(line)\n"
+        "    event = req[\"event\"]\n" +
+        std::string(
+            kind == "transform" ? "    event.setdefault(\"data\", {})[\"checked_by\"] = \"" + name +
+                                      "\"\n"
+                                      "    print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                                      "\"replace\", \"event\": event}), flush=True)\n"
+            : kind == "veto" ? "    if event.get(\"data\", {}).get(\"user\") == \"mallory\":\n"
+                               "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                               "\"veto\", \"reason\": \"banned user\"}), flush=True)\n"
+                               "    else:\n"
+                               "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                               "\"continue\"}), flush=True)\n"
+                             : "    print(event[\"type\"], file=sys.stderr, flush=True)\n"
+                               "    print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                               "\"continue\"}), flush=True)\n");
   } else if (form == "native") {
     fs::path folder = dir / (name + "-src");
     fs::create_directories(folder, ec);
     path = folder / (name + ".cpp");
-    if (fs::exists(path)) return fail(path.string() + " already exists");  // keep its CMakeLists.txt
+    if (fs::exists(path))
+      return fail(path.string() + " already exists");  // keep its CMakeLists.txt
     std::ofstream(folder / "CMakeLists.txt")
         << "cmake_minimum_required(VERSION 3.22)\nproject(" << name << " CXX)\n"
         << "set(CMAKE_CXX_STANDARD 17)\n"
-        << "set(HOOKGATE_SDK_DIR \"" HOOKGATE_SDK_DIR "\" CACHE PATH \"folder holding hookgate_hook.hpp\")\n"
+        << "set(HOOKGATE_SDK_DIR \"" HOOKGATE_SDK_DIR
+           "\" CACHE PATH \"folder holding hookgate_hook.hpp\")\n"
         << "add_library(" << name << " MODULE " << name << ".cpp)\n"
         << "target_include_directories(" << name << " PRIVATE ${HOOKGATE_SDK_DIR})\n"
         << "set_target_properties(" << name << " PROPERTIES PREFIX \"\")\n"
         << "# Build: cmake -S . -B build && cmake --build build\n"
-        << "# Install beside this folder with a rename, never by overwriting a library a running gateway has\n"
-        << "# loaded: cp build/" << name << ".so ../." << name << ".so.new && mv ../." << name << ".so.new ../" << name << ".so\n";
-    body = "// " + name + ": a native " + kind + " hook. Build with the CMakeLists.txt beside this file.\n"
+        << "# Install beside this folder with a rename, never by overwriting a library a running "
+           "gateway has\n"
+        << "# loaded: cp build/" << name << ".so ../." << name << ".so.new && mv ../." << name
+        << ".so.new ../" << name << ".so\n";
+    body = "// " + name + ": a native " + kind +
+           " hook. Build with the CMakeLists.txt beside this file.\n"
            "#include \"hookgate_hook.hpp\"\n\n"
-           "class " + std::string("Hook") + " : public hookgate::sdk::HookBase {\n"
+           "class " +
+           std::string("Hook") +
+           " : public hookgate::sdk::HookBase {\n"
            " public:\n"
            "  hookgate::sdk::Result handle(std::string_view event_json) override {\n"
            "    (void)event_json;  // inspect or rewrite the CloudEvent JSON here\n"
            "    return hookgate::sdk::Result::Continue();\n"
            "  }\n"
            "};\n\n"
-           "HOOKGATE_DEFINE_HOOK(Hook, \"" + kind + "\", {\"*\"})\n";
+           "HOOKGATE_DEFINE_HOOK(Hook, \"" +
+           kind + "\", {\"*\"})\n";
   } else {
     return fail("--form must be yaml, program or native", 2);
   }
   if (fs::exists(path)) return fail(path.string() + " already exists");
   std::ofstream(path) << body;
-  if (form == "program") fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
+  if (form == "program")
+    fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
+                    fs::perm_options::add);
   std::printf("created %s\n", path.string().c_str());
-  if (form == "native") std::printf("build it with the CMakeLists.txt beside it and copy the .so into a hook directory\n");
+  if (form == "native")
+    std::printf(
+        "build it with the CMakeLists.txt beside it and copy the .so into a hook directory\n");
   return 0;
 }
 
@@ -178,8 +212,10 @@ int cmd_hooks(const std::vector<std::string>& argv) {
   const char* usage =
       "Usage: hookgate hooks list --config FILE\n"
       "       hookgate hooks test --config FILE --event EVENT.json\n"
-      "       hookgate hooks new NAME --form yaml|program|native [--kind veto|transform|observe] [--dir DIR]\n";
-  if (auto code = check_usage(args, {"config", "event", "form", "kind", "dir"}, usage)) return *code;
+      "       hookgate hooks new NAME --form yaml|program|native [--kind veto|transform|observe] "
+      "[--dir DIR]\n";
+  if (auto code = check_usage(args, {"config", "event", "form", "kind", "dir"}, usage))
+    return *code;
   if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
   const std::string& sub = args.positional()[0];
   if (sub == "list") return hooks_list(args);

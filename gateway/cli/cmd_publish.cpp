@@ -10,10 +10,14 @@ namespace hookgate::cli {
 int cmd_publish(const std::vector<std::string>& argv) {
   Args args(argv, {});
   if (auto code = check_usage(
-          args, {"endpoint", "type", "data", "data-file", "source", "wait-ms", "server-key", "client-key"},
-          "Usage: hookgate publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] [--source S]\n"
+          args,
+          {"endpoint", "type", "data", "data-file", "source", "wait-ms", "server-key",
+           "client-key"},
+          "Usage: hookgate publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] "
+          "[--source S]\n"
           "       [--wait-ms 3000] [--server-key Z85|FILE --client-key FILE]\n"
-          "Publishes one CloudEvent on the bus. Waits up to --wait-ms for the gateway's subscription\n"
+          "Publishes one CloudEvent on the bus. Waits up to --wait-ms for the gateway's "
+          "subscription\n"
           "so the event is not dropped by ZeroMQ's slow-joiner effect; prints the event id.\n"))
     return *code;
   auto endpoint = args.get("endpoint");
@@ -28,7 +32,8 @@ int cmd_publish(const std::vector<std::string>& argv) {
     ss << in.rdbuf();
     data = ss.str();
   }
-  bus::PublisherOptions options{.endpoints = {*endpoint}, .source = args.get_or("source", "unknown")};
+  bus::PublisherOptions options{.endpoints = {*endpoint},
+                                .source = args.get_or("source", "unknown")};
   if (auto server = args.get("server-key")) {
     std::string server_key = *server;
     if (server_key.size() != 40) {
@@ -37,7 +42,8 @@ int cmd_publish(const std::vector<std::string>& argv) {
       server_key = keys->public_key;
     }
     auto client_file = args.get("client-key");
-    if (!client_file) return fail("--server-key needs --client-key FILE (from `hookgate keygen`)", 2);
+    if (!client_file)
+      return fail("--server-key needs --client-key FILE (from `hookgate keygen`)", 2);
     auto client = bus::read_key_file(*client_file);
     if (!client) return fail(client.error().message);
     options.server_public_key = server_key;

@@ -11,10 +11,11 @@ namespace hookgate::cli {
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args args(argv, {});
-  if (auto code = check_usage(args, {"config", "log-level"},
-                              "Usage: hookgate run [--config FILE] [--log-level LEVEL]\n"
-                              "Runs the gateway in the foreground. SIGTERM/SIGINT: stop intake, finish or\n"
-                              "spool in-flight deliveries, exit 0. SIGHUP: reload config and hooks.\n"))
+  if (auto code =
+          check_usage(args, {"config", "log-level"},
+                      "Usage: hookgate run [--config FILE] [--log-level LEVEL]\n"
+                      "Runs the gateway in the foreground. SIGTERM/SIGINT: stop intake, finish or\n"
+                      "spool in-flight deliveries, exit 0. SIGHUP: reload config and hooks.\n"))
     return *code;
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;

@@ -22,7 +22,8 @@ Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without
       options_[name.substr(0, eq)] = name.substr(eq + 1);
       continue;
     }
-    bool is_flag = std::find(flags_without_value.begin(), flags_without_value.end(), name) != flags_without_value.end();
+    bool is_flag = std::find(flags_without_value.begin(), flags_without_value.end(), name) !=
+                   flags_without_value.end();
     if (!is_flag && i + 1 < args.size()) {
       options_[name] = args[++i];
     } else {
@@ -41,12 +42,15 @@ std::string Args::get_or(const std::string& name, const std::string& fallback) c
   return get(name).value_or(fallback);
 }
 
-bool Args::has(const std::string& name) const { return options_.count(name) > 0; }
+bool Args::has(const std::string& name) const {
+  return options_.count(name) > 0;
+}
 
 std::vector<std::string> Args::unknown(const std::vector<std::string>& known) const {
   std::vector<std::string> out;
   for (const auto& [k, v] : options_)
-    if (k != "help" && std::find(known.begin(), known.end(), k) == known.end()) out.push_back("--" + k);
+    if (k != "help" && std::find(known.begin(), known.end(), k) == known.end())
+      out.push_back("--" + k);
   return out;
 }
 
@@ -55,7 +59,8 @@ int fail(const std::string& message, int code) {
   return code;
 }
 
-std::optional<int> check_usage(const Args& args, const std::vector<std::string>& known, const char* usage) {
+std::optional<int> check_usage(const Args& args, const std::vector<std::string>& known,
+                               const char* usage) {
   if (args.has("help")) {
     std::printf("%s", usage);
     return 0;

@@ -1,7 +1,7 @@
 #include "gateway/common/clock.hpp"
 
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 
 namespace hookgate {
 

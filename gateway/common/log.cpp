@@ -19,21 +19,26 @@ std::set<std::string, std::less<>>& secrets() {
 class JsonFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    auto secs = std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count();
-    std::string line = "{\"ts_ms\":" + std::to_string(secs) + ",\"level\":\"" +
-                       std::string(spdlog::level::to_string_view(msg.level).data(),
-                                   spdlog::level::to_string_view(msg.level).size()) +
-                       "\",\"msg\":\"" +
-                       json_escape(redact_secrets(std::string_view(msg.payload.data(), msg.payload.size()))) +
-                       "\"}\n";
+    auto secs =
+        std::chrono::duration_cast<std::chrono::milliseconds>(msg.time.time_since_epoch()).count();
+    std::string line =
+        "{\"ts_ms\":" + std::to_string(secs) + ",\"level\":\"" +
+        std::string(spdlog::level::to_string_view(msg.level).data(),
+                    spdlog::level::to_string_view(msg.level).size()) +
+        "\",\"msg\":\"" +
+        json_escape(redact_secrets(std::string_view(msg.payload.data(), msg.payload.size()))) +
+        "\"}\n";
     dest.append(line.data(), line.data() + line.size());
   }
-  std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<JsonFormatter>(); }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<JsonFormatter>();
+  }
 };
 
 class RedactingTextFormatter final : public spdlog::formatter {
  public:
-  RedactingTextFormatter() : inner_(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v")) {}
+  RedactingTextFormatter()
+      : inner_(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v")) {}
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     std::string redacted = redact_secrets(std::string_view(msg.payload.data(), msg.payload.size()));
     spdlog::details::log_msg copy = msg;
@@ -51,7 +56,8 @@ class RedactingTextFormatter final : public spdlog::formatter {
 }  // namespace
 
 void setup_logging(std::string_view level, std::string_view format) {
-  auto logger = std::make_shared<spdlog::logger>("hookgate", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger = std::make_shared<spdlog::logger>("hookgate",
+                                                 std::make_shared<spdlog::sinks::stderr_sink_mt>());
   if (format == "json") {
     logger->set_formatter(std::make_unique<JsonFormatter>());
   } else {
@@ -78,7 +84,8 @@ std::string redact_secrets(std::string_view text) {
     }
   }
   // scheme://user:pass@host -> scheme://[REDACTED]@host
-  for (size_t scheme = out.find("://"); scheme != std::string::npos; scheme = out.find("://", scheme + 3)) {
+  for (size_t scheme = out.find("://"); scheme != std::string::npos;
+       scheme = out.find("://", scheme + 3)) {
     size_t start = scheme + 3;
     size_t end = out.find_first_of("/ \t\"'", start);
     size_t at = out.find('@', start);
@@ -93,11 +100,21 @@ std::string json_escape(std::string_view text) {
   out.reserve(text.size() + 8);
   for (unsigned char c : text) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];

@@ -1,7 +1,8 @@
 #pragma once
 // Logging goes through spdlog's default logger. setup_logging() picks text or JSON lines.
 // Rule: never pass a secret, a signature or an Authorization value to a log call; redact_secrets()
-// is the last line of defence for strings that come from outside (URLs with credentials, peer text).
+// is the last line of defence for strings that come from outside (URLs with credentials, peer
+// text).
 #include <spdlog/spdlog.h>
 
 #include <string>

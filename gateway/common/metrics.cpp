@@ -31,7 +31,9 @@ std::string with_le(const std::string& labels, const std::string& le) {
   return "{" + labels + (labels.empty() ? "" : ",") + "le=\"" + le + "\"}";
 }
 
-std::string braced(const std::string& labels) { return labels.empty() ? "" : "{" + labels + "}"; }
+std::string braced(const std::string& labels) {
+  return labels.empty() ? "" : "{" + labels + "}";
+}
 
 std::string fmt_double(double v) {
   char buf[32];
@@ -104,7 +106,9 @@ std::string Registry::render_prometheus() const {
   std::lock_guard lock(mu_);
   std::string out;
   for (const auto& [name, f] : families_) {
-    const char* type = f.type == Type::Counter ? "counter" : f.type == Type::Gauge ? "gauge" : "histogram";
+    const char* type = f.type == Type::Counter ? "counter"
+                       : f.type == Type::Gauge ? "gauge"
+                                               : "histogram";
     out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + type + "\n";
     for (const auto& [labels, c] : f.counters)
       out += name + braced(labels) + " " + std::to_string(c->value()) + "\n";

@@ -37,9 +37,8 @@ class Gauge {
 // Fixed buckets in seconds, from 50 µs to 30 s: wide enough for hooks and webhook round trips.
 class Histogram {
  public:
-  static constexpr std::array<double, 14> kBounds = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                                                     0.005,   0.01,   0.025,   0.05,   0.1,   0.5,
-                                                     2.5,     30};
+  static constexpr std::array<double, 14> kBounds = {
+      0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5, 30};
   void observe_seconds(double s);
   void observe_ns(int64_t ns) { observe_seconds(static_cast<double>(ns) / 1e9); }
   uint64_t count() const { return count_.load(std::memory_order_relaxed); }
@@ -80,7 +79,8 @@ class Registry {
 };
 
 // Shorthands for the global registry.
-inline Counter& counter(const std::string& name, const std::string& help, const Labels& labels = {}) {
+inline Counter& counter(const std::string& name, const std::string& help,
+                        const Labels& labels = {}) {
   return Registry::global().counter(name, help, labels);
 }
 inline Gauge& gauge(const std::string& name, const std::string& help, const Labels& labels = {}) {

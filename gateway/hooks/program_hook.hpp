@@ -8,10 +8,12 @@
 
 namespace hookgate::hooks {
 
-// Starts `argv` as a co-process and reads its handshake line ({"hookgate":1,"kind":..,"events":..}).
-// When `descriptor_sets_kind` is true (a YAML descriptor with `run:`), spec.kind/events win and the
-// handshake may be just {"hookgate":1}; otherwise the handshake must name a kind.
-LoadResult make_program_hook(HookSpec spec, std::vector<std::string> argv, bool descriptor_sets_kind);
+// Starts `argv` as a co-process and reads its handshake line
+// ({"hookgate":1,"kind":..,"events":..}). When `descriptor_sets_kind` is true (a YAML descriptor
+// with `run:`), spec.kind/events win and the handshake may be just {"hookgate":1}; otherwise the
+// handshake must name a kind.
+LoadResult make_program_hook(HookSpec spec, std::vector<std::string> argv,
+                             bool descriptor_sets_kind);
 
 // `command` runs through /bin/sh -c per event. Exit 0 = continue (or a replaced event on stdout),
 // an exit code in `veto_exit_codes` = veto with stderr as reason, anything else = failure.

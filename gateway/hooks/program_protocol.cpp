@@ -87,8 +87,8 @@ Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_
   return hs;
 }
 
-
-std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id, const std::string& hook_name) {
+std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
+                                           const std::string& hook_name) {
   auto garbage = [&] {
     return HookResult(HookFailure{HookFailure::Kind::Error, "garbage answer: " + excerpt(line)});
   };
@@ -123,12 +123,13 @@ std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id, c
     auto ev = doc.FindMember("event");
     if (ev == doc.MemberEnd()) {
       return HookResult(HookFailure{HookFailure::Kind::Error,
-                                "garbage answer: replace without an event: " + excerpt(line)});
+                                    "garbage answer: replace without an event: " + excerpt(line)});
     }
     auto replacement = replacement_event(ev->value);
     if (!replacement) {
-      return HookResult(HookFailure{HookFailure::Kind::Error,
-                                "garbage answer: " + replacement.error() + ": " + excerpt(line)});
+      return HookResult(
+          HookFailure{HookFailure::Kind::Error,
+                      "garbage answer: " + replacement.error() + ": " + excerpt(line)});
     }
     v.action = Action::Replace;
     v.replacement = std::move(replacement).value();

@@ -1,11 +1,11 @@
 #pragma once
 // Small helpers shared by the program, one-shot and native hook forms: bounded
 // excerpts of peer text for failure reasons, and the check every replaced event must pass.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-#include <cstdint>
 
 #include "gateway/event.hpp"
 #include "gateway/hooks/hook.hpp"
@@ -34,6 +34,7 @@ Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_
 
 // Interprets one answer line to request `id`: a verdict, a failure (garbage is a failure; the
 // process stays), or nullopt for an answer to another id (logged and discarded).
-std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id, const std::string& hook_name);
+std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
+                                           const std::string& hook_name);
 
 }  // namespace hookgate::hooks

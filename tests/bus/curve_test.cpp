@@ -20,7 +20,9 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
-void write(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+}
 
 TEST(CurveTest, KeyFilesRoundTrip) {
   TempDir dir;

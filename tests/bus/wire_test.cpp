@@ -30,15 +30,19 @@ TEST(WireTest, SingleFrameAndTopicStandsInForMissingType) {
 
 TEST(WireTest, RejectsMalformed) {
   auto mismatch = frames_of({"a", R"({"type":"b"})"});
-  EXPECT_NE(decode_message(mismatch, 1 << 20, 0).error().reason.find("does not match"), std::string::npos);
+  EXPECT_NE(decode_message(mismatch, 1 << 20, 0).error().reason.find("does not match"),
+            std::string::npos);
   auto three = frames_of({"a", "b", "c"});
-  EXPECT_NE(decode_message(three, 1 << 20, 0).error().reason.find("1 or 2 frames"), std::string::npos);
+  EXPECT_NE(decode_message(three, 1 << 20, 0).error().reason.find("1 or 2 frames"),
+            std::string::npos);
   auto not_json = frames_of({"a", "\xff\xfe garbage"});
   EXPECT_FALSE(decode_message(not_json, 1 << 20, 0));
   auto no_type = frames_of({R"({"data":1})"});
-  EXPECT_NE(decode_message(no_type, 1 << 20, 0).error().reason.find("no \"type\""), std::string::npos);
+  EXPECT_NE(decode_message(no_type, 1 << 20, 0).error().reason.find("no \"type\""),
+            std::string::npos);
   auto big = frames_of({std::string(200, ' ') + R"({"type":"x"})"});
-  EXPECT_NE(decode_message(big, 100, 0).error().reason.find("exceeds max_message_bytes"), std::string::npos);
+  EXPECT_NE(decode_message(big, 100, 0).error().reason.find("exceeds max_message_bytes"),
+            std::string::npos);
 }
 
 TEST(WireTest, EncodeRoundTrip) {

@@ -8,7 +8,9 @@
 namespace hookgate::config {
 namespace {
 
-ConfigResult load(const std::string& text) { return load_config_text(text, "test.yaml", "/etc/hg"); }
+ConfigResult load(const std::string& text) {
+  return load_config_text(text, "test.yaml", "/etc/hg");
+}
 
 std::string first_error(const ConfigResult& r) {
   EXPECT_FALSE(r.ok());
@@ -105,7 +107,8 @@ TEST(ConfigLoaderTest, WebhookValidation) {
   ASSERT_FALSE(cfg);
   std::string all;
   for (const auto& d : cfg.error()) all += d.str() + "\n";
-  EXPECT_NE(all.find("test.yaml:3:10: webhooks[0].url: must start with http"), std::string::npos) << all;
+  EXPECT_NE(all.find("test.yaml:3:10: webhooks[0].url: must start with http"), std::string::npos)
+      << all;
   EXPECT_NE(all.find("webhook name 'a' is used twice"), std::string::npos) << all;
   EXPECT_NE(all.find("webhooks[2]: `name` is required"), std::string::npos) << all;
 }
@@ -113,9 +116,11 @@ TEST(ConfigLoaderTest, WebhookValidation) {
 TEST(ConfigLoaderTest, UnsetVariableIsAnErrorAndSecretsStayOut) {
   unsetenv("HG_DOES_NOT_EXIST");
   auto cfg = load("webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_DOES_NOT_EXIST}\n");
-  EXPECT_NE(first_error(cfg).find("environment variable HG_DOES_NOT_EXIST is not set"), std::string::npos);
+  EXPECT_NE(first_error(cfg).find("environment variable HG_DOES_NOT_EXIST is not set"),
+            std::string::npos);
   setenv("HG_SECRET_X", "very-secret-value", 1);
-  auto bad = load("webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_SECRET_X}\n    retry: 5\n");
+  auto bad = load(
+      "webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_SECRET_X}\n    retry: 5\n");
   ASSERT_FALSE(bad);
   for (const auto& d : bad.error()) EXPECT_EQ(d.str().find("very-secret-value"), std::string::npos);
 }

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto answer = hookgate::hooks::interpret_answer(line, 7, "fuzz");
   if (answer && answer->ok()) {
     const auto& v = answer->value();
-    if (v.action == hookgate::hooks::Action::Replace && (!v.replacement || v.replacement->type().empty()))
+    if (v.action == hookgate::hooks::Action::Replace &&
+        (!v.replacement || v.replacement->type().empty()))
       __builtin_trap();
   }
   return 0;

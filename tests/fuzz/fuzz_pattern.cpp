@@ -18,7 +18,8 @@ bool reference(std::string_view p, std::string_view t) {
       char any = 0;
       for (size_t j = 0; j <= t.size(); ++j) next[j] = any = static_cast<char>(any || match[j]);
     } else {
-      for (size_t j = 1; j <= t.size(); ++j) next[j] = static_cast<char>(match[j - 1] && p[i] == t[j - 1]);
+      for (size_t j = 1; j <= t.size(); ++j)
+        next[j] = static_cast<char>(match[j - 1] && p[i] == t[j - 1]);
     }
     match.swap(next);
   }

@@ -6,7 +6,8 @@ namespace hookgate {
 namespace {
 
 TEST(EventTest, FillsCloudEventsDefaults) {
-  auto ev = Event::parse_envelope(R"({"type":"user.created","data":{"user":"ann"}})", 1700000000123);
+  auto ev =
+      Event::parse_envelope(R"({"type":"user.created","data":{"user":"ann"}})", 1700000000123);
   ASSERT_TRUE(ev) << ev.error().message;
   EXPECT_EQ(ev->type(), "user.created");
   EXPECT_EQ(ev->source(), "unknown");
@@ -21,7 +22,8 @@ TEST(EventTest, FillsCloudEventsDefaults) {
 
 TEST(EventTest, KeepsPublisherAttributes) {
   auto ev = Event::parse_envelope(
-      R"({"type":"t","id":"abc","source":"svc","time":"2020-01-01T00:00:00Z","specversion":"1.0"})", 0);
+      R"({"type":"t","id":"abc","source":"svc","time":"2020-01-01T00:00:00Z","specversion":"1.0"})",
+      0);
   ASSERT_TRUE(ev);
   EXPECT_EQ(ev->id(), "abc");
   EXPECT_EQ(ev->source(), "svc");
@@ -68,7 +70,8 @@ TEST(EventTest, RejectsWhatCannotBeSerialized) {
   EXPECT_FALSE(Event::parse(R"({"type":"t","n":-1e400})"));
   std::string deep = "{\"type\":\"t\",\"d\":" + std::string(100, '[') + std::string(100, ']') + "}";
   EXPECT_FALSE(Event::parse(deep));
-  std::string ok = "{\"type\":\"t\",\"d\":" + std::string(20, '[') + std::string(20, ']') + ",\"n\":1e300}";
+  std::string ok =
+      "{\"type\":\"t\",\"d\":" + std::string(20, '[') + std::string(20, ']') + ",\"n\":1e300}";
   EXPECT_TRUE(Event::parse(ok));
   EXPECT_FALSE(Event::parse(R"({"type":"t","s":"a\uDDD0b"})"));  // lone low surrogate
   EXPECT_FALSE(Event::parse(R"({"type":"t","\uDC00":1})"));

@@ -39,7 +39,8 @@ TEST(RouterTest, SplunkHecShape) {
   w.hec_index = "security";
   Router router({w});
   auto ev = Event::parse_envelope(
-      R"({"type":"auth.failure","source":"auth-svc","time":"2024-01-02T03:04:05.250Z","data":{"host":"web-1","user":"ann"}})", 0);
+      R"({"type":"auth.failure","source":"auth-svc","time":"2024-01-02T03:04:05.250Z","data":{"host":"web-1","user":"ann"}})",
+      0);
   ASSERT_TRUE(ev);
   std::vector<webhooks::Delivery> out;
   ASSERT_EQ(router.route(*ev, 0, out), 1u);

@@ -24,18 +24,22 @@ TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
   std::filesystem::create_directories(dir / "clients");
   std::filesystem::copy_file(dir / "listed.key.pub", dir / "clients" / "listed.pub");
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start("bus:\n  bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\"\n"
-                       "  curve: { enabled: true, secret_key_file: ./server.key, allowed_clients: ./clients }\n"
-                       "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\nspool: { path: ./spool.db }\n"
-                       "webhooks:\n  - name: rx\n    url: " + rx.url() + "\n    events: [\"app.*\"]\n"))
+  ASSERT_TRUE(gw.start(
+      "bus:\n  bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\"\n"
+      "  curve: { enabled: true, secret_key_file: ./server.key, allowed_clients: ./clients }\n"
+      "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\nspool: { path: ./spool.db }\n"
+      "webhooks:\n  - name: rx\n    url: " +
+      rx.url() + "\n    events: [\"app.*\"]\n"))
       << gw.log();
   auto send = [&](const std::string& key, const std::string& type) {
-    return run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", type, "--data", "{}", "--server-key",
-                         (dir / "server.key.pub").string(), "--client-key", key, "--wait-ms", "1500"});
+    return run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", type, "--data", "{}",
+                         "--server-key", (dir / "server.key.pub").string(), "--client-key", key,
+                         "--wait-ms", "1500"});
   };
   auto denied = send((dir / "unlisted.key").string(), "app.evil");
   EXPECT_NE(denied.exit_code, 0);
-  auto plain = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "app.plain", "--data", "{}", "--wait-ms", "1500"});
+  auto plain = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "app.plain",
+                             "--data", "{}", "--wait-ms", "1500"});
   EXPECT_NE(plain.exit_code, 0);
   auto allowed = send((dir / "listed.key").string(), "app.good");
   ASSERT_EQ(allowed.exit_code, 0) << allowed.err;
@@ -54,7 +58,8 @@ TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
   int front = free_tcp_port(), back = free_tcp_port();
   std::string frontend = "tcp://127.0.0.1:" + std::to_string(front);
   std::string backend = "tcp://127.0.0.1:" + std::to_string(back);
-  std::vector<std::string> args = {HOOKGATE_BINARY, "bus", "--frontend", frontend, "--backend", backend};
+  std::vector<std::string> args = {HOOKGATE_BINARY, "bus",       "--frontend",
+                                   frontend,        "--backend", backend};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -62,9 +67,12 @@ TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
   ASSERT_EQ(posix_spawn(&proxy, HOOKGATE_BINARY, nullptr, nullptr, argv.data(), environ), 0);
 
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start("bus: { connect: [\"" + backend + "\"] }\n"
-                       "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\nspool: { mode: memory }\n"
-                       "webhooks:\n  - name: rx\n    url: " + rx.url() + "\n    events: [\"app.*\"]\n"))
+  ASSERT_TRUE(
+      gw.start("bus: { connect: [\"" + backend +
+               "\"] }\n"
+               "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\nspool: { mode: memory }\n"
+               "webhooks:\n  - name: rx\n    url: " +
+               rx.url() + "\n    events: [\"app.*\"]\n"))
       << gw.log();
   // Two publishers, each a separate process, both through the proxy's frontend.
   ASSERT_FALSE(publish(frontend, "app.one", "{}").empty());

@@ -23,8 +23,8 @@ std::string base_config(const std::string& webhooks_yaml, const std::string& ext
          extra + "webhooks:\n" + webhooks_yaml;
 }
 
-std::string webhook(const std::string& name, const std::string& url, const std::string& events = "[\"*\"]",
-                    const std::string& more = "") {
+std::string webhook(const std::string& name, const std::string& url,
+                    const std::string& events = "[\"*\"]", const std::string& more = "") {
   return "  - name: " + name + "\n    url: " + url + "\n    events: " + events +
          "\n    secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n" + more;
 }
@@ -51,8 +51,9 @@ TEST(GatewayFlowTest, PublishedEventArrivesSignedAndVerifies) {
   auto key = webhooks::standard_webhooks_key(secret);
   ASSERT_TRUE(key);
   std::string signed_content = delivery + "." + req.header("webhook-timestamp") + "." + req.body;
-  EXPECT_EQ(req.header("webhook-signature"),
-            "v1," + webhooks::base64_encode(webhooks::hmac_sha256_raw(key.value(), signed_content)));
+  EXPECT_EQ(
+      req.header("webhook-signature"),
+      "v1," + webhooks::base64_encode(webhooks::hmac_sha256_raw(key.value(), signed_content)));
   auto body = parse_json(req.body);
   EXPECT_STREQ(body["id"].GetString(), id.c_str());
   EXPECT_STREQ(body["specversion"].GetString(), "1.0");
@@ -63,12 +64,16 @@ TEST(GatewayFlowTest, HooksRunInNumericOrderAndTransformReachesReceiver) {
   TempDir dir;
   HttpReceiver rx;
   // _9_ must run before _10_: _10_ copies what _9_ set, so the copy exists only in numeric order.
-  dir.write("hooks/_10_second.yaml", "kind: transform\nactions:\n  - copy: { data.first: data.second }\n");
-  dir.write("hooks/_9_first.yaml", "kind: transform\nactions:\n  - set: { data.first: nine }\n  - remove: [data.password]\n");
+  dir.write("hooks/_10_second.yaml",
+            "kind: transform\nactions:\n  - copy: { data.first: data.second }\n");
+  dir.write(
+      "hooks/_9_first.yaml",
+      "kind: transform\nactions:\n  - set: { data.first: nine }\n  - remove: [data.password]\n");
   dir.write("hooks/notes.txt", "not a hook\n");
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url())))) << gw.log();
-  ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", R"({"user":"ann","password":"hunter2"})").empty());
+  ASSERT_FALSE(
+      publish(gw.bus_endpoint(), "auth.failure", R"({"user":"ann","password":"hunter2"})").empty());
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
   auto body = parse_json(rx.requests()[0].body);
   ASSERT_TRUE(body["data"].HasMember("second")) << rx.requests()[0].body;
@@ -91,14 +96,17 @@ TEST(GatewayFlowTest, WorkspaceHookOverridesEarlierDirectory) {
   EXPECT_STREQ(parse_json(rx.requests()[0].body)["data"]["tag"].GetString(), "workspace");
   auto list = run_hookgate({"hooks", "list", "--config", gw.config_path()}, "", gw.env());
   EXPECT_EQ(list.exit_code, 0) << list.out << list.err;
-  EXPECT_NE(list.out.find("overrides: " + (dir / "builtin/_10_tag.yaml").string()), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("overrides: " + (dir / "builtin/_10_tag.yaml").string()),
+            std::string::npos)
+      << list.out;
 }
 
 TEST(GatewayFlowTest, VetoDropsEventAndEmitsDiagnostic) {
   TempDir dir;
   HttpReceiver events_rx, diag_rx;
   dir.write("hooks/_20_drop.yaml",
-            "kind: veto\nevents: [\"auth.*\"]\nwhen: { field: data.user, matches: \"healthcheck*\" }\nreason: health-check noise\n");
+            "kind: veto\nevents: [\"auth.*\"]\nwhen: { field: data.user, matches: \"healthcheck*\" "
+            "}\nreason: health-check noise\n");
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(base_config(webhook("events", events_rx.url(), "[\"auth.*\"]") +
                                    webhook("alerts", diag_rx.url(), "[\"hookgate.*\"]"))))
@@ -127,8 +135,9 @@ TEST(GatewayFlowTest, RetryAfter500KeepsDeliveryId) {
     return r;
   });
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url(), "[\"order.*\"]",
-                                           "    retry: { max_attempts: 5, initial_backoff_ms: 50, max_backoff_ms: 200 }\n"))))
+  ASSERT_TRUE(gw.start(base_config(
+      webhook("rx", rx.url(), "[\"order.*\"]",
+              "    retry: { max_attempts: 5, initial_backoff_ms: 50, max_backoff_ms: 200 }\n"))))
       << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "order.paid", "{}").empty());
   ASSERT_TRUE(rx.wait_for(3, 15s)) << gw.log();
@@ -148,10 +157,12 @@ TEST(GatewayFlowTest, HungEndpointDoesNotDelayAnother) {
     return r;
   });
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(base_config(webhook("hung", hung.url(), "[\"*\"]", "    timeout_ms: 1000\n") +
-                                   webhook("healthy", healthy.url()))))
+  ASSERT_TRUE(
+      gw.start(base_config(webhook("hung", hung.url(), "[\"*\"]", "    timeout_ms: 1000\n") +
+                           webhook("healthy", healthy.url()))))
       << gw.log();
-  for (int i = 0; i < 5; ++i) ASSERT_FALSE(publish(gw.bus_endpoint(), "e.x", "{\"i\":" + std::to_string(i) + "}").empty());
+  for (int i = 0; i < 5; ++i)
+    ASSERT_FALSE(publish(gw.bus_endpoint(), "e.x", "{\"i\":" + std::to_string(i) + "}").empty());
   // The healthy endpoint gets all five well before the hung one's first attempt times out.
   ASSERT_TRUE(healthy.wait_for(5, 5s)) << gw.log();
   EXPECT_GE(hung.count(), 1u);
@@ -174,7 +185,8 @@ TEST(GatewayFlowTest, MalformedBusMessagesAreSurvivedAndCounted) {
   ASSERT_TRUE(pub.recv(sub_msg));
   auto send = [&](std::vector<std::string> frames) {
     for (size_t i = 0; i < frames.size(); ++i)
-      pub.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      pub.send(zmq::buffer(frames[i]),
+               i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   };
   send({"not json at all"});
   send({"a", "b", "c"});
@@ -207,10 +219,13 @@ TEST(GatewayFlowTest, MalformedBusMessagesAreSurvivedAndCounted) {
 
 TEST(GatewayFlowTest, BrokenConfigReportedAtItsLine) {
   TempDir dir;
-  std::string path = dir.write("bad.yaml", "bus:\n  bind: tcp://127.0.0.1:5556\nwebhooks:\n  - name: a\n    url: http://x/\n    timeout: 5\n");
+  std::string path = dir.write("bad.yaml",
+                               "bus:\n  bind: tcp://127.0.0.1:5556\nwebhooks:\n  - name: a\n    "
+                               "url: http://x/\n    timeout: 5\n");
   auto r = run_hookgate({"check", "--config", path});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find(path + ":6:5: unknown key 'timeout' in webhooks[0]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(path + ":6:5: unknown key 'timeout' in webhooks[0]"), std::string::npos)
+      << r.err;
   std::string syntax = dir.write("syntax.yaml", "hooks:\n  fail_open: [true\n");
   auto s = run_hookgate({"check", "--config", syntax});
   EXPECT_EQ(s.exit_code, 1);

@@ -20,7 +20,8 @@ using namespace std::chrono_literals;
 std::string config_with(const std::string& body) {
   return "bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\", receive_hwm: 200000 }\n"
          "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
-         "spool: { path: ./spool.db }\n" + body;
+         "spool: { path: ./spool.db }\n" +
+         body;
 }
 
 TEST(OperationsTest, AdminEndpointsAndMetrics) {
@@ -28,19 +29,30 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
   HttpReceiver rx;
   dir.write("hooks/_10_tag.yaml", "kind: transform\nactions:\n  - set: { data.tagged: true }\n");
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_with("hooks: { directories: [./hooks] }\nwebhooks:\n  - name: rx\n    url: " + rx.url() + "\n")))
+  ASSERT_TRUE(gw.start(config_with(
+      "hooks: { directories: [./hooks] }\nwebhooks:\n  - name: rx\n    url: " + rx.url() + "\n")))
       << gw.log();
   int status = 0;
   EXPECT_EQ(http_get(gw.admin_port(), "/healthz", &status), "ok\n");
   EXPECT_EQ(status, 200);
-  ASSERT_TRUE(wait_until([&] { http_get(gw.admin_port(), "/readyz", &status); return status == 200; }, 5s));
-  for (int i = 0; i < 3; ++i) ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        http_get(gw.admin_port(), "/readyz", &status);
+        return status == 200;
+      },
+      5s));
+  for (int i = 0; i < 3; ++i)
+    ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
   ASSERT_TRUE(rx.wait_for(3, 10s));
   std::string m;
-  ASSERT_TRUE(wait_until([&] {
-    m = http_get(gw.admin_port(), "/metrics", &status);
-    return metric_value(m, "hookgate_deliveries_total{webhook=\"rx\",outcome=\"delivered\"}") == 3;
-  }, 5s)) << m;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        m = http_get(gw.admin_port(), "/metrics", &status);
+        return metric_value(m, "hookgate_deliveries_total{webhook=\"rx\",outcome=\"delivered\"}") ==
+               3;
+      },
+      5s))
+      << m;
   EXPECT_EQ(metric_value(m, "hookgate_events_received_total"), 3u);
   EXPECT_EQ(metric_value(m, "hookgate_events_accepted_total"), 3u);
   EXPECT_NE(m.find("# TYPE hookgate_delivery_duration_seconds histogram"), std::string::npos);
@@ -63,9 +75,10 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
 TEST(OperationsTest, AdminTokenProtectsMetricsNotHealth) {
   TempDir dir;
   GatewayProcess gw(dir);
-  std::string cfg = "bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
-                    "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\", token: s3cr3t-admin-token }\n"
-                    "spool: { mode: memory }\n";
+  std::string cfg =
+      "bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
+      "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\", token: s3cr3t-admin-token }\n"
+      "spool: { mode: memory }\n";
   ASSERT_TRUE(gw.start(cfg)) << gw.log();
   int status = 0;
   http_get(gw.admin_port(), "/metrics", &status);
@@ -81,16 +94,21 @@ TEST(OperationsTest, SecretsNeverAppearInLogs) {
   for (std::string format : {"text", "json"}) {
     TempDir dir;
     HttpReceiver rx;
-    rx.set_handler([](const HttpReceiver::Request&) { return HttpReceiver::Response{.status = 500}; });
+    rx.set_handler(
+        [](const HttpReceiver::Request&) { return HttpReceiver::Response{.status = 500}; });
     GatewayProcess gw(dir);
-    std::string cfg = config_with(
-        "log: { level: debug, format: " + format + " }\n"
-        "webhooks:\n"
-        "  - name: rx\n"
-        "    url: http://user:pa55w0rd-in-url@127.0.0.1:" + std::to_string(rx.port()) + "/\n"
-        "    secrets: [whsec_c2VjcmV0LXNpZ25pbmcta2V5LW5ldw==, older-secret-value-42]\n"
-        "    headers: { Authorization: \"Bearer header-token-0xBEEF\", X-Api-Key: api-key-value-77 }\n"
-        "    retry: { max_attempts: 2, initial_backoff_ms: 10, max_backoff_ms: 20 }\n");
+    std::string cfg =
+        config_with("log: { level: debug, format: " + format +
+                    " }\n"
+                    "webhooks:\n"
+                    "  - name: rx\n"
+                    "    url: http://user:pa55w0rd-in-url@127.0.0.1:" +
+                    std::to_string(rx.port()) +
+                    "/\n"
+                    "    secrets: [whsec_c2VjcmV0LXNpZ25pbmcta2V5LW5ldw==, older-secret-value-42]\n"
+                    "    headers: { Authorization: \"Bearer header-token-0xBEEF\", X-Api-Key: "
+                    "api-key-value-77 }\n"
+                    "    retry: { max_attempts: 2, initial_backoff_ms: 10, max_backoff_ms: 20 }\n");
     ASSERT_TRUE(gw.start(cfg)) << gw.log();
     ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", R"({"user":"ann"})").empty());
     ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
@@ -100,9 +118,12 @@ TEST(OperationsTest, SecretsNeverAppearInLogs) {
     EXPECT_EQ(gw.wait_exit(10s), 0);
     auto listed = run_hookgate({"deliveries", "list", "--config", gw.config_path()}, "", gw.env());
     std::string everything = gw.log() + status + listed.out + listed.err;
-    for (const char* secret : {"whsec_c2VjcmV0LXNpZ25pbmcta2V5LW5ldw==", "c2VjcmV0LXNpZ25pbmcta2V5LW5ldw==",
-                               "older-secret-value-42", "header-token-0xBEEF", "api-key-value-77", "pa55w0rd-in-url"})
-      EXPECT_EQ(everything.find(secret), std::string::npos) << format << ": found " << secret << " in\n" << everything;
+    for (const char* secret :
+         {"whsec_c2VjcmV0LXNpZ25pbmcta2V5LW5ldw==", "c2VjcmV0LXNpZ25pbmcta2V5LW5ldw==",
+          "older-secret-value-42", "header-token-0xBEEF", "api-key-value-77", "pa55w0rd-in-url"})
+      EXPECT_EQ(everything.find(secret), std::string::npos)
+          << format << ": found " << secret << " in\n"
+          << everything;
     EXPECT_NE(gw.log().find("rx"), std::string::npos);  // the failures were logged, by webhook name
   }
 }
@@ -113,8 +134,8 @@ TEST(OperationsTest, FloodOfMalformedMessages) {
   TempDir dir;
   HttpReceiver rx;
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_with("log: { level: warn }\nwebhooks:\n  - name: rx\n    url: " + rx.url() +
-                                   "\n    events: [\"good.*\"]\n")))
+  ASSERT_TRUE(gw.start(config_with("log: { level: warn }\nwebhooks:\n  - name: rx\n    url: " +
+                                   rx.url() + "\n    events: [\"good.*\"]\n")))
       << gw.log();
   zmq::context_t ctx;
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);
@@ -140,7 +161,8 @@ TEST(OperationsTest, FloodOfMalformedMessages) {
   for (int i = 0; i < kFlood; ++i) {
     const auto& frames = kinds[static_cast<size_t>(i) % kinds.size()];
     for (size_t f = 0; f < frames.size(); ++f)
-      pub.send(zmq::buffer(frames[f]), f + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+      pub.send(zmq::buffer(frames[f]),
+               f + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   }
   // Oversize messages come from another connection: the socket refuses them by disconnecting.
   {
@@ -160,10 +182,12 @@ TEST(OperationsTest, FloodOfMalformedMessages) {
   std::string m = http_get(gw.admin_port(), "/metrics");
   EXPECT_EQ(metric_value(m, "hookgate_events_rejected_total"), static_cast<uint64_t>(kFlood));
   EXPECT_EQ(metric_value(m, "hookgate_events_received_total"), static_cast<uint64_t>(kFlood) + 1);
-  EXPECT_EQ(metric_value(m, "hookgate_events_accepted_total"), 1u);  // rejected messages are not events
+  EXPECT_EQ(metric_value(m, "hookgate_events_accepted_total"),
+            1u);  // rejected messages are not events
   EXPECT_TRUE(gw.running());
   gw.signal(SIGTERM);
-  EXPECT_EQ(gw.wait_exit(30s), 0) << gw.log().substr(gw.log().size() > 4000 ? gw.log().size() - 4000 : 0);
+  EXPECT_EQ(gw.wait_exit(30s), 0) << gw.log().substr(gw.log().size() > 4000 ? gw.log().size() - 4000
+                                                                            : 0);
 }
 
 // Hooks change under a steady stream: every event is delivered exactly once, and the new chain
@@ -173,9 +197,10 @@ TEST(OperationsTest, HotReloadUnderSteadyStreamAndSighup) {
   HttpReceiver rx, rx2;
   dir.write("hooks/_10_tag.yaml", "kind: transform\nactions:\n  - set: { data.gen: 0 }\n");
   GatewayProcess gw(dir);
-  std::string cfg = config_with("hooks: { directories: [./hooks], hot_reload: true }\nwebhooks:\n  - name: rx\n    url: " +
-                                rx.url() + "\n    events: [\"app.*\"]\n  - name: alerts\n    url: " + rx2.url() +
-                                "\n    events: [\"hookgate.hooks.reloaded\"]\n");
+  std::string cfg = config_with(
+      "hooks: { directories: [./hooks], hot_reload: true }\nwebhooks:\n  - name: rx\n    url: " +
+      rx.url() + "\n    events: [\"app.*\"]\n  - name: alerts\n    url: " + rx2.url() +
+      "\n    events: [\"hookgate.hooks.reloaded\"]\n");
   ASSERT_TRUE(gw.start(cfg)) << gw.log();
   auto pub = bus::Publisher::connect({.endpoints = {gw.bus_endpoint()}});
   ASSERT_TRUE(pub);
@@ -183,7 +208,8 @@ TEST(OperationsTest, HotReloadUnderSteadyStreamAndSighup) {
   std::atomic<bool> done{false};
   std::thread rewriter([&] {
     for (int gen = 1; !done; ++gen) {
-      dir.write("hooks/_10_tag.yaml", "kind: transform\nactions:\n  - set: { data.gen: " + std::to_string(gen) + " }\n");
+      dir.write("hooks/_10_tag.yaml",
+                "kind: transform\nactions:\n  - set: { data.gen: " + std::to_string(gen) + " }\n");
       std::this_thread::sleep_for(150ms);
     }
   });

@@ -25,10 +25,13 @@ std::string config_for(const std::string& url, const std::string& webhook_extra 
          top_extra +
          "webhooks:\n"
          "  - name: sink\n"
-         "    url: " + url + "\n"
+         "    url: " +
+         url +
+         "\n"
          "    events: [\"app.*\"]\n"
          "    secret: test-secret-123\n"
-         "    timeout_ms: 2000\n" + webhook_extra;
+         "    timeout_ms: 2000\n" +
+         webhook_extra;
 }
 
 std::string event_id_of(const std::string& body) {
@@ -49,7 +52,8 @@ uint64_t metric(const GatewayProcess& gw, const std::string& name) {
 }
 
 std::unique_ptr<bus::Publisher> publisher_for(const GatewayProcess& gw) {
-  auto pub = bus::Publisher::connect({.endpoints = {gw.bus_endpoint()}, .source = "reliability-test"});
+  auto pub =
+      bus::Publisher::connect({.endpoints = {gw.bus_endpoint()}, .source = "reliability-test"});
   if (!pub || !pub.value()->wait_for_subscriber(10s)) return nullptr;
   return std::move(pub.value());
 }
@@ -58,8 +62,9 @@ TEST(ReliabilityTest, ReceiverDownThenUpGetsEverything) {
   TempDir dir;
   int port = free_tcp_port();  // nothing listens here yet: connection refused
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_for("http://127.0.0.1:" + std::to_string(port) + "/",
-                                  "    retry: { max_attempts: 100, initial_backoff_ms: 50, max_backoff_ms: 300 }\n")))
+  ASSERT_TRUE(gw.start(config_for(
+      "http://127.0.0.1:" + std::to_string(port) + "/",
+      "    retry: { max_attempts: 100, initial_backoff_ms: 50, max_backoff_ms: 300 }\n")))
       << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
@@ -70,7 +75,8 @@ TEST(ReliabilityTest, ReceiverDownThenUpGetsEverything) {
   }
   ASSERT_TRUE(gw.wait_for_log("connect", 10s)) << gw.log();  // attempts are failing
   HttpReceiver rx(port);
-  ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 20s)) << gw.log();
+  ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 20s))
+      << gw.log();
   EXPECT_EQ(received_event_ids(rx), sent);
 }
 
@@ -78,9 +84,10 @@ TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
   TempDir dir;
   int port = free_tcp_port();
   GatewayProcess gw(dir);
-  std::string cfg = config_for("http://127.0.0.1:" + std::to_string(port) + "/",
-                               "    retry: { max_attempts: 1000, initial_backoff_ms: 100, max_backoff_ms: 400 }\n"
-                               "    max_in_flight: 64\n");
+  std::string cfg =
+      config_for("http://127.0.0.1:" + std::to_string(port) + "/",
+                 "    retry: { max_attempts: 1000, initial_backoff_ms: 100, max_backoff_ms: 400 }\n"
+                 "    max_in_flight: 64\n");
   ASSERT_TRUE(gw.start(cfg)) << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
@@ -100,12 +107,14 @@ TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
   pub.reset();
 
   // What the spool holds is what was accepted; the CLI reads it while no gateway runs.
-  auto listed = run_hookgate({"deliveries", "list", "--config", gw.config_path(), "--state", "pending", "--limit", "20000"},
+  auto listed = run_hookgate({"deliveries", "list", "--config", gw.config_path(), "--state",
+                              "pending", "--limit", "20000"},
                              "", gw.env());
   ASSERT_EQ(listed.exit_code, 0) << listed.err;
   std::set<std::string> accepted;
   std::regex id_re("[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}");
-  for (auto it = std::sregex_iterator(listed.out.begin(), listed.out.end(), id_re); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(listed.out.begin(), listed.out.end(), id_re);
+       it != std::sregex_iterator(); ++it)
     accepted.insert(it->str());
   ASSERT_GE(accepted.size(), static_cast<size_t>(kEvents / 3)) << listed.out.substr(0, 2000);
   for (const auto& id : accepted) ASSERT_TRUE(sent.count(id)) << id;
@@ -113,10 +122,13 @@ TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
   HttpReceiver rx(port);
   ASSERT_TRUE(gw.restart()) << gw.log();
   ASSERT_TRUE(gw.wait_for_log("pending deliveries to resume", 5s));
-  bool all = wait_until([&] {
-    auto got = received_event_ids(rx);
-    return std::all_of(accepted.begin(), accepted.end(), [&](const std::string& id) { return got.count(id) > 0; });
-  }, 120s);
+  bool all = wait_until(
+      [&] {
+        auto got = received_event_ids(rx);
+        return std::all_of(accepted.begin(), accepted.end(),
+                           [&](const std::string& id) { return got.count(id) > 0; });
+      },
+      120s);
   auto got = received_event_ids(rx);
   size_t missing = 0;
   for (const auto& id : accepted) missing += got.count(id) ? 0 : 1;
@@ -132,7 +144,8 @@ TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {
     return r;
   });
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_for(slow.url(), "    timeout_ms: 20000\n", "spool: { path: ./spool.db, shutdown_grace_ms: 300 }\n")))
+  ASSERT_TRUE(gw.start(config_for(slow.url(), "    timeout_ms: 20000\n",
+                                  "spool: { path: ./spool.db, shutdown_grace_ms: 300 }\n")))
       << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
@@ -149,7 +162,8 @@ TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {
   HttpReceiver rx;
   std::string cfg = config_for(rx.url(), "", "spool: { path: ./spool.db }\n");
   ASSERT_TRUE(gw.start(cfg)) << gw.log();
-  ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 20s)) << gw.log();
+  ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 20s))
+      << gw.log();
   EXPECT_EQ(received_event_ids(rx), sent);
 }
 
@@ -159,8 +173,9 @@ TEST(ReliabilityTest, SigtermRightAfterBurstSpoolsWhatTheBusQueued) {
   TempDir dir;
   int port = free_tcp_port();  // receiver down: everything stays pending
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_for("http://127.0.0.1:" + std::to_string(port) + "/",
-                                  "    retry: { max_attempts: 1000, initial_backoff_ms: 50, max_backoff_ms: 200 }\n")))
+  ASSERT_TRUE(gw.start(config_for(
+      "http://127.0.0.1:" + std::to_string(port) + "/",
+      "    retry: { max_attempts: 1000, initial_backoff_ms: 50, max_backoff_ms: 200 }\n")))
       << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
@@ -177,7 +192,8 @@ TEST(ReliabilityTest, SigtermRightAfterBurstSpoolsWhatTheBusQueued) {
   HttpReceiver rx(port);
   ASSERT_TRUE(gw.restart()) << gw.log();
   ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 60s))
-      << received_event_ids(rx).size() << " of " << sent.size() << "\n" << gw.log().substr(0, 3000);
+      << received_event_ids(rx).size() << " of " << sent.size() << "\n"
+      << gw.log().substr(0, 3000);
   EXPECT_EQ(received_event_ids(rx), sent);
 }
 
@@ -191,7 +207,8 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
     return r;
   });
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_for(rx.url(), "    retry: { max_attempts: 2, initial_backoff_ms: 20, max_backoff_ms: 50 }\n")))
+  ASSERT_TRUE(gw.start(config_for(
+      rx.url(), "    retry: { max_attempts: 2, initial_backoff_ms: 20, max_backoff_ms: 50 }\n")))
       << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
@@ -199,19 +216,22 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
   std::string event_id = pub->last_id();
   ASSERT_TRUE(rx.wait_for(2, 10s));
   ASSERT_TRUE(gw.wait_for_log("dead", 10s)) << gw.log();
-  auto dead = run_hookgate({"deliveries", "list", "--config", gw.config_path(), "--state", "dead"}, "", gw.env());
+  auto dead = run_hookgate({"deliveries", "list", "--config", gw.config_path(), "--state", "dead"},
+                           "", gw.env());
   ASSERT_EQ(dead.exit_code, 0) << dead.err;
   ASSERT_NE(dead.out.find(event_id), std::string::npos) << dead.out;
   EXPECT_NE(dead.out.find("503"), std::string::npos) << dead.out;
 
   status = 200;
-  auto replay = run_hookgate({"deliveries", "replay", "--all-dead", "--config", gw.config_path()}, "", gw.env());
+  auto replay = run_hookgate({"deliveries", "replay", "--all-dead", "--config", gw.config_path()},
+                             "", gw.env());
   ASSERT_EQ(replay.exit_code, 0) << replay.err;
   EXPECT_NE(replay.out.find("1 dead deliveries queued again"), std::string::npos) << replay.out;
   ASSERT_TRUE(rx.wait_for(3, 10s)) << gw.log();
   auto last = rx.requests().back();
   EXPECT_EQ(event_id_of(last.body), event_id);
-  EXPECT_EQ(last.header("x-hookgate-delivery"), rx.requests().front().header("x-hookgate-delivery"));
+  EXPECT_EQ(last.header("x-hookgate-delivery"),
+            rx.requests().front().header("x-hookgate-delivery"));
 }
 
 TEST(ReliabilityTest, LinkLocalUrlRefused) {
@@ -225,7 +245,8 @@ TEST(ReliabilityTest, LinkLocalUrlRefused) {
   // denied range is refused at connect time, and nothing reaches the receiver.
   HttpReceiver rx;
   std::string url = "http://localhost:" + std::to_string(rx.port()) + "/";
-  ASSERT_TRUE(gw.start(config_for(url, "    retry: { max_attempts: 1 }\n    deny_cidrs: [127.0.0.0/8, \"::1/128\"]\n")))
+  ASSERT_TRUE(gw.start(config_for(
+      url, "    retry: { max_attempts: 1 }\n    deny_cidrs: [127.0.0.0/8, \"::1/128\"]\n")))
       << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);

@@ -27,11 +27,13 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-pid_t spawn(const std::vector<std::string>& args, const std::string& out_path, const std::string& err_path,
-            const std::string& in_path, const std::vector<std::string>& extra_env) {
+pid_t spawn(const std::vector<std::string>& args, const std::string& out_path,
+            const std::string& err_path, const std::string& in_path,
+            const std::vector<std::string>& extra_env) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, in_path.empty() ? "/dev/null" : in_path.c_str(), O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 0, in_path.empty() ? "/dev/null" : in_path.c_str(),
+                                   O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   std::vector<std::string> env;
@@ -78,7 +80,8 @@ int free_tcp_port() {
 
 TempDir::TempDir() {
   std::random_device rd;
-  path_ = fs::temp_directory_path() / ("hookgate-test-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
+  path_ = fs::temp_directory_path() /
+          ("hookgate-test-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
   fs::create_directories(path_);
 }
 
@@ -91,7 +94,9 @@ std::string TempDir::write(const std::string& rel, const std::string& text, bool
   fs::path p = path_ / rel;
   fs::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary) << text;
-  if (executable) fs::permissions(p, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec, fs::perm_options::add);
+  if (executable)
+    fs::permissions(p, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
+                    fs::perm_options::add);
   return p.string();
 }
 
@@ -128,7 +133,9 @@ bool GatewayProcess::start(const std::string& config_yaml, std::chrono::millisec
   return launch(timeout);
 }
 
-bool GatewayProcess::restart(std::chrono::milliseconds timeout) { return launch(timeout); }
+bool GatewayProcess::restart(std::chrono::milliseconds timeout) {
+  return launch(timeout);
+}
 
 bool GatewayProcess::launch(std::chrono::milliseconds timeout) {
   // free_tcp_port() closes the port it found, so a parallel test can take it before the gateway
@@ -187,16 +194,20 @@ bool GatewayProcess::running() {
 }
 
 std::vector<std::string> GatewayProcess::env() const {
-  return {"HG_BUS_PORT=" + std::to_string(bus_port_), "HG_ADMIN_PORT=" + std::to_string(admin_port_)};
+  return {"HG_BUS_PORT=" + std::to_string(bus_port_),
+          "HG_ADMIN_PORT=" + std::to_string(admin_port_)};
 }
 
 std::string GatewayProcess::admin_url(const std::string& path) const {
   return "http://127.0.0.1:" + std::to_string(admin_port_) + path;
 }
 
-std::string GatewayProcess::log() const { return read_file(log_path_); }
+std::string GatewayProcess::log() const {
+  return read_file(log_path_);
+}
 
-bool GatewayProcess::wait_for_log(const std::string& needle, std::chrono::milliseconds timeout) const {
+bool GatewayProcess::wait_for_log(const std::string& needle,
+                                  std::chrono::milliseconds timeout) const {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (log().find(needle) != std::string::npos) return true;
@@ -226,14 +237,16 @@ uint64_t metric_value(const std::string& metrics_text, const std::string& series
   return std::stoull(metrics_text.substr(pos + series.size() + 2));
 }
 
-std::string publish(const std::string& endpoint, const std::string& type, const std::string& data_json) {
+std::string publish(const std::string& endpoint, const std::string& type,
+                    const std::string& data_json) {
   auto r = run_hookgate({"publish", "--endpoint", endpoint, "--type", type, "--data", data_json});
   if (r.exit_code != 0) return "";
   auto end = r.out.find('\n');
   return r.out.substr(0, end);
 }
 
-std::string http_get(int port, const std::string& path, int* status, const std::string& bearer_token) {
+std::string http_get(int port, const std::string& path, int* status,
+                     const std::string& bearer_token) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;

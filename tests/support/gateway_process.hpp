@@ -46,8 +46,10 @@ class GatewayProcess {
   ~GatewayProcess();  // SIGKILL if still running
 
   // Writes `config_yaml` to dir/hookgate.yaml and starts `hookgate run --config` on it. Waits
-  // for the "listening on" log line or a 200 from /readyz; false (with the log kept) if it exits or times out.
-  bool start(const std::string& config_yaml, std::chrono::milliseconds timeout = std::chrono::seconds(15));
+  // for the "listening on" log line or a 200 from /readyz; false (with the log kept) if it exits or
+  // times out.
+  bool start(const std::string& config_yaml,
+             std::chrono::milliseconds timeout = std::chrono::seconds(15));
   // Starts again with the config already written (after a crash or a stop).
   bool restart(std::chrono::milliseconds timeout = std::chrono::seconds(15));
   void signal(int sig);
@@ -89,7 +91,8 @@ rapidjson::Document parse_json(const std::string& text);
 uint64_t metric_value(const std::string& metrics_text, const std::string& series);
 
 // Publishes one event through `hookgate publish`; returns the event id ("" on failure).
-std::string publish(const std::string& endpoint, const std::string& type, const std::string& data_json);
+std::string publish(const std::string& endpoint, const std::string& type,
+                    const std::string& data_json);
 
 // A blocking HTTP GET on 127.0.0.1 (admin endpoint); the body, or "" on error. Status in *status.
 std::string http_get(int port, const std::string& path, int* status = nullptr,
