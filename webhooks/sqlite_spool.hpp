@@ -142,6 +142,10 @@ class SqliteSpool final : public DeliveryStore {
   Status enqueue(std::unique_ptr<Op> op);
   void notify_ready();
 
+  // Checkpoints run on their own thread and connection, off the commit path (see docs/spool.md).
+  static int on_wal_commit(void* self, sqlite3* db, const char* schema, int wal_pages);
+  void checkpoint_loop();
+
   // Lane bookkeeping; callers hold mu_ (resync_locked also disk_mu_, and runs on the writer).
   void cache_locked(Lane& lane, Delivery delivery, int64_t rowid);
   void enforce_cap_locked();
@@ -184,6 +188,14 @@ class SqliteSpool final : public DeliveryStore {
   bool closed_ = false;
   bool wake_ = false;
   std::thread writer_thread_;
+
+  std::unique_ptr<Conn> checkpointer_;  // only checkpoint_loop() uses it
+  std::mutex ckpt_mu_;
+  std::condition_variable ckpt_cv_;
+  bool ckpt_wanted_ = false;
+  bool ckpt_stop_ = false;
+  std::thread checkpoint_thread_;
+  int wal_pages_at_request_ = 0;  // writer thread only (the WAL hook runs in its commits)
 
   std::mutex cb_mu_;
   std::function<void()> on_ready_;
