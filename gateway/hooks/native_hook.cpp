@@ -1,8 +1,12 @@
 #include "gateway/hooks/native_hook.hpp"
 
 #include <dlfcn.h>
+#include <setjmp.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstring>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +19,7 @@
 #include <mutex>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
@@ -36,7 +41,85 @@ namespace {
 //   mapping per stuck hook. destroy() is not called either (its state may be in use).
 // - A caller whose call is still queued behind a slow (not yet timed out) one times out without
 //   quarantining: the hook itself has not outlived a timeout yet.
-constexpr const char* kQuarantined = "quarantined after timeout";
+//
+// Crash decision: a crash inside a hook (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT raised on the
+// hook's worker thread while it is inside a call) is a hook failure, as PRODUCT.md asks of every
+// form, not the end of the gateway. The signal handler jumps back (siglongjmp) to the worker loop,
+// the call fails with "crashed (SIGSEGV)", and the hook is quarantined exactly like a stuck one:
+// its state may be corrupt, so it is never called (nor destroy()ed, nor unloaded) again until a
+// reload builds a new instance. The jump skips the destructors of the frames it unwinds (the
+// hook's own, and one call's buffers): a bounded leak, once per crashed hook. What this cannot
+// contain: a crash that corrupted the gateway's memory before it faulted, or one inside libc
+// while it held a lock (a later malloc could then block). Hooks that may do that belong in a
+// program hook. Signals raised on any other thread go to the previous handler (default: the
+// process dies, as before; under ASan: its report).
+constexpr const char* kQuarantinedAfterTimeout = "quarantined after timeout";
+constexpr int kCrashSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+constexpr size_t kAltStackBytes = 64 * 1024;  // the handler must run even after a stack overflow
+
+thread_local sigjmp_buf* tls_crash_jump = nullptr;
+thread_local volatile std::sig_atomic_t tls_crash_signal = 0;
+struct sigaction g_previous_action[NSIG];
+
+extern "C" void on_crash_signal(int sig, siginfo_t* info, void* context) {
+  if (sigjmp_buf* jump = tls_crash_jump) {
+    tls_crash_jump = nullptr;
+    tls_crash_signal = sig;
+    siglongjmp(*jump, 1);
+  }
+  const struct sigaction& previous = g_previous_action[sig];
+  if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
+    previous.sa_sigaction(sig, info, context);
+    return;
+  }
+  if ((previous.sa_flags & SA_SIGINFO) == 0 && previous.sa_handler != SIG_DFL &&
+      previous.sa_handler != SIG_IGN) {
+    previous.sa_handler(sig);
+    return;
+  }
+  std::signal(sig, SIG_DFL);  // returning re-runs the faulting instruction, now fatal
+  if (sig == SIGABRT || info == nullptr || info->si_code <= 0) std::raise(sig);
+}
+
+void install_crash_handlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : kCrashSignals) {
+      struct sigaction action {};
+      action.sa_sigaction = on_crash_signal;
+      action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+      sigemptyset(&action.sa_mask);
+      ::sigaction(sig, &action, &g_previous_action[sig]);
+    }
+  });
+}
+
+// A quarantined hook's state is never destroyed (its destroy() may crash or hang too). It is
+// kept here rather than dropped so that it stays reachable: a deliberate, bounded leak, not one
+// LeakSanitizer should report.
+void keep_forever(void* state) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<void*>();
+  if (state == nullptr) return;
+  std::lock_guard lock(mu);
+  kept->push_back(state);
+}
+
+// Runs fn; returns 0, or the signal that interrupted it inside a crashed hook.
+int run_contained(const std::function<void()>& fn) {
+  sigjmp_buf jump;
+  if (sigsetjmp(jump, 1) != 0) return tls_crash_signal;  // 1: restore the signal mask too
+  tls_crash_signal = 0;
+  tls_crash_jump = &jump;
+  fn();
+  tls_crash_jump = nullptr;
+  return 0;
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
 
 HookFailure failure(HookFailure::Kind kind, std::string reason) {
   return HookFailure{kind, std::move(reason)};
@@ -54,9 +137,10 @@ void take_string(const hookgate_hook_descriptor& d, char*& p, std::string& out) 
 // a quarantined hook keeps it alive after the NativeHook is gone.
 class Worker {
  public:
-  enum class Outcome { Done, QueuedTimeout, Stuck, Quarantined };
+  enum class Outcome { Done, QueuedTimeout, Stuck, Crashed, Quarantined };
 
   Worker() : s_(std::make_shared<Shared>()) {
+    install_crash_handlers();
     thread_ = std::thread([s = s_] { loop(*s); });
   }
   Worker(const Worker&) = delete;
@@ -87,12 +171,13 @@ class Worker {
         lock, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms), [&] {
           return job->state == State::Done || (s_->quarantined && job->state == State::Queued);
         });
-    if (job->state == State::Done) return Outcome::Done;
+    if (job->state == State::Done) return job->crash_signal != 0 ? Outcome::Crashed : Outcome::Done;
     if (job->state == State::Queued) {
       s_->queue.erase(std::find(s_->queue.begin(), s_->queue.end(), job));
       return s_->quarantined ? Outcome::Quarantined : Outcome::QueuedTimeout;
     }
     s_->quarantined = true;
+    s_->reason = kQuarantinedAfterTimeout;
     s_->cv.notify_all();  // fail the callers queued behind the stuck call now
     return Outcome::Stuck;
   }
@@ -101,12 +186,19 @@ class Worker {
     std::lock_guard lock(s_->mu);
     return s_->quarantined;
   }
+  // Why the hook is quarantined ("quarantined after timeout", "quarantined after a crash
+  // (SIGSEGV)"); empty while it is not.
+  std::string quarantine_reason() const {
+    std::lock_guard lock(s_->mu);
+    return s_->quarantined ? s_->reason : std::string();
+  }
 
  private:
   enum class State { Queued, Running, Done };
   struct Job {
     std::function<void()> run;
     State state = State::Queued;
+    int crash_signal = 0;
   };
   struct Shared {
     std::mutex mu;
@@ -114,22 +206,37 @@ class Worker {
     std::deque<std::shared_ptr<Job>> queue;
     bool stop = false;
     bool quarantined = false;
+    std::string reason;
   };
 
   static void loop(Shared& s) {
+    // The crash handler runs on this stack, so a hook that overflows its own stack is contained.
+    std::vector<char> alt_stack(kAltStackBytes);
+    stack_t ss{};
+    ss.ss_sp = alt_stack.data();
+    ss.ss_size = alt_stack.size();
+    ::sigaltstack(&ss, nullptr);
     std::unique_lock lock(s.mu);
     for (;;) {
       s.cv.wait(lock, [&] { return s.stop || !s.queue.empty(); });
-      if (s.queue.empty()) return;  // stopping, nothing left
+      if (s.queue.empty()) break;  // stopping, nothing left
       auto job = std::move(s.queue.front());
       s.queue.pop_front();
       job->state = State::Running;
       lock.unlock();
-      job->run();
+      const int sig = run_contained(job->run);
       lock.lock();
+      if (sig != 0) {
+        job->crash_signal = sig;
+        s.quarantined = true;
+        s.reason = "quarantined after a crash (" + signal_name(sig) + ")";
+      }
       job->state = State::Done;
       s.cv.notify_all();
     }
+    lock.unlock();
+    ss.ss_flags = SS_DISABLE;
+    ::sigaltstack(&ss, nullptr);
   }
 
   std::shared_ptr<Shared> s_;
@@ -171,6 +278,7 @@ class NativeHook final : public Hook {
     if (worker_.quarantined()) {
       spdlog::warn("hook {}: unloading a quarantined native hook; {} stays loaded", spec().name,
                    path_);
+      keep_forever(state_);
       return;  // ~Worker detaches; lib_ is leaked on purpose
     }
     // ~Worker joins first (members are destroyed after this body), so close the library after
@@ -206,6 +314,8 @@ class NativeHook final : public Hook {
           }
         },
         spec().timeout_ms);
+    if (outcome == Worker::Outcome::Crashed)
+      return "init() crashed (" + worker_.quarantine_reason() + "; library left loaded)";
     if (outcome != Worker::Outcome::Done) {
       return "init() did not return within " + std::to_string(spec().timeout_ms) +
              " ms (library left loaded)";
@@ -244,7 +354,9 @@ class NativeHook final : public Hook {
       case Worker::Outcome::Done:
         break;
       case Worker::Outcome::Quarantined:
-        return failure(HookFailure::Kind::Error, kQuarantined);
+        return failure(HookFailure::Kind::Error, worker_.quarantine_reason());
+      case Worker::Outcome::Crashed:
+        return crashed("handle()");
       case Worker::Outcome::QueuedTimeout:
         return failure(HookFailure::Kind::Timeout,
                        "no turn within " + std::to_string(spec().timeout_ms) +
@@ -256,8 +368,7 @@ class NativeHook final : public Hook {
   }
 
   std::string snapshot() const override {
-    if (worker_.quarantined())
-      return R"({"quarantined":true,"reason":"quarantined after timeout"})";
+    if (worker_.quarantined()) return quarantined_snapshot();
     if (desc_->snapshot == nullptr) return "{}";
     auto call = std::make_shared<SnapshotCall>();
     const hookgate_hook_descriptor* d = desc_;
@@ -269,10 +380,9 @@ class NativeHook final : public Hook {
           take_string(*d, s, call->json);
         },
         spec().timeout_ms);
-    if (outcome == Worker::Outcome::Stuck) {
-      (void)stuck("snapshot()");
-      return R"({"quarantined":true,"reason":"quarantined after timeout"})";
-    }
+    if (outcome == Worker::Outcome::Stuck) (void)stuck("snapshot()");
+    if (outcome == Worker::Outcome::Crashed) (void)crashed("snapshot()");
+    if (worker_.quarantined()) return quarantined_snapshot();
     if (outcome != Worker::Outcome::Done || !call->has_value) return "{}";
     // Status pages embed it as JSON: only a well-formed object is passed on.
     JsonDocument doc;
@@ -282,15 +392,31 @@ class NativeHook final : public Hook {
   }
 
  private:
-  HookResult stuck(const char* what) const {
-    static auto& quarantines =
+  static metrics::Counter& quarantines() {
+    static auto& counter =
         metrics::counter("hookgate_hook_quarantined_total",
-                         "Native hooks quarantined after a call outlived its timeout");
-    quarantines.inc();
+                         "Native hooks quarantined after a call crashed or outlived its timeout");
+    return counter;
+  }
+
+  HookResult stuck(const char* what) const {
+    quarantines().inc();
     std::string reason = std::string(what) + " did not return within " +
                          std::to_string(spec().timeout_ms) + " ms; hook quarantined until reloaded";
     spdlog::error("hook {}: {}", spec().name, reason);
     return failure(HookFailure::Kind::Timeout, std::move(reason));
+  }
+
+  HookResult crashed(const char* what) const {
+    quarantines().inc();
+    std::string reason =
+        std::string(what) + " crashed; hook " + worker_.quarantine_reason() + ", until reloaded";
+    spdlog::error("hook {}: {}", spec().name, reason);
+    return failure(HookFailure::Kind::Error, std::move(reason));
+  }
+
+  std::string quarantined_snapshot() const {
+    return R"({"quarantined":true,"reason":")" + worker_.quarantine_reason() + R"("})";
   }
 
   HookResult interpret(const HandleCall& c) const {

@@ -8,8 +8,17 @@
 #include <atomic>
 #include <filesystem>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "gateway/common/clock.hpp"
+
+// CrashInInitIsALoadError: the crash jumps over the SDK frame that owns the half-built hook
+// object, which is then unreachable: the bounded leak docs/hooks.md describes. Only that frame,
+// and only for this test fixture, is exempt from LeakSanitizer.
+extern "C" const char* __lsan_default_suppressions() {
+  return "leak:hookgate::sdk::detail::Adapter<Fixture>::init\n";
+}
 
 namespace hookgate::hooks {
 namespace {
@@ -187,6 +196,45 @@ TEST(NativeHookTest, TimeoutQuarantinesTheHook) {
   start = now_steady_ns();
   hook.reset();
   EXPECT_LT(elapsed_ms(start), 500);
+}
+
+// A crash inside handle() is a hook failure, not the end of the process: the call fails, the
+// hook is quarantined (never called again), and a fresh load of the same library works.
+TEST(NativeHookTest, CrashesAreContainedAndQuarantineTheHook) {
+  for (const auto& [mode, signal] : std::vector<std::pair<std::string, std::string>>{
+           {"segv", "SIGSEGV"}, {"overflow", "SIGSEGV"}, {"abort", "SIGABRT"}}) {
+    SCOPED_TRACE(mode);
+    auto hook = load("fixture_hook", R"({"mode":")" + mode + R"("})");
+    ASSERT_TRUE(hook);
+    Event ev = make_event(R"({"n":1})");
+    const std::string before = ev.to_json();
+    auto r = hook->handle(ev);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+    EXPECT_EQ(r.error().reason,
+              "handle() crashed; hook quarantined after a crash (" + signal + "), until reloaded");
+    EXPECT_EQ(ev.to_json(), before) << "a failed call must leave the event as it was";
+    r = hook->handle(ev);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().reason, "quarantined after a crash (" + signal + ")");
+    EXPECT_EQ(hook->snapshot(),
+              "{\"quarantined\":true,\"reason\":\"quarantined after a crash (" + signal + ")\"}");
+    hook.reset();  // unloading a crashed hook neither calls destroy() nor hangs
+  }
+  auto fresh = load("fixture_hook", R"({"mode":"veto"})");
+  ASSERT_TRUE(fresh);
+  Event ev = make_event("{}");
+  auto r = fresh->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r.value().action, Action::Veto);
+}
+
+TEST(NativeHookTest, CrashInInitIsALoadError) {
+  auto hook =
+      make_native_hook(make_spec(R"({"mode":"init_segv"})"), fixture("fixture_hook"), false);
+  ASSERT_FALSE(hook);
+  EXPECT_EQ(hook.error(),
+            "init() crashed (quarantined after a crash (SIGSEGV); library left loaded)");
 }
 
 TEST(NativeHookTest, CallersQueuedBehindAStuckCallFailToo) {
