@@ -200,6 +200,14 @@ void stop_zap_authenticator(zmq::context_t& ctx) {
   authenticators().erase(ctx.handle());
 }
 
+Result<std::string> read_server_key(const std::string& z85_or_file) {
+  if (valid_z85_key(z85_or_file)) return z85_or_file;
+  auto keys = read_key_file(z85_or_file);
+  if (!keys) return keys.error();
+  if (keys->public_key.empty()) return make_error("key file " + z85_or_file + " has no public key");
+  return keys->public_key;
+}
+
 Status configure_curve_client(zmq::socket_t& sock, const std::string& server_public,
                               const CurveKeypair& client) {
   if (!valid_z85_key(server_public))

@@ -57,6 +57,8 @@ Status configure_curve_server(zmq::context_t& ctx, zmq::socket_t& sock,
 Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg);
 // Stops the context's authenticator; call before the context is destroyed.
 void stop_zap_authenticator(zmq::context_t& ctx);
+// A server public key given as 40 Z85 characters or as a key file (`hookgate keygen` output).
+Result<std::string> read_server_key(const std::string& z85_or_file);
 // Makes `sock` a CURVE client of `server_public` using the client keypair.
 Status configure_curve_client(zmq::socket_t& sock, const std::string& server_public,
                               const CurveKeypair& client);

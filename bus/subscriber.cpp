@@ -11,7 +11,14 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
     sock.set(zmq::sockopt::maxmsgsize, cfg.max_message_bytes);
     sock.set(zmq::sockopt::rcvhwm, cfg.receive_hwm);
     sock.set(zmq::sockopt::linger, 0);
-    if (cfg.curve.enabled) {
+    if (cfg.curve.client_mode()) {
+      auto server = read_server_key(cfg.curve.server_key);
+      if (!server) return make_error("bus.curve.server_key: " + server.error().message);
+      auto own = read_key_file(cfg.curve.secret_key_file);
+      if (!own) return make_error("bus.curve.secret_key_file: " + own.error().message);
+      if (auto st = configure_curve_client(sock, *server, *own); !st)
+        return make_error("bus.curve: " + st.error().message);
+    } else if (cfg.curve.enabled) {
       if (auto st = configure_curve_server(ctx, sock, cfg.curve); !st) return st.error();
     }
     for (const auto& topic : cfg.topics) sock.set(zmq::sockopt::subscribe, topic);

@@ -55,15 +55,35 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   curve.get("enabled", bus.curve.enabled);
   curve.get("secret_key_file", bus.curve.secret_key_file);
   curve.get("allowed_clients", bus.curve.allowed_clients);
+  curve.get("server_key", bus.curve.server_key);
   bus.curve.secret_key_file = resolve_path(bus.curve.secret_key_file, base_dir);
   bus.curve.allowed_clients = resolve_path(bus.curve.allowed_clients, base_dir);
+  if (bus.curve.server_key.size() != 40)  // not a Z85 key itself: a key file
+    bus.curve.server_key = resolve_path(bus.curve.server_key, base_dir);
   curve.finish();
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
   if (bus.max_message_bytes < 64)
     r.error(r.pos("max_message_bytes"), "bus.max_message_bytes must be at least 64");
   if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
-  if (bus.curve.enabled && (bus.curve.secret_key_file.empty() || bus.curve.allowed_clients.empty()))
-    r.error(r.pos("curve"), "bus.curve needs secret_key_file and allowed_clients when enabled");
+  if (bus.curve.client_mode()) {
+    // One socket is either a CURVE server or a CURVE client: with server_key it connects.
+    if (bus.curve.secret_key_file.empty())
+      r.error(r.pos("curve"),
+              "bus.curve.server_key needs secret_key_file (this gateway's keypair)");
+    if (!bus.curve.allowed_clients.empty())
+      r.error(r.pos("curve"),
+              "bus.curve: allowed_clients is for a CURVE server; with server_key the gateway is "
+              "a client (the proxy checks its key)");
+    if (bus.bind)
+      r.error(r.pos("curve"),
+              "bus.curve.server_key makes the bus socket a CURVE client: use bus.connect, not "
+              "bus.bind");
+  } else if (bus.curve.enabled &&
+             (bus.curve.secret_key_file.empty() || bus.curve.allowed_clients.empty())) {
+    r.error(r.pos("curve"),
+            "bus.curve needs secret_key_file and allowed_clients when enabled (or server_key "
+            "and secret_key_file to connect to a CURVE proxy)");
+  }
   r.finish();
 }
 

@@ -35,18 +35,14 @@ int cmd_publish(const std::vector<std::string>& argv) {
   bus::PublisherOptions options{.endpoints = {*endpoint},
                                 .source = args.get_or("source", "unknown")};
   if (auto server = args.get("server-key")) {
-    std::string server_key = *server;
-    if (server_key.size() != 40) {
-      auto keys = bus::read_key_file(server_key);
-      if (!keys) return fail(keys.error().message);
-      server_key = keys->public_key;
-    }
+    auto server_key = bus::read_server_key(*server);
+    if (!server_key) return fail(server_key.error().message);
     auto client_file = args.get("client-key");
     if (!client_file)
       return fail("--server-key needs --client-key FILE (from `hookgate keygen`)", 2);
     auto client = bus::read_key_file(*client_file);
     if (!client) return fail(client.error().message);
-    options.server_public_key = server_key;
+    options.server_public_key = server_key.value();
     options.client_keys = client.value();
   }
   auto pub = bus::Publisher::connect(std::move(options));

@@ -113,6 +113,37 @@ TEST(ConfigLoaderTest, WebhookValidation) {
   EXPECT_NE(all.find("webhooks[2]: `name` is required"), std::string::npos) << all;
 }
 
+// bus.curve: server mode (bind, allow-list) or client mode (server_key: connect to a CURVE proxy).
+TEST(ConfigLoaderTest, CurveServerOrClientMode) {
+  auto client = load(
+      "bus:\n  connect: [tcp://proxy:5557]\n"
+      "  curve: { enabled: true, server_key: keys/proxy.key.pub, secret_key_file: gw.key }\n");
+  ASSERT_TRUE(client.ok()) << first_error(client);
+  EXPECT_TRUE(client.value().bus.curve.client_mode());
+  EXPECT_EQ(client.value().bus.curve.server_key, "/etc/hg/keys/proxy.key.pub");
+  auto inline_key = load(
+      "bus:\n  connect: [tcp://proxy:5557]\n"
+      "  curve: { enabled: true, server_key: \"rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7\", "
+      "secret_key_file: gw.key }\n");
+  ASSERT_TRUE(inline_key.ok()) << first_error(inline_key);
+  EXPECT_EQ(inline_key.value().bus.curve.server_key, "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7");
+  auto bound = load(
+      "bus:\n  bind: tcp://127.0.0.1:5556\n"
+      "  curve: { enabled: true, server_key: proxy.pub, secret_key_file: gw.key }\n");
+  EXPECT_NE(first_error(bound).find("use bus.connect, not bus.bind"), std::string::npos)
+      << first_error(bound);
+  auto both = load(
+      "bus:\n  connect: [tcp://proxy:5557]\n"
+      "  curve: { enabled: true, server_key: p.pub, secret_key_file: g.key, allowed_clients: c "
+      "}\n");
+  EXPECT_NE(first_error(both).find("allowed_clients is for a CURVE server"), std::string::npos)
+      << first_error(both);
+  auto server = load("bus:\n  curve: { enabled: true, secret_key_file: s.key }\n");
+  EXPECT_NE(first_error(server).find("needs secret_key_file and allowed_clients"),
+            std::string::npos)
+      << first_error(server);
+}
+
 TEST(ConfigLoaderTest, UnsetVariableIsAnErrorAndSecretsStayOut) {
   unsetenv("HG_DOES_NOT_EXIST");
   auto cfg = load("webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_DOES_NOT_EXIST}\n");

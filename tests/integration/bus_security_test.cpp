@@ -84,5 +84,54 @@ TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+// CURVE end to end through the proxy: the publisher and the gateway are both CURVE clients of a
+// `hookgate bus` proxy whose ZAP allow-list names them (bus.curve.server_key: client mode).
+TEST(BusSecurityTest, GatewayConnectsAsCurveClientOfASecuredProxy) {
+  TempDir dir;
+  HttpReceiver rx;
+  for (const char* name : {"proxy", "gateway", "publisher"})
+    ASSERT_EQ(
+        run_hookgate({"keygen", "--out", (dir / (std::string(name) + ".key")).string()}).exit_code,
+        0);
+  std::filesystem::create_directories(dir / "clients");
+  std::filesystem::copy_file(dir / "gateway.key.pub", dir / "clients" / "gateway.pub");
+  std::filesystem::copy_file(dir / "publisher.key.pub", dir / "clients" / "publisher.pub");
+  int front = free_tcp_port(), back = free_tcp_port();
+  std::string frontend = "tcp://127.0.0.1:" + std::to_string(front);
+  std::string backend = "tcp://127.0.0.1:" + std::to_string(back);
+  std::vector<std::string> args = {HOOKGATE_BINARY,      "bus",
+                                   "--frontend",         frontend,
+                                   "--backend",          backend,
+                                   "--curve-secret-key", (dir / "proxy.key").string(),
+                                   "--allowed-clients",  (dir / "clients").string()};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t proxy = -1;
+  ASSERT_EQ(posix_spawn(&proxy, HOOKGATE_BINARY, nullptr, nullptr, argv.data(), environ), 0);
+
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(
+      gw.start("bus:\n  connect: [\"" + backend +
+               "\"]\n"
+               "  curve: { enabled: true, server_key: ./proxy.key.pub, secret_key_file: "
+               "./gateway.key }\n"
+               "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\nspool: { mode: memory }\n"
+               "webhooks:\n  - name: rx\n    url: " +
+               rx.url() + "\n    events: [\"app.*\"]\n"))
+      << gw.log();
+  auto sent = run_hookgate({"publish", "--endpoint", frontend, "--type", "app.secured", "--data",
+                            "{}", "--server-key", (dir / "proxy.key.pub").string(), "--client-key",
+                            (dir / "publisher.key").string(), "--wait-ms", "5000"});
+  EXPECT_EQ(sent.exit_code, 0) << sent.err;
+  EXPECT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  if (rx.count() > 0) {
+    EXPECT_EQ(rx.requests()[0].header("x-hookgate-event"), "app.secured");
+  }
+  kill(proxy, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(proxy, &status, 0), proxy);
+}
+
 }  // namespace
 }  // namespace hookgate::testing
