@@ -15,6 +15,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Starts `hookgate bus --frontend F --backend B EXTRA...`; -1 if it could not be spawned.
+pid_t spawn_proxy(const std::string& frontend, const std::string& backend,
+                  std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {HOOKGATE_BINARY, "bus",       "--frontend",
+                                   frontend,        "--backend", backend};
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  return posix_spawn(&pid, HOOKGATE_BINARY, nullptr, nullptr, argv.data(), environ) == 0 ? pid : -1;
+}
+
 TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
   TempDir dir;
   HttpReceiver rx;
@@ -58,13 +71,8 @@ TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
   int front = free_tcp_port(), back = free_tcp_port();
   std::string frontend = "tcp://127.0.0.1:" + std::to_string(front);
   std::string backend = "tcp://127.0.0.1:" + std::to_string(back);
-  std::vector<std::string> args = {HOOKGATE_BINARY, "bus",       "--frontend",
-                                   frontend,        "--backend", backend};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t proxy = -1;
-  ASSERT_EQ(posix_spawn(&proxy, HOOKGATE_BINARY, nullptr, nullptr, argv.data(), environ), 0);
+  pid_t proxy = spawn_proxy(frontend, backend);
+  ASSERT_GT(proxy, 0);
 
   GatewayProcess gw(dir);
   ASSERT_TRUE(
@@ -99,16 +107,10 @@ TEST(BusSecurityTest, GatewayConnectsAsCurveClientOfASecuredProxy) {
   int front = free_tcp_port(), back = free_tcp_port();
   std::string frontend = "tcp://127.0.0.1:" + std::to_string(front);
   std::string backend = "tcp://127.0.0.1:" + std::to_string(back);
-  std::vector<std::string> args = {HOOKGATE_BINARY,      "bus",
-                                   "--frontend",         frontend,
-                                   "--backend",          backend,
-                                   "--curve-secret-key", (dir / "proxy.key").string(),
-                                   "--allowed-clients",  (dir / "clients").string()};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t proxy = -1;
-  ASSERT_EQ(posix_spawn(&proxy, HOOKGATE_BINARY, nullptr, nullptr, argv.data(), environ), 0);
+  pid_t proxy = spawn_proxy(frontend, backend,
+                            {"--curve-secret-key", (dir / "proxy.key").string(),
+                             "--allowed-clients", (dir / "clients").string()});
+  ASSERT_GT(proxy, 0);
 
   GatewayProcess gw(dir);
   ASSERT_TRUE(
