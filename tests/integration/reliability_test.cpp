@@ -197,6 +197,65 @@ TEST(ReliabilityTest, SigtermRightAfterBurstSpoolsWhatTheBusQueued) {
   EXPECT_EQ(received_event_ids(rx), sent);
 }
 
+// SIGHUP changes, adds and removes webhooks without a restart and without losing what is queued:
+// deliveries waiting for a dead URL go to the new URL; an added webhook gets the next events; a
+// removed one gets nothing more.
+TEST(ReliabilityTest, SighupChangesAddsAndRemovesWebhooksKeepingTheQueue) {
+  TempDir dir;
+  HttpReceiver moved, added;
+  const std::string dead_url = "http://127.0.0.1:" + std::to_string(free_tcp_port()) + "/";
+  const std::string retry =
+      "    retry: { max_attempts: 1000, initial_backoff_ms: 50, max_backoff_ms: 200 }\n";
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(dead_url, retry))) << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  std::set<std::string> queued;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(pub->publish("app.event", "{\"n\":" + std::to_string(i) + "}"));
+    queued.insert(pub->last_id());
+  }
+  ASSERT_TRUE(wait_until([&] { return metric(gw, "hookgate_events_accepted_total") >= 20; }, 10s))
+      << gw.log();
+
+  // Change sink's URL and add a second webhook.
+  const std::string second =
+      "  - name: second\n    url: " + added.url() + "\n    events: [\"app.*\"]\n";
+  dir.write("hookgate.yaml", config_for(moved.url(), retry + second));
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(wait_until([&] { return received_event_ids(moved).size() >= queued.size(); }, 20s))
+      << received_event_ids(moved).size() << " of " << queued.size() << "\n"
+      << gw.log();
+  EXPECT_EQ(received_event_ids(moved), queued);
+  EXPECT_EQ(added.count(), 0u) << "events published before the webhook existed";
+  ASSERT_TRUE(pub->publish("app.event", "{\"n\":\"after-add\"}"));
+  const std::string after_add = pub->last_id();
+  ASSERT_TRUE(wait_until([&] { return received_event_ids(added).count(after_add) == 1; }, 10s))
+      << gw.log();
+  ASSERT_TRUE(wait_until([&] { return received_event_ids(moved).count(after_add) == 1; }, 10s));
+
+  // Remove the second webhook again.
+  auto reloads = [&] {
+    const std::string log = gw.log();
+    size_t n = 0;
+    for (size_t at = log.find("configuration reloaded"); at != std::string::npos;
+         at = log.find("configuration reloaded", at + 1))
+      ++n;
+    return n;
+  };
+  ASSERT_EQ(reloads(), 1u) << gw.log();
+  dir.write("hookgate.yaml", config_for(moved.url(), retry));
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(wait_until([&] { return reloads() == 2; }, 10s)) << gw.log();
+  ASSERT_TRUE(pub->publish("app.event", "{\"n\":\"after-remove\"}"));
+  const std::string after_remove = pub->last_id();
+  ASSERT_TRUE(wait_until([&] { return received_event_ids(moved).count(after_remove) == 1; }, 10s))
+      << gw.log();
+  std::this_thread::sleep_for(300ms);  // `second` would have had it by now
+  EXPECT_EQ(received_event_ids(added).count(after_remove), 0u);
+  EXPECT_TRUE(gw.running());
+}
+
 TEST(ReliabilityTest, DeadLetterThenReplay) {
   TempDir dir;
   HttpReceiver rx;
