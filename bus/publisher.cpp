@@ -1,7 +1,9 @@
 #include "bus/publisher.hpp"
 
+#include "bus/sequence_gaps.hpp"
 #include "bus/wire.hpp"
 #include "gateway/common/clock.hpp"
+#include "gateway/common/ids.hpp"
 
 namespace hookgate::bus {
 
@@ -73,6 +75,11 @@ Status Publisher::publish(std::string_view type, std::string_view data_json,
 
 Status Publisher::publish(Event& event) {
   if (auto st = event.normalize(now_unix_ms()); !st) return st;
+  if (options_.sequence) {
+    if (stream_id_.empty()) stream_id_ = new_uuid_v7();
+    event.set_string(kStreamAttribute, stream_id_);
+    event.set(kSequenceAttribute, JsonValue(next_seq_));
+  }
   drain_subscriptions();
   std::vector<zmq::message_t> frames;
   encode_message(event, frames);
@@ -84,6 +91,7 @@ Status Publisher::publish(Event& event) {
     return make_error(std::string("bus send failed: ") + e.what());
   }
   last_id_ = std::string(event.id());
+  ++next_seq_;
   return {};
 }
 

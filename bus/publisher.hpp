@@ -28,6 +28,9 @@ struct PublisherOptions {
   std::vector<std::string> endpoints;  // connect to these (the gateway's bus.bind, or a proxy)
   std::optional<std::string> bind;     // or bind, for gateways that connect to publishers
   std::string source = "unknown";      // CloudEvents `source` unless an event sets its own
+  // Stamp hookgatestream/hookgateseq on every event so the gateway can count lost messages
+  // (hookgate_bus_messages_dropped_total; bus/sequence_gaps.hpp).
+  bool sequence = true;
   int send_hwm = 100000;
   // CURVE: the server's public key and this client's keypair (all Z85), when the bus requires it.
   std::string server_public_key;
@@ -61,6 +64,8 @@ class Publisher {
   PublisherOptions options_;
   bool subscribed_ = false;
   std::string last_id_;
+  std::string stream_id_;  // random per instance: a restarted publisher is a new stream
+  uint64_t next_seq_ = 1;  // advances only when a send succeeds, so a refused send is no gap
 };
 
 }  // namespace hookgate::bus

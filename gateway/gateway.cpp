@@ -7,6 +7,7 @@
 #include <zmq.hpp>
 
 #include "bus/curve.hpp"
+#include "bus/sequence_gaps.hpp"
 #include "bus/subscriber.hpp"
 #include "bus/wire.hpp"
 #include "config/loader.hpp"
@@ -84,6 +85,11 @@ struct Gateway::Impl {
   std::atomic<bool> reload_hooks{false};
 
   LogLimiter reject_log{20};
+  LogLimiter gap_log{20};
+  bus::SequenceGaps sequence_gaps;  // ingest thread only
+  metrics::Counter& dropped = metrics::counter(
+      "hookgate_bus_messages_dropped_total",
+      "Bus messages that never arrived: gaps in the hookgateseq numbers publishers stamp");
   metrics::Counter& received =
       metrics::counter("hookgate_events_received_total", "Messages received from the bus");
   metrics::Counter& rejected =
@@ -216,6 +222,7 @@ struct Gateway::Impl {
       return false;
     }
     Event& ev = decoded.value();
+    count_sequence_gap(ev);
     auto outcome = ch.run(ev, sink);
     if (outcome.vetoed) return true;
     size_t n = rt.route(ev, now, batch);
@@ -224,6 +231,22 @@ struct Gateway::Impl {
     if (observers_on)
       ch.dispatch_observers(std::make_shared<const Event>(std::move(ev)), *observers);
     return true;
+  }
+
+  // Before the chain runs: a hook may rewrite or remove the attributes.
+  void count_sequence_gap(const Event& ev) {
+    const JsonValue* stream = ev.find(bus::kStreamAttribute);
+    const JsonValue* seq = ev.find(bus::kSequenceAttribute);
+    if (stream == nullptr || seq == nullptr || !stream->IsString() || !seq->IsUint64()) return;
+    const std::string_view id(stream->GetString(), stream->GetStringLength());
+    const uint64_t lost = sequence_gaps.observe(id, seq->GetUint64());
+    if (lost == 0) return;
+    dropped.inc(lost);
+    if (gap_log.allow())
+      spdlog::warn(
+          "bus: {} message(s) from publisher stream {} (source '{}') never arrived: "
+          "hookgateseq jumped to {}",
+          lost, id, ev.source(), seq->GetUint64());
   }
 
   // Processes `frames` and whatever else is queued (up to kMaxBatch messages) as one batch:

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bus/sequence_gaps.hpp"
 #include "bus/subscriber.hpp"
 #include "bus/wire.hpp"
 #include "tests/support/receiving_thread.hpp"
@@ -34,6 +35,35 @@ TEST(PublisherTest, DeliversToBoundSubscriberAfterWaitingForSubscription) {
   EXPECT_EQ(ev->source(), "svc");
   EXPECT_EQ(ev->id(), pub.value()->last_id());
   EXPECT_STREQ(ev->find("data.user")->GetString(), "ann");
+}
+
+// Every event carries the publisher's stream id and a sequence number that grows by one, so the
+// gateway can count messages that never arrived (bus/sequence_gaps.hpp).
+TEST(PublisherTest, StampsStreamAndConsecutiveSequenceNumbers) {
+  zmq::context_t ctx;
+  auto sub = Subscriber::open(ctx, loopback_bus());
+  ASSERT_TRUE(sub) << sub.error().message;
+  testing::ReceivingThread rx(*sub.value());
+  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
+  ASSERT_TRUE(pub) << pub.error().message;
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  std::string stream;
+  for (uint64_t want = 1; want <= 3; ++want) {
+    ASSERT_TRUE(pub.value()->publish("app.event", "{}"));
+    auto parts = rx.next(std::chrono::seconds(5));
+    ASSERT_EQ(parts.size(), 2u);
+    std::vector<zmq::message_t> frames;
+    for (auto& p : parts) frames.emplace_back(p.data(), p.size());
+    auto ev = decode_message(frames, 1 << 20, 0);
+    ASSERT_TRUE(ev);
+    const JsonValue* s = ev->find(kStreamAttribute);
+    const JsonValue* seq = ev->find(kSequenceAttribute);
+    ASSERT_TRUE(s != nullptr && s->IsString() && seq != nullptr && seq->IsUint64());
+    if (want == 1) stream = s->GetString();
+    EXPECT_EQ(std::string(s->GetString()), stream);
+    EXPECT_EQ(seq->GetUint64(), want);
+  }
+  EXPECT_FALSE(stream.empty());
 }
 
 TEST(PublisherTest, TopicFilterSelectsByPrefix) {

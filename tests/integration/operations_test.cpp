@@ -130,6 +130,43 @@ TEST(OperationsTest, SecretsNeverAppearInLogs) {
 
 // 100,000 malformed messages of every kind: no crash, every one counted, and a valid event sent
 // afterwards is delivered. Under the sanitizer build a leak would fail the exit code at SIGTERM.
+// Numbers missing from a publisher's hookgateseq are counted as dropped bus messages (the events
+// that did arrive are delivered as usual); a new stream starting high counts nothing.
+TEST(OperationsTest, SequenceGapsAreCountedAsDroppedBusMessages) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(
+      config_with("webhooks:\n  - name: rx\n    url: " + rx.url() + "\n    events: [\"app.*\"]\n")))
+      << gw.log();
+  zmq::context_t ctx;
+  zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+  pub.set(zmq::sockopt::linger, 5000);
+  pub.connect(gw.bus_endpoint());
+  zmq::message_t sub_msg;
+  pub.set(zmq::sockopt::rcvtimeo, 5000);
+  ASSERT_TRUE(pub.recv(sub_msg));
+  auto send = [&](const std::string& stream, int seq) {
+    std::string body = R"({"type":"app.event","source":"test","hookgatestream":")" + stream +
+                       R"(","hookgateseq":)" + std::to_string(seq) + "}";
+    pub.send(zmq::buffer(std::string("app.event")), zmq::send_flags::sndmore);
+    pub.send(zmq::buffer(body));
+  };
+  send("s1", 1);
+  send("s1", 2);
+  send("s1", 5);    // 3 and 4 lost
+  send("s2", 100);  // first sight of s2: nothing known before it
+  send("s2", 101);
+  send("s1", 9);  // 6, 7, 8 lost
+  ASSERT_TRUE(rx.wait_for(6, 10s)) << gw.log();
+  EXPECT_EQ(
+      metric_value(http_get(gw.admin_port(), "/metrics"), "hookgate_bus_messages_dropped_total"),
+      5u);
+  EXPECT_TRUE(
+      gw.wait_for_log("2 message(s) from publisher stream s1 (source 'test') never arrived", 5s))
+      << gw.log();
+}
+
 TEST(OperationsTest, FloodOfMalformedMessages) {
   TempDir dir;
   HttpReceiver rx;

@@ -1,0 +1,33 @@
+#pragma once
+// Counting bus messages that never arrived. PUB/SUB loses messages silently: at a plain PUB's
+// send HWM, and on a connection that breaks (a gateway restart, a network blip) with messages in
+// flight. The subscriber cannot see that by itself, so hookgate's publisher library stamps each
+// event with its stream (one random id per Publisher instance) and a sequence number that grows
+// by one per message sent, and the gateway counts the numbers it never saw.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace hookgate::bus {
+
+// The CloudEvents extension attributes the publisher library sets.
+inline constexpr const char* kStreamAttribute = "hookgatestream";
+inline constexpr const char* kSequenceAttribute = "hookgateseq";
+
+class SequenceGaps {
+ public:
+  // Streams remembered at most; past it the table starts over (a gap right after that is missed,
+  // never invented).
+  static constexpr size_t kMaxStreams = 10000;
+
+  // Records `seq` of `stream`; returns how many numbers were skipped since the last one seen
+  // (0 for the first message seen of a stream, and for a repeated or late number).
+  [[nodiscard]] uint64_t observe(std::string_view stream, uint64_t seq);
+  size_t streams() const { return last_.size(); }
+
+ private:
+  std::unordered_map<std::string, uint64_t> last_;
+};
+
+}  // namespace hookgate::bus
