@@ -8,7 +8,10 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
                                                      const config::BusConfig& cfg) {
   try {
     zmq::socket_t sock(ctx, zmq::socket_type::sub);
-    sock.set(zmq::sockopt::maxmsgsize, cfg.max_message_bytes);
+    // Frames up to twice the limit are received and rejected by the decoder (a diagnostic, a
+    // counter, nothing else lost); only larger ones make ZeroMQ drop the connection, which also
+    // loses whatever that publisher had in flight behind it. See docs/design.md "Bus".
+    sock.set(zmq::sockopt::maxmsgsize, kOversizeHardCapFactor * cfg.max_message_bytes);
     sock.set(zmq::sockopt::rcvhwm, cfg.receive_hwm);
     sock.set(zmq::sockopt::linger, 0);
     if (cfg.curve.client_mode()) {

@@ -1,8 +1,10 @@
 #pragma once
 // The gateway's SUB socket: binds and/or connects per `bus`, subscribes to `bus.topics`, refuses
-// oversize messages in the socket (ZMQ_MAXMSGSIZE disconnects the sender) and queues at most
+// grossly oversize frames in the socket (ZMQ_MAXMSGSIZE disconnects the sender) and queues at most
 // `receive_hwm` messages (beyond that ZeroMQ drops new messages: PUB/SUB never blocks publishers).
 #include <zmq.hpp>
+
+#include <cstdint>
 
 #include <chrono>
 #include <memory>
@@ -13,6 +15,11 @@
 #include "gateway/common/result.hpp"
 
 namespace hookgate::bus {
+
+// The socket's own limit (ZMQ_MAXMSGSIZE) is this many times bus.max_message_bytes: messages over
+// max_message_bytes but under the cap reach the decoder and are rejected one by one; beyond the
+// cap ZeroMQ disconnects the peer before buffering the frame (a guard against memory abuse).
+inline constexpr int64_t kOversizeHardCapFactor = 2;
 
 class Subscriber {
  public:

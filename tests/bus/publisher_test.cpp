@@ -89,6 +89,32 @@ TEST(PublisherTest, RejectsInvalidData) {
   EXPECT_FALSE(pub.value()->publish("t", "{not json"));
 }
 
+// Over max_message_bytes but under the socket's hard cap: received, then rejected by the decoder
+// alone (the connection survives and the next message arrives).
+TEST(SubscriberTest, SlightlyOversizeMessageReachesTheDecoderAndIsRejected) {
+  zmq::context_t ctx;
+  auto cfg = loopback_bus();
+  cfg.max_message_bytes = 1024;
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub.value());
+  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  ASSERT_TRUE(pub.value()->publish("big", "\"" + std::string(1500, 'x') + "\""));
+  ASSERT_TRUE(pub.value()->publish("small", "{}"));
+  auto big = rx.next(std::chrono::seconds(5));
+  ASSERT_EQ(big.size(), 2u);
+  std::vector<zmq::message_t> frames;
+  for (auto& p : big) frames.emplace_back(p.data(), p.size());
+  auto decoded = decode_message(frames, 1024, 0);
+  ASSERT_FALSE(decoded);
+  EXPECT_NE(decoded.error().reason.find("exceeds max_message_bytes 1024"), std::string::npos)
+      << decoded.error().reason;
+  EXPECT_EQ(rx.next(std::chrono::seconds(5)).size(), 2u) << "the connection survived";
+}
+
+// Beyond twice the limit the socket drops the sender's connection before buffering the frame.
 TEST(SubscriberTest, OversizeMessageRefusedBySocket) {
   zmq::context_t ctx;
   auto cfg = loopback_bus();

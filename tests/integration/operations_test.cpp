@@ -201,7 +201,8 @@ TEST(OperationsTest, FloodOfMalformedMessages) {
       pub.send(zmq::buffer(frames[f]),
                f + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   }
-  // Oversize messages come from another connection: the socket refuses them by disconnecting.
+  // Far oversize messages (over twice max_message_bytes) come from another connection: the socket
+  // refuses them by disconnecting, before they are received or counted.
   {
     zmq::socket_t big(ctx, zmq::socket_type::xpub);
     big.set(zmq::sockopt::linger, 1000);
