@@ -16,45 +16,63 @@ config::BusConfig loopback_bus() {
   return cfg;
 }
 
-TEST(PublisherTest, DeliversToBoundSubscriberAfterWaitingForSubscription) {
+// A subscriber bound on loopback, a thread receiving from it, and a publisher connected to it
+// that has seen the subscription.
+struct Loopback {
+  explicit Loopback(config::BusConfig cfg = loopback_bus(), std::string source = "unknown") {
+    auto s = Subscriber::open(ctx, cfg);
+    if (!s) {
+      ADD_FAILURE() << s.error().message;
+      return;
+    }
+    sub = std::move(s).value();
+    rx = std::make_unique<testing::ReceivingThread>(*sub);
+    auto p = Publisher::connect({.endpoints = {sub->bound_endpoint()}, .source = source});
+    if (!p) {
+      ADD_FAILURE() << p.error().message;
+      return;
+    }
+    pub = std::move(p).value();
+    if (!pub->wait_for_subscriber(std::chrono::seconds(5))) ADD_FAILURE() << "no subscription";
+  }
+  bool ok() const { return pub != nullptr; }
+  // The next message, decoded with `max_bytes` (the frames' texts stay in `raw`).
+  Result<Event, Rejection> next(size_t max_bytes = 1 << 20) {
+    raw = rx->next(std::chrono::seconds(5));
+    std::vector<zmq::message_t> frames;
+    for (auto& f : raw) frames.emplace_back(f.data(), f.size());
+    return decode_message(frames, max_bytes, 0);
+  }
+
   zmq::context_t ctx;
-  auto sub = Subscriber::open(ctx, loopback_bus());
-  ASSERT_TRUE(sub) << sub.error().message;
-  testing::ReceivingThread rx(*sub.value());
-  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}, .source = "svc"});
-  ASSERT_TRUE(pub) << pub.error().message;
-  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
-  ASSERT_TRUE(pub.value()->publish("user.created", R"({"user":"ann"})"));
-  auto parts = rx.next(std::chrono::seconds(5));
-  ASSERT_EQ(parts.size(), 2u);
-  std::vector<zmq::message_t> frames;
-  for (auto& p : parts) frames.emplace_back(p.data(), p.size());
-  EXPECT_EQ(frames[0].to_string(), "user.created");
-  auto ev = decode_message(frames, 1 << 20, 0);
+  std::unique_ptr<Subscriber> sub;
+  std::unique_ptr<testing::ReceivingThread> rx;
+  std::unique_ptr<Publisher> pub;
+  std::vector<std::string> raw;
+};
+
+TEST(PublisherTest, DeliversToBoundSubscriberAfterWaitingForSubscription) {
+  Loopback bus(loopback_bus(), "svc");
+  ASSERT_TRUE(bus.ok());
+  ASSERT_TRUE(bus.pub->publish("user.created", R"({"user":"ann"})"));
+  auto ev = bus.next();
+  ASSERT_EQ(bus.raw.size(), 2u);
+  EXPECT_EQ(bus.raw[0], "user.created");
   ASSERT_TRUE(ev);
   EXPECT_EQ(ev->source(), "svc");
-  EXPECT_EQ(ev->id(), pub.value()->last_id());
+  EXPECT_EQ(ev->id(), bus.pub->last_id());
   EXPECT_STREQ(ev->find("data.user")->GetString(), "ann");
 }
 
 // Every event carries the publisher's stream id and a sequence number that grows by one, so the
 // gateway can count messages that never arrived (bus/sequence_gaps.hpp).
 TEST(PublisherTest, StampsStreamAndConsecutiveSequenceNumbers) {
-  zmq::context_t ctx;
-  auto sub = Subscriber::open(ctx, loopback_bus());
-  ASSERT_TRUE(sub) << sub.error().message;
-  testing::ReceivingThread rx(*sub.value());
-  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
-  ASSERT_TRUE(pub) << pub.error().message;
-  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  Loopback bus;
+  ASSERT_TRUE(bus.ok());
   std::string stream;
   for (uint64_t want = 1; want <= 3; ++want) {
-    ASSERT_TRUE(pub.value()->publish("app.event", "{}"));
-    auto parts = rx.next(std::chrono::seconds(5));
-    ASSERT_EQ(parts.size(), 2u);
-    std::vector<zmq::message_t> frames;
-    for (auto& p : parts) frames.emplace_back(p.data(), p.size());
-    auto ev = decode_message(frames, 1 << 20, 0);
+    ASSERT_TRUE(bus.pub->publish("app.event", "{}"));
+    auto ev = bus.next();
     ASSERT_TRUE(ev);
     const JsonValue* s = ev->find(kStreamAttribute);
     const JsonValue* seq = ev->find(kSequenceAttribute);
@@ -67,20 +85,15 @@ TEST(PublisherTest, StampsStreamAndConsecutiveSequenceNumbers) {
 }
 
 TEST(PublisherTest, TopicFilterSelectsByPrefix) {
-  zmq::context_t ctx;
   auto cfg = loopback_bus();
   cfg.topics = {"auth."};
-  auto sub = Subscriber::open(ctx, cfg);
-  ASSERT_TRUE(sub);
-  testing::ReceivingThread rx(*sub.value());
-  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
-  ASSERT_TRUE(pub);
-  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
-  ASSERT_TRUE(pub.value()->publish("user.created", "{}"));
-  ASSERT_TRUE(pub.value()->publish("auth.failure", "{}"));
-  auto parts = rx.next(std::chrono::seconds(5));
-  ASSERT_FALSE(parts.empty());
-  EXPECT_EQ(parts[0], "auth.failure");
+  Loopback bus(cfg);
+  ASSERT_TRUE(bus.ok());
+  ASSERT_TRUE(bus.pub->publish("user.created", "{}"));
+  ASSERT_TRUE(bus.pub->publish("auth.failure", "{}"));
+  auto first = bus.next();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->type(), "auth.failure");
 }
 
 TEST(PublisherTest, RejectsInvalidData) {
@@ -92,41 +105,28 @@ TEST(PublisherTest, RejectsInvalidData) {
 // Over max_message_bytes but under the socket's hard cap: received, then rejected by the decoder
 // alone (the connection survives and the next message arrives).
 TEST(SubscriberTest, SlightlyOversizeMessageReachesTheDecoderAndIsRejected) {
-  zmq::context_t ctx;
   auto cfg = loopback_bus();
   cfg.max_message_bytes = 1024;
-  auto sub = Subscriber::open(ctx, cfg);
-  ASSERT_TRUE(sub);
-  testing::ReceivingThread rx(*sub.value());
-  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
-  ASSERT_TRUE(pub);
-  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
-  ASSERT_TRUE(pub.value()->publish("big", "\"" + std::string(1500, 'x') + "\""));
-  ASSERT_TRUE(pub.value()->publish("small", "{}"));
-  auto big = rx.next(std::chrono::seconds(5));
-  ASSERT_EQ(big.size(), 2u);
-  std::vector<zmq::message_t> frames;
-  for (auto& p : big) frames.emplace_back(p.data(), p.size());
-  auto decoded = decode_message(frames, 1024, 0);
-  ASSERT_FALSE(decoded);
-  EXPECT_NE(decoded.error().reason.find("exceeds max_message_bytes 1024"), std::string::npos)
-      << decoded.error().reason;
-  EXPECT_EQ(rx.next(std::chrono::seconds(5)).size(), 2u) << "the connection survived";
+  Loopback bus(cfg);
+  ASSERT_TRUE(bus.ok());
+  ASSERT_TRUE(bus.pub->publish("big", "\"" + std::string(1500, 'x') + "\""));
+  ASSERT_TRUE(bus.pub->publish("small", "{}"));
+  auto big = bus.next(1024);
+  ASSERT_EQ(bus.raw.size(), 2u);
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().reason.find("exceeds max_message_bytes 1024"), std::string::npos)
+      << big.error().reason;
+  EXPECT_TRUE(bus.next(1024)) << "the connection survived";
 }
 
 // Beyond twice the limit the socket drops the sender's connection before buffering the frame.
 TEST(SubscriberTest, OversizeMessageRefusedBySocket) {
-  zmq::context_t ctx;
   auto cfg = loopback_bus();
   cfg.max_message_bytes = 1024;
-  auto sub = Subscriber::open(ctx, cfg);
-  ASSERT_TRUE(sub);
-  testing::ReceivingThread rx(*sub.value());
-  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
-  ASSERT_TRUE(pub);
-  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
-  ASSERT_TRUE(pub.value()->publish("big", "\"" + std::string(4096, 'x') + "\""));
-  EXPECT_TRUE(rx.next(std::chrono::milliseconds(300)).empty());
+  Loopback bus(cfg);
+  ASSERT_TRUE(bus.ok());
+  ASSERT_TRUE(bus.pub->publish("big", "\"" + std::string(4096, 'x') + "\""));
+  EXPECT_TRUE(bus.rx->next(std::chrono::milliseconds(300)).empty());
 }
 
 }  // namespace
