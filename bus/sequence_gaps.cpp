@@ -3,7 +3,7 @@
 namespace hookgate::bus {
 
 uint64_t SequenceGaps::observe(std::string_view stream, uint64_t seq) {
-  auto it = last_.find(std::string(stream));
+  auto it = last_.find(stream);
   if (it == last_.end()) {
     // Unknown stream: the gateway (re)started or the publisher is new. Numbers before this one
     // may have gone to an earlier gateway instance, so nothing is counted.

@@ -5,6 +5,7 @@
 // event with its stream (one random id per Publisher instance) and a sequence number that grows
 // by one per message sent, and the gateway counts the numbers it never saw.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,7 +28,12 @@ class SequenceGaps {
   size_t streams() const { return last_.size(); }
 
  private:
-  std::unordered_map<std::string, uint64_t> last_;
+  // Transparent hashing: a lookup by string_view allocates nothing (once per bus message).
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, uint64_t, Hash, std::equal_to<>> last_;
 };
 
 }  // namespace hookgate::bus
