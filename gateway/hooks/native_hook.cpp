@@ -108,7 +108,16 @@ void keep_forever(void* state) {
 // Runs fn; returns 0, or the signal that interrupted it inside a crashed hook.
 int run_contained(const std::function<void()>& fn) {
   sigjmp_buf jump;
-  if (sigsetjmp(jump, 1) != 0) return tls_crash_signal;  // 1: restore the signal mask too
+  // savemask 0: saving the mask would cost a sigprocmask() syscall on every call into the hook.
+  // The kernel blocks the crash signal while its handler runs, so the crash path unblocks it.
+  if (sigsetjmp(jump, 0) != 0) {
+    const int sig = tls_crash_signal;
+    sigset_t crashed;
+    sigemptyset(&crashed);
+    sigaddset(&crashed, sig);
+    pthread_sigmask(SIG_UNBLOCK, &crashed, nullptr);
+    return sig;
+  }
   tls_crash_signal = 0;
   tls_crash_jump = &jump;
   fn();
