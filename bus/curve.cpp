@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/thread_name.hpp"
 
 namespace hookgate::bus {
 namespace fs = std::filesystem;
@@ -104,7 +105,10 @@ ZapAuthenticator::ZapAuthenticator(zmq::context_t& ctx, std::set<std::string> al
     : socket_(ctx, zmq::socket_type::rep), allowed_(std::move(allowed_z85)) {
   socket_.set(zmq::sockopt::linger, 0);
   socket_.bind("inproc://zeromq.zap.01");
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("hg-zap");
+    run();
+  });
 }
 
 ZapAuthenticator::~ZapAuthenticator() {

@@ -84,6 +84,10 @@ struct WebhookConfig {
   bool sign_github = false;    // `signatures: [github]` adds X-Hub-Signature-256
   std::vector<std::string> allow_cidrs;
   std::vector<std::string> deny_cidrs;
+  // auto: hookgate's own HTTP/1.1 client for plain http:// URLs (webhooks/plain_http.hpp),
+  // libcurl for https:// and URLs with credentials; libcurl: libcurl for every URL.
+  enum class HttpClient { Auto, Libcurl };
+  HttpClient http_client = HttpClient::Auto;
   Position where;
 };
 

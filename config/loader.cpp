@@ -193,6 +193,16 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   }
   r.get("allow_cidrs", w.allow_cidrs);
   r.get("deny_cidrs", w.deny_cidrs);
+  std::string http_client = "auto";
+  r.get("http_client", http_client);
+  if (http_client == "auto") {
+    w.http_client = WebhookConfig::HttpClient::Auto;
+  } else if (http_client == "libcurl") {
+    w.http_client = WebhookConfig::HttpClient::Libcurl;
+  } else {
+    r.error(r.pos("http_client"),
+            context + ".http_client: expected auto or libcurl, got '" + http_client + "'");
+  }
   validate_webhook(r, w);
   r.finish();
   return w;

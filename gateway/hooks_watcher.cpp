@@ -1,4 +1,5 @@
 #include "gateway/hooks_watcher.hpp"
+#include "gateway/common/thread_name.hpp"
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -25,7 +26,10 @@ HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<v
                       IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |
                           IN_CLOSE_WRITE);
   }
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("hg-hook-watch");
+    run();
+  });
 }
 
 HooksWatcher::~HooksWatcher() {

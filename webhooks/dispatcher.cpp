@@ -17,6 +17,9 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/text.hpp"
+#include "gateway/common/thread_name.hpp"
+#include "webhooks/plain_http.hpp"
 #include "webhooks/retry_policy.hpp"
 #include "webhooks/signing.hpp"
 #include "webhooks/ssrf_guard.hpp"
@@ -43,7 +46,21 @@ bool same_settings(const config::WebhookConfig& a, const config::WebhookConfig& 
          a.retry.max_retry_after_ms == b.retry.max_retry_after_ms &&
          a.max_in_flight == b.max_in_flight && a.rate_limit_per_s == b.rate_limit_per_s &&
          a.body == b.body && a.sign_github == b.sign_github && a.allow_cidrs == b.allow_cidrs &&
-         a.deny_cidrs == b.deny_cidrs;
+         a.deny_cidrs == b.deny_cidrs && a.http_client == b.http_client;
+}
+
+// The built-in client serves plain http:// unless told not to, or unless a custom header takes
+// over the request framing it writes itself (libcurl lets such headers replace its own).
+std::shared_ptr<const PlainHttpClient::Target> plain_http_target(
+    const config::WebhookConfig& webhook) {
+  if (webhook.http_client != config::WebhookConfig::HttpClient::Auto) return nullptr;
+  for (const auto& [name, value] : webhook.headers) {
+    for (std::string_view framing : {"host", "content-length", "transfer-encoding", "connection"})
+      if (iequals(name, framing)) return nullptr;
+  }
+  auto target = PlainHttpClient::target_for(webhook.url);
+  if (!target) return nullptr;
+  return std::make_shared<const PlainHttpClient::Target>(std::move(*target));
 }
 
 // Checks everything about a webhook that would make every attempt fail the same way.
@@ -171,6 +188,10 @@ struct Dispatcher::Impl {
     // cannot be decoded (the webhook is then paused).
     std::shared_ptr<const SigningKeys> keys;
     CURLSH* share = nullptr;  // connection cache for a non-default policy; null = the multi's
+    // Set when the built-in client sends this webhook's requests (plain http://), in its
+    // connection pool `plain_pool`, one per settings generation.
+    std::shared_ptr<const PlainHttpClient::Target> plain_target;
+    uint64_t plain_pool = 0;
     uint64_t generation = 0;  // bumped when the settings change: pooled handles are stale
     std::vector<std::unique_ptr<Handle>> idle_handles;
     bool removed = false;
@@ -199,6 +220,7 @@ struct Dispatcher::Impl {
     Delivery delivery;
     std::unique_ptr<Handle> handle;  // null until the attempt is handed to libcurl
     bool in_multi = false;
+    bool plain = false;  // sent by the built-in client, not libcurl
     std::string retry_after;
     std::string refused_reason;
     int64_t started_ns = 0;
@@ -269,6 +291,7 @@ struct Dispatcher::Impl {
       int running = 0;
       curl_multi_perform(multi, &running);
       drain_completions();
+      drain_plain_completions();
       purge_removed();
 
       if (stopping && (transfers.empty() || now_steady_ns() >= stop_deadline_ns)) break;
@@ -278,7 +301,12 @@ struct Dispatcher::Impl {
         int64_t until_deadline_ms = (stop_deadline_ns - now_steady_ns()) / 1000000 + 1;
         timeout_ms = static_cast<int>(std::clamp<int64_t>(until_deadline_ms, 0, kMaxPollMs));
       }
-      curl_multi_poll(multi, nullptr, 0, timeout_ms, nullptr);
+      if (auto deadline = plain.next_deadline_ns()) {
+        const int64_t until_ms = (*deadline - now_steady_ns() + 999999) / 1000000;
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(until_ms, 0, timeout_ms));
+      }
+      curl_waitfd plain_fd{plain.fd(), CURL_WAIT_POLLIN, 0};
+      curl_multi_poll(multi, &plain_fd, 1, timeout_ms, nullptr);
     }
     abort_transfers();
     std::lock_guard lock(control_mu);
@@ -326,6 +354,9 @@ struct Dispatcher::Impl {
         webhook.share = share_for(*webhook.policy);
         ++webhook.generation;
         webhook.idle_handles.clear();
+        if (webhook.plain_pool != 0) plain.close_pool(webhook.plain_pool);
+        webhook.plain_pool = next_plain_pool++;
+        webhook.plain_target = plain_http_target(cfg);
         auto keys = SigningKeys::make(cfg.secrets);
         webhook.keys = keys ? std::move(keys).value() : nullptr;
         webhook.bucket.configure(cfg.rate_limit_per_s);
@@ -538,6 +569,10 @@ struct Dispatcher::Impl {
       finish(std::move(transfer), result);
       return;
     }
+    if (webhook.plain_target) {
+      start_plain_transfer(webhook, std::move(transfer), *headers);
+      return;
+    }
     std::unique_ptr<Handle> handle = acquire_handle(webhook);
     if (!handle) {
       AttemptResult result;
@@ -582,6 +617,41 @@ struct Dispatcher::Impl {
     Transfer* raw = transfer.get();
     transfers.emplace(raw, std::move(transfer));
     update_status(webhook, raw->config->name);
+  }
+
+  void start_plain_transfer(Webhook& webhook, std::unique_ptr<Transfer> transfer,
+                            const HeaderList& headers) {
+    PlainHttpClient::Request request;
+    request.user = transfer.get();
+    request.pool = webhook.plain_pool;
+    request.max_idle = static_cast<size_t>(webhook.max_in_flight());
+    request.target = webhook.plain_target;
+    request.policy = transfer->policy;
+    size_t length = 0;
+    for (const auto& [name, value] : headers) length += name.size() + value.size() + 4;
+    request.headers.reserve(length);
+    for (const auto& [name, value] : headers)
+      request.headers.append(name).append(": ").append(value).append("\r\n");
+    request.body = transfer->delivery.body;
+    request.deadline_ns =
+        transfer->started_ns + int64_t{std::max(transfer->config->timeout_ms, 1)} * 1000000;
+    transfer->plain = true;
+    Transfer* raw = transfer.get();
+    transfers.emplace(raw, std::move(transfer));
+    plain.start(std::move(request));
+    update_status(webhook, raw->config->name);
+  }
+
+  void drain_plain_completions() {
+    plain_done.clear();
+    plain.poll(now_steady_ns(), plain_done);
+    for (auto& completion : plain_done) {
+      auto it = transfers.find(static_cast<Transfer*>(completion.user));
+      if (it == transfers.end()) continue;
+      std::unique_ptr<Transfer> transfer = std::move(it->second);
+      transfers.erase(it);
+      finish(std::move(transfer), completion.result);
+    }
   }
 
   void drain_completions() {
@@ -716,6 +786,7 @@ struct Dispatcher::Impl {
   void purge_removed() {
     for (auto it = webhooks.begin(); it != webhooks.end();) {
       if (it->second->removed && it->second->in_flight == 0) {
+        plain.close_pool(it->second->plain_pool);
         it = webhooks.erase(it);
       } else {
         ++it;
@@ -726,8 +797,12 @@ struct Dispatcher::Impl {
   // Shutdown: whatever is still in flight goes back to the store untouched.
   void abort_transfers() {
     for (auto& [raw, transfer] : transfers) {
-      curl_multi_remove_handle(multi, transfer->handle->easy);
-      release_handle(*transfer->webhook, std::move(transfer->handle));
+      if (transfer->plain) {
+        plain.cancel(transfer.get());
+      } else {
+        curl_multi_remove_handle(multi, transfer->handle->easy);
+        release_handle(*transfer->webhook, std::move(transfer->handle));
+      }
       store.release(transfer->delivery);
       --transfer->webhook->in_flight;
       spdlog::info("webhook {}: delivery {} released at shutdown; it stays pending",
@@ -753,6 +828,9 @@ struct Dispatcher::Impl {
   std::mt19937_64 rng;
   CURLM* multi = nullptr;
   std::shared_ptr<Waker> waker;
+  PlainHttpClient plain;
+  uint64_t next_plain_pool = 1;
+  std::vector<PlainHttpClient::Completion> plain_done;
   std::thread thread;
   std::mutex stop_mu;
 
@@ -798,7 +876,10 @@ void Dispatcher::start() {
   impl_->started = true;
   impl_->loop_running = true;
   impl_->store.set_on_ready([waker = impl_->waker] { waker->mark_store_ready(); });
-  impl_->thread = std::thread([impl = impl_.get()] { impl->run(); });
+  impl_->thread = std::thread([impl = impl_.get()] {
+    name_this_thread("hg-dispatcher");
+    impl->run();
+  });
   impl_->loop_thread = impl_->thread.get_id();
 }
 

@@ -1,4 +1,5 @@
 #include "webhooks/retry_policy.hpp"
+#include "gateway/common/text.hpp"
 
 #include <curl/curl.h>
 
@@ -8,14 +9,6 @@
 
 namespace hookgate::webhooks {
 namespace {
-
-std::string trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
-    text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
-    text.remove_suffix(1);
-  return std::string(text);
-}
 
 // curl results that no retry can fix: the request itself is unusable.
 bool is_permanent_transport_error(int curl_code) {
@@ -43,7 +36,7 @@ std::string transport_reason(const AttemptResult& result) {
 
 std::optional<int64_t> parse_retry_after(std::string_view value, int64_t now_unix_ms,
                                          int64_t max_ms) {
-  std::string text = trim(value);
+  std::string text(trim(value));
   if (text.empty()) return std::nullopt;
   max_ms = std::max<int64_t>(max_ms, 0);
   if (std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); })) {

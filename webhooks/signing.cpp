@@ -1,4 +1,5 @@
 #include "webhooks/signing.hpp"
+#include "gateway/common/text.hpp"
 
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
@@ -33,16 +34,6 @@ std::string to_hex(std::string_view bytes) {
     out.push_back(kHex[c & 0xf]);
   }
   return out;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) !=
-        std::tolower(static_cast<unsigned char>(b[i])))
-      return false;
-  }
-  return true;
 }
 
 // RFC 9110 token characters: what a header name may be made of.

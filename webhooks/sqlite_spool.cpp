@@ -13,6 +13,7 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/thread_name.hpp"
 
 namespace hookgate::webhooks {
 namespace {
@@ -393,7 +394,10 @@ Status SqliteSpool::init(bool tools) {
   if (!ckpt->exec(sync_pragma.c_str())) return fail(*ckpt, "cannot set synchronous");
   checkpointer_ = std::move(ckpt);
   sqlite3_wal_hook(writer_->db, &SqliteSpool::on_wal_commit, this);
-  checkpoint_thread_ = std::thread([this] { checkpoint_loop(); });
+  checkpoint_thread_ = std::thread([this] {
+    name_this_thread("hg-checkpoint");
+    checkpoint_loop();
+  });
 
   auto dv = writer_->scalar(kDataVersion);
   if (!dv) return fail(*writer_, "cannot read data_version");
@@ -404,7 +408,10 @@ Status SqliteSpool::init(bool tools) {
   }
   spool_metrics().depth.set(static_cast<int64_t>(pending_));
   spdlog::debug("spool {}: opened ({} pending, synchronous={})", path_, pending_, sync);
-  writer_thread_ = std::thread([this] { writer_loop(); });
+  writer_thread_ = std::thread([this] {
+    name_this_thread("hg-spool-writer");
+    writer_loop();
+  });
   return {};
 }
 
@@ -448,13 +455,17 @@ Status SqliteSpool::enqueue(std::unique_ptr<Op> op) {
   // itself forever.
   if (op->done && tls_writer_of == this)
     return make_error("spool: blocking call from the spool's own writer thread (on_ready)");
+  bool wake = false;
   {
     std::lock_guard lock(q_mu_);
     if (tools_) return make_error("spool " + path_ + " is open for operator tools only");
     if (stopping_) return make_error("spool " + path_ + " is closed");
+    // The writer takes the whole queue at once: only the first op since its last take needs
+    // to wake it (saves a futex call per completion at full load).
+    wake = queue_.empty();
     queue_.push_back(std::move(op));
   }
-  q_cv_.notify_one();
+  if (wake) q_cv_.notify_one();
   return {};
 }
 
@@ -850,6 +861,7 @@ bool SqliteSpool::resync_locked() {
     cached_bytes_ -= lane.cached_bytes;
     lane.cached.clear();
     lane.cached_bytes = 0;
+    lane.page.clear();
     lane.disk = false;
   }
   sqlite3_stmt* s = writer_->stmt(kLanes);
@@ -914,9 +926,22 @@ std::vector<Delivery> SqliteSpool::claim_due(const std::string& webhook, int64_t
       claim_cached_locked(lane, webhook, now_ms, limit, out);
       return out;
     }
+    // Rows read ahead, in due order. Until the page is used up, the file is not read again.
+    while (out.size() < limit && !lane.page.empty() &&
+           lane.page.front().second.next_attempt_ms <= now_ms) {
+      auto& [rowid, d] = lane.page.front();
+      in_flight_[d.id] = InFlight{webhook, rowid};
+      ++lane.in_flight;
+      out.push_back(std::move(d));
+      lane.page.pop_front();
+    }
+    if (out.size() == limit || !lane.page.empty()) return out;
     if (lane.disk_next_due > now_ms) return out;  // nothing on disk is due yet: no I/O
   }
-  return claim_from_disk(webhook, now_ms, limit);
+  std::vector<Delivery> more = claim_from_disk(webhook, now_ms, limit - out.size());
+  if (out.empty()) return more;
+  std::move(more.begin(), more.end(), std::back_inserter(out));
+  return out;
 }
 
 void SqliteSpool::claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms,
@@ -953,6 +978,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
       for (const auto& [id, claim] : in_flight_)
         if (claim.webhook == webhook) busy.insert(id);
     }
+    for (const auto& [rowid, d] : it->second.page) busy.insert(d.id);
   }
 
   std::vector<std::pair<int64_t, Delivery>> due;
@@ -971,13 +997,19 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
       StmtScope scope(s);
       bind_text(s, 1, webhook);
       sqlite3_bind_int64(s, 2, now_ms);
-      sqlite3_bind_int64(s, 3, static_cast<int64_t>(limit + busy.size()));
-      int rc;
-      while (due.size() < limit && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+      // This claim's rows, then a page read ahead for the next claims.
+      const size_t want = limit + tuning_.read_ahead_rows;
+      sqlite3_bind_int64(s, 3, static_cast<int64_t>(want + busy.size()));
+      size_t ahead_bytes = 0;
+      int rc = SQLITE_ROW;
+      while (due.size() < want && ahead_bytes <= tuning_.read_ahead_bytes &&
+             (rc = sqlite3_step(s)) == SQLITE_ROW) {
         // Claimed rows are skipped before their body is read.
-        if (busy.count(column_text(s, 1)) == 0) due.push_back(read_row(s));
+        if (busy.count(column_text(s, 1)) != 0) continue;
+        due.push_back(read_row(s));
+        if (due.size() > limit) ahead_bytes += cached_size(due.back().second);
       }
-      if (due.size() < limit) {
+      if (rc != SQLITE_ROW) {
         ok = rc == SQLITE_DONE;
         exhausted = true;
       }
@@ -1024,7 +1056,9 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
 
   std::lock_guard lock(mu_);
   Lane& lane = lanes_[webhook];
-  for (auto& [rowid, d] : due) {
+  const size_t claimed = std::min(limit, due.size());
+  for (size_t i = 0; i < claimed; ++i) {
+    auto& [rowid, d] = due[i];
     in_flight_[d.id] = InFlight{webhook, rowid};
     ++lane.in_flight;
     out.push_back(std::move(d));
@@ -1033,10 +1067,15 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
     // Everything left fits in memory: back to the hot path. The writer's later publishing of
     // commits this snapshot already saw is deduplicated in cache_locked.
     lane.disk = false;
+    for (auto& [rowid, d] : lane.page) cache_locked(lane, std::move(d), rowid);
+    lane.page.clear();
+    for (size_t i = claimed; i < due.size(); ++i)
+      cache_locked(lane, std::move(due[i].second), due[i].first);
     for (auto& [rowid, d] : refill) cache_locked(lane, std::move(d), rowid);
     enforce_cap_locked();
-  } else if (next_due) {
-    lane.disk_next_due = *next_due;
+  } else {
+    for (size_t i = claimed; i < due.size(); ++i) lane.page.push_back(std::move(due[i]));
+    if (next_due) lane.disk_next_due = *next_due;
   }
   return out;
 }
@@ -1103,7 +1142,10 @@ std::optional<int64_t> SqliteSpool::next_due(const std::string& webhook) {
   auto it = lanes_.find(webhook);
   if (it == lanes_.end()) return std::nullopt;
   const Lane& lane = it->second;
-  if (lane.disk) return lane.disk_next_due;  // a lower bound: at worst one early, empty claim
+  if (lane.disk) {
+    if (!lane.page.empty()) return lane.page.front().second.next_attempt_ms;
+    return lane.disk_next_due;  // a lower bound: at worst one early, empty claim
+  }
   if (lane.cached.empty()) return std::nullopt;
   return lane.cached.begin()->first.first;
 }

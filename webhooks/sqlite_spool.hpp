@@ -13,6 +13,7 @@
 // replaying dead letters) are noticed through PRAGMA data_version within ~200 ms.
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,6 +40,8 @@ struct SqliteSpoolTuning {
   size_t max_cached_bytes = 64u << 20;   // body bytes of those copies (bodies may be 1 MiB)
   size_t refill_limit = 256;             // a drained disk-mode webhook with at most this many
                                          // (future) rows left is loaded back into memory
+  size_t read_ahead_rows = 512;          // due rows a disk-mode claim reads beyond its own,
+  size_t read_ahead_bytes = 4u << 20;    // up to this many body bytes, for the next claims
   int64_t prune_interval_ms = 60000;     // how often delivered rows past retention are pruned
   int64_t poll_interval_ms = 200;        // writer idle tick: external-change check, pruning
   int busy_timeout_ms = 5000;            // waiting for the other process's write lock
@@ -117,6 +120,10 @@ class SqliteSpool final : public DeliveryStore {
     size_t cached_bytes = 0;
     bool disk = false;
     int64_t disk_next_due = 0;  // disk mode: a lower bound on the earliest next_attempt_ms
+    // Disk mode: due rows read ahead by the last disk claim, in due order, (rowid, delivery).
+    // Claims take from here first, so the file is read once per page, not once per claim.
+    // Still pending in the file; dropped whenever the file becomes the truth again (resync).
+    std::deque<std::pair<int64_t, Delivery>> page;
     size_t in_flight = 0;
   };
   struct InFlight {

@@ -23,6 +23,7 @@
 
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/thread_name.hpp"
 #include "gateway/hooks/program_protocol.hpp"
 #include "gateway/hooks/sdk/hookgate_hook.h"
 
@@ -150,7 +151,10 @@ class Worker {
 
   Worker() : s_(std::make_shared<Shared>()) {
     install_crash_handlers();
-    thread_ = std::thread([s = s_] { loop(*s); });
+    thread_ = std::thread([s = s_] {
+      name_this_thread("hg-hook-native");
+      loop(*s);
+    });
   }
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

@@ -12,14 +12,6 @@ std::string excerpt(std::string_view text, size_t max) {
   return std::string(text.substr(0, cut)) + "...";
 }
 
-std::string_view trim(std::string_view text) {
-  const char* ws = " \t\r\n\f\v";
-  size_t b = text.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  size_t e = text.find_last_not_of(ws);
-  return text.substr(b, e - b + 1);
-}
-
 namespace {
 
 std::optional<std::string> replacement_problem(const JsonValue& value) {

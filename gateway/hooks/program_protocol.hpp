@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/common/text.hpp"
 #include "gateway/event.hpp"
 #include "gateway/hooks/hook.hpp"
 
@@ -15,8 +16,6 @@ namespace hookgate::hooks {
 // At most `max` bytes of `text` (cut on a UTF-8 boundary, "..." appended when cut), for reasons
 // that quote what a hook sent.
 std::string excerpt(std::string_view text, size_t max = 200);
-
-std::string_view trim(std::string_view text);
 
 // A replacement must be a JSON object with a non-empty string "type". Returns the event, or
 // the problem in a few words.

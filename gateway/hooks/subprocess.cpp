@@ -16,6 +16,7 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/thread_name.hpp"
 
 extern char** environ;
 
@@ -288,7 +289,10 @@ StderrForwarder::StderrForwarder(std::string hook_name, int fd)
     wake_[0] = wake_[1] = -1;
   }
   set_nonblocking(fd_);
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("hg-hook-program");
+    run();
+  });
 }
 
 StderrForwarder::~StderrForwarder() {

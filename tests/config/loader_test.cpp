@@ -113,6 +113,20 @@ TEST(ConfigLoaderTest, WebhookValidation) {
   EXPECT_NE(all.find("webhooks[2]: `name` is required"), std::string::npos) << all;
 }
 
+TEST(ConfigLoaderTest, HttpClientIsAutoOrLibcurl) {
+  auto cfg = load(R"(webhooks:
+  - { name: a, url: "http://a/" }
+  - { name: b, url: "http://b/", http_client: libcurl }
+)");
+  ASSERT_TRUE(cfg);
+  EXPECT_EQ(cfg->webhooks[0].http_client, WebhookConfig::HttpClient::Auto);
+  EXPECT_EQ(cfg->webhooks[1].http_client, WebhookConfig::HttpClient::Libcurl);
+  EXPECT_EQ(first_error(load(R"(webhooks:
+  - { name: a, url: "http://a/", http_client: curl }
+)")),
+            "test.yaml:2:47: webhooks[0].http_client: expected auto or libcurl, got 'curl'");
+}
+
 // bus.curve: server mode (bind, allow-list) or client mode (server_key: connect to a CURVE proxy).
 TEST(ConfigLoaderTest, CurveServerOrClientMode) {
   auto client = load(

@@ -8,6 +8,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -183,13 +184,16 @@ class LogCapture {
 
 // --- fixture -----------------------------------------------------------------------------
 
-class DispatcherTest : public ::testing::Test {
+// Every test runs against both HTTP clients: the built-in one (http_client: auto, which serves
+// these plain http:// URLs) and libcurl.
+class DispatcherTest : public ::testing::TestWithParam<config::WebhookConfig::HttpClient> {
  protected:
   // Metrics are process-wide: every test (and every --gtest_repeat round) uses webhook names of
   // its own, so counters start at zero.
   std::string unique_name(const std::string& suffix = "") const {
-    return std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-           std::to_string(round_) + suffix;
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    return name + "_" + std::to_string(round_) + suffix;
   }
 
   config::WebhookConfig webhook(const std::string& name, const std::string& url) const {
@@ -201,6 +205,7 @@ class DispatcherTest : public ::testing::Test {
     w.retry.initial_backoff_ms = 10;
     w.retry.max_backoff_ms = 20;
     w.max_in_flight = 4;
+    w.http_client = GetParam();
     return w;
   }
 
@@ -252,7 +257,7 @@ class DispatcherTest : public ::testing::Test {
 
 // --- tests -------------------------------------------------------------------------------
 
-TEST_F(DispatcherTest, SignedDeliveryVerifiesAtTheReceiver) {
+TEST_P(DispatcherTest, SignedDeliveryVerifiesAtTheReceiver) {
   const std::string name = unique_name();
   const std::string new_secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
   const std::string old_secret = "old-raw-secret";
@@ -317,7 +322,7 @@ TEST_F(DispatcherTest, SignedDeliveryVerifiesAtTheReceiver) {
   }
 }
 
-TEST_F(DispatcherTest, DataBodyModeSendsApplicationJson) {
+TEST_P(DispatcherTest, DataBodyModeSendsApplicationJson) {
   const std::string name = unique_name();
   auto w = webhook(name, receiver_.url());
   w.body = config::BodyMode::Data;
@@ -331,7 +336,7 @@ TEST_F(DispatcherTest, DataBodyModeSendsApplicationJson) {
   EXPECT_EQ(receiver_.requests()[0].header("webhook-signature"), "");
 }
 
-TEST_F(DispatcherTest, RetriesAfter500WithSameIdsAndFreshSignature) {
+TEST_P(DispatcherTest, RetriesAfter500WithSameIdsAndFreshSignature) {
   const std::string name = unique_name();
   const std::string secret = "retry-secret";
   auto w = webhook(name, receiver_.url());
@@ -396,7 +401,7 @@ TEST_F(DispatcherTest, RetriesAfter500WithSameIdsAndFreshSignature) {
   EXPECT_EQ(status_of(dispatcher, name)->failed_attempts, 1u);
 }
 
-TEST_F(DispatcherTest, HungEndpointDoesNotDelayAnotherWebhookOnTheSameHost) {
+TEST_P(DispatcherTest, HungEndpointDoesNotDelayAnotherWebhookOnTheSameHost) {
   const std::string hung_name = unique_name("_hung");
   const std::string healthy_name = unique_name("_healthy");
   receiver_.set_handler([](const HttpReceiver::Request& request) {
@@ -442,7 +447,7 @@ TEST_F(DispatcherTest, HungEndpointDoesNotDelayAnotherWebhookOnTheSameHost) {
       4u);
 }
 
-TEST_F(DispatcherTest, NotFoundIsDeadWithoutRetry) {
+TEST_P(DispatcherTest, NotFoundIsDeadWithoutRetry) {
   const std::string name = unique_name();
   receiver_.set_handler(answer(404));
   Dispatcher dispatcher(store_, diagnostics_.sink());
@@ -467,7 +472,7 @@ TEST_F(DispatcherTest, NotFoundIsDeadWithoutRetry) {
   EXPECT_FALSE(status_of(dispatcher, name)->paused);
 }
 
-TEST_F(DispatcherTest, RedirectIsFinalAndNotFollowed) {
+TEST_P(DispatcherTest, RedirectIsFinalAndNotFollowed) {
   const std::string name = unique_name();
   receiver_.set_handler([&](const HttpReceiver::Request&) {
     HttpReceiver::Response response;
@@ -485,7 +490,7 @@ TEST_F(DispatcherTest, RedirectIsFinalAndNotFollowed) {
   EXPECT_EQ(store_.get(sent.id)->state, DeliveryState::Dead);
 }
 
-TEST_F(DispatcherTest, GonePausesTheWebhookUntilResumed) {
+TEST_P(DispatcherTest, GonePausesTheWebhookUntilResumed) {
   const std::string name = unique_name();
   std::atomic<int> status_code{410};
   receiver_.set_handler([&](const HttpReceiver::Request&) {
@@ -522,7 +527,7 @@ TEST_F(DispatcherTest, GonePausesTheWebhookUntilResumed) {
   dispatcher.stop(milliseconds(0));
 }
 
-TEST_F(DispatcherTest, ExhaustedAttemptsAreDeadWithDiagnostics) {
+TEST_P(DispatcherTest, ExhaustedAttemptsAreDeadWithDiagnostics) {
   const std::string name = unique_name();
   receiver_.set_handler(answer(503));
   auto w = webhook(name, receiver_.url());
@@ -554,7 +559,7 @@ TEST_F(DispatcherTest, ExhaustedAttemptsAreDeadWithDiagnostics) {
   EXPECT_NE(status->last_error.find("attempts exhausted"), std::string::npos);
 }
 
-TEST_F(DispatcherTest, RetryAfterIsHonoured) {
+TEST_P(DispatcherTest, RetryAfterIsHonoured) {
   const std::string name = unique_name();
   std::atomic<int> calls{0};
   receiver_.set_handler([&](const HttpReceiver::Request&) {
@@ -576,7 +581,7 @@ TEST_F(DispatcherTest, RetryAfterIsHonoured) {
   EXPECT_GE(requests[1].received_ns - requests[0].received_ns, 900'000'000);
 }
 
-TEST_F(DispatcherTest, DiagnosticDeliveriesRaiseNoDiagnostics) {
+TEST_P(DispatcherTest, DiagnosticDeliveriesRaiseNoDiagnostics) {
   const std::string name = unique_name();
   receiver_.set_handler(answer(500));
   auto w = webhook(name, receiver_.url());
@@ -595,7 +600,7 @@ TEST_F(DispatcherTest, DiagnosticDeliveriesRaiseNoDiagnostics) {
   for (const auto& event : events) EXPECT_EQ(event.delivery_id, ordinary.id);
 }
 
-TEST_F(DispatcherTest, LinkLocalUrlIsRefusedBeforeConnecting) {
+TEST_P(DispatcherTest, LinkLocalUrlIsRefusedBeforeConnecting) {
   const std::string name = unique_name();
   auto w = webhook(name, "http://169.254.169.254/latest/meta-data/");
   w.timeout_ms = 5000;
@@ -621,7 +626,7 @@ TEST_F(DispatcherTest, LinkLocalUrlIsRefusedBeforeConnecting) {
             1u);
 }
 
-TEST_F(DispatcherTest, DeniedAddressNeverReachesTheReceiver) {
+TEST_P(DispatcherTest, DeniedAddressNeverReachesTheReceiver) {
   const std::string name = unique_name();
   auto w = webhook(name, receiver_.url());
   w.deny_cidrs = {"127.0.0.0/8"};
@@ -637,7 +642,7 @@ TEST_F(DispatcherTest, DeniedAddressNeverReachesTheReceiver) {
             std::string::npos);
 }
 
-TEST_F(DispatcherTest, StricterPolicyNeverReusesAConnectionOpenedUnderALaxerOne) {
+TEST_P(DispatcherTest, StricterPolicyNeverReusesAConnectionOpenedUnderALaxerOne) {
   const std::string lax = unique_name("_lax");
   const std::string strict = unique_name("_strict");
   auto strict_webhook = webhook(strict, receiver_.url("/strict"));
@@ -655,7 +660,7 @@ TEST_F(DispatcherTest, StricterPolicyNeverReusesAConnectionOpenedUnderALaxerOne)
   EXPECT_NE(store_.get(refused.id)->last_error.find("refused by SSRF policy"), std::string::npos);
 }
 
-TEST_F(DispatcherTest, RemovedWebhookFinishesItsInFlightTransfer) {
+TEST_P(DispatcherTest, RemovedWebhookFinishesItsInFlightTransfer) {
   const std::string name = unique_name();
   receiver_.set_handler([](const HttpReceiver::Request&) {
     HttpReceiver::Response response;
@@ -675,7 +680,7 @@ TEST_F(DispatcherTest, RemovedWebhookFinishesItsInFlightTransfer) {
   EXPECT_TRUE(store_.releases().empty());
 }
 
-TEST_F(DispatcherTest, ConnectionsAreReusedBetweenAttempts) {
+TEST_P(DispatcherTest, ConnectionsAreReusedBetweenAttempts) {
   const std::string name = unique_name();
   auto w = webhook(name, receiver_.url());
   w.max_in_flight = 1;
@@ -691,7 +696,7 @@ TEST_F(DispatcherTest, ConnectionsAreReusedBetweenAttempts) {
   EXPECT_EQ(receiver_.connection_count(), 1u);
 }
 
-TEST_F(DispatcherTest, MaxInFlightBoundsConcurrentRequests) {
+TEST_P(DispatcherTest, MaxInFlightBoundsConcurrentRequests) {
   const std::string name = unique_name();
   receiver_.set_handler([](const HttpReceiver::Request&) {
     HttpReceiver::Response response;
@@ -713,7 +718,7 @@ TEST_F(DispatcherTest, MaxInFlightBoundsConcurrentRequests) {
     EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Delivered);
 }
 
-TEST_F(DispatcherTest, RateLimitSpacesRequests) {
+TEST_P(DispatcherTest, RateLimitSpacesRequests) {
   const std::string name = unique_name();
   auto w = webhook(name, receiver_.url());
   w.rate_limit_per_s = 20;  // a burst of 20, then one every 50 ms
@@ -732,7 +737,7 @@ TEST_F(DispatcherTest, RateLimitSpacesRequests) {
   EXPECT_GE(requests.back().received_ns - requests.front().received_ns, 400'000'000);
 }
 
-TEST_F(DispatcherTest, StopReleasesInFlightDeliveriesWithoutWaitingForThem) {
+TEST_P(DispatcherTest, StopReleasesInFlightDeliveriesWithoutWaitingForThem) {
   const std::string name = unique_name();
   receiver_.set_handler([](const HttpReceiver::Request&) {
     HttpReceiver::Response response;
@@ -758,7 +763,7 @@ TEST_F(DispatcherTest, StopReleasesInFlightDeliveriesWithoutWaitingForThem) {
   EXPECT_EQ(store_.claim_due(name, now_unix_ms(), 10).size(), 1u);  // claimable again
 }
 
-TEST_F(DispatcherTest, StopWaitsForInFlightWithinGrace) {
+TEST_P(DispatcherTest, StopWaitsForInFlightWithinGrace) {
   const std::string name = unique_name();
   receiver_.set_handler([](const HttpReceiver::Request&) {
     HttpReceiver::Response response;
@@ -775,7 +780,7 @@ TEST_F(DispatcherTest, StopWaitsForInFlightWithinGrace) {
   EXPECT_EQ(store_.get(sent.id)->state, DeliveryState::Delivered);
 }
 
-TEST_F(DispatcherTest, ReloadAddsChangesAndRemovesWebhooks) {
+TEST_P(DispatcherTest, ReloadAddsChangesAndRemovesWebhooks) {
   const std::string first = unique_name("_first");
   const std::string second = unique_name("_second");
   Dispatcher dispatcher(store_, diagnostics_.sink());
@@ -813,7 +818,7 @@ TEST_F(DispatcherTest, ReloadAddsChangesAndRemovesWebhooks) {
   dispatcher.stop(milliseconds(0));
 }
 
-TEST_F(DispatcherTest, UnusableSettingsPauseTheWebhookWithTheReason) {
+TEST_P(DispatcherTest, UnusableSettingsPauseTheWebhookWithTheReason) {
   const std::string name = unique_name();
   auto w = webhook(name, receiver_.url());
   w.secrets = {"whsec_!!!"};
@@ -836,7 +841,7 @@ TEST_F(DispatcherTest, UnusableSettingsPauseTheWebhookWithTheReason) {
   dispatcher.stop(milliseconds(0));
 }
 
-TEST_F(DispatcherTest, DiagnosticSinkMayEnqueueDeliveriesFromTheDispatcherThread) {
+TEST_P(DispatcherTest, DiagnosticSinkMayEnqueueDeliveriesFromTheDispatcherThread) {
   const std::string failing = unique_name("_failing");
   const std::string alerts = unique_name("_alerts");
   receiver_.set_handler([](const HttpReceiver::Request& request) {
@@ -860,6 +865,15 @@ TEST_F(DispatcherTest, DiagnosticSinkMayEnqueueDeliveriesFromTheDispatcherThread
   EXPECT_EQ(requests[1].path, "/alerts");
   EXPECT_EQ(requests[1].header("x-hookgate-event"), diag::kDeliveryDead);
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    HttpClients, DispatcherTest,
+    ::testing::Values(config::WebhookConfig::HttpClient::Auto,
+                      config::WebhookConfig::HttpClient::Libcurl),
+    [](const ::testing::TestParamInfo<config::WebhookConfig::HttpClient>& info) {
+      return info.param == config::WebhookConfig::HttpClient::Auto ? std::string("builtin")
+                                                                   : std::string("libcurl");
+    });
 
 }  // namespace
 }  // namespace hookgate::webhooks

@@ -1,0 +1,412 @@
+// The built-in HTTP/1.1 client against a scripted TCP server on loopback: response framings,
+// keep-alive and its race, malformed and missing answers, timeouts, the SSRF guard. The
+// dispatcher tests cover the ordinary paths through the HttpReceiver; these cover what a
+// well-behaved server never does.
+#include "webhooks/plain_http.hpp"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gateway/common/clock.hpp"
+
+namespace hookgate::webhooks {
+namespace {
+
+// Reads one request (head and Content-Length body); "" when the peer closed first.
+std::string read_request(int fd) {
+  std::string data;
+  char buffer[65536];
+  for (;;) {
+    size_t head_end = data.find("\r\n\r\n");
+    if (head_end != std::string::npos) {
+      size_t length = 0;
+      size_t at = data.find("Content-Length: ");
+      if (at != std::string::npos && at < head_end) length = std::stoul(data.substr(at + 16));
+      if (data.size() >= head_end + 4 + length) return data;
+    }
+    ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) return "";
+    data.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+void send_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+// Accepts connections on 127.0.0.1 and runs `script` on each, on a thread of its own; records
+// every request it reads through read().
+class ScriptedServer {
+ public:
+  using Script = std::function<void(ScriptedServer&, int fd, int connection_index)>;
+
+  explicit ScriptedServer(Script script) : script_(std::move(script)) {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int on = 1;
+    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(listen_fd_, 64) != 0)
+      throw std::runtime_error("cannot listen");
+    socklen_t length = sizeof address;
+    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    acceptor_ = std::thread([this] {
+      for (int index = 0;; ++index) {
+        int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd < 0) return;
+        connections_.fetch_add(1);
+        std::lock_guard lock(mu_);
+        fds_.push_back(fd);
+        threads_.emplace_back([this, fd, index] { script_(*this, fd, index); });
+      }
+    });
+  }
+
+  ~ScriptedServer() {
+    ::shutdown(listen_fd_, SHUT_RDWR);
+    ::close(listen_fd_);
+    acceptor_.join();
+    std::lock_guard lock(mu_);
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+    for (auto& thread : threads_) thread.join();
+    for (int fd : fds_) ::close(fd);
+  }
+
+  std::string read(int fd) {
+    std::string request = read_request(fd);
+    if (!request.empty()) {
+      std::lock_guard lock(mu_);
+      requests_.push_back(request);
+    }
+    return request;
+  }
+
+  int port() const { return port_; }
+  std::string url(const std::string& path = "/hook") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+  int connections() const { return connections_.load(); }
+  std::vector<std::string> requests() {
+    std::lock_guard lock(mu_);
+    return requests_;
+  }
+
+ private:
+  Script script_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+  std::atomic<int> connections_{0};
+  std::mutex mu_;
+  std::vector<int> fds_;
+  std::vector<std::thread> threads_;
+  std::vector<std::string> requests_;
+};
+
+// Answers every request on a connection with `response`, keeping the connection open.
+ScriptedServer::Script answer_each(std::string response) {
+  return [response](ScriptedServer& server, int fd, int) {
+    while (!server.read(fd).empty()) send_all(fd, response);
+  };
+}
+
+class PlainHttpTest : public ::testing::Test {
+ protected:
+  PlainHttpClient::Request request(const std::string& url, int user,
+                                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    auto target = PlainHttpClient::target_for(url);
+    EXPECT_TRUE(target.has_value()) << url;
+    PlainHttpClient::Request r;
+    r.user = reinterpret_cast<void*>(static_cast<intptr_t>(user));
+    r.pool = 1;
+    r.max_idle = 4;
+    r.target = std::make_shared<const PlainHttpClient::Target>(*target);
+    r.policy = policy_;
+    r.headers = "X-Test: yes\r\n";
+    r.body = std::make_shared<const std::string>(R"({"type":"user.created"})");
+    r.deadline_ns = now_steady_ns() + std::chrono::nanoseconds(timeout).count();
+    return r;
+  }
+
+  // Polls until `n` completions arrived or 15 s passed.
+  std::vector<PlainHttpClient::Completion> run(size_t n) {
+    std::vector<PlainHttpClient::Completion> done;
+    const int64_t give_up = now_steady_ns() + 15'000'000'000;
+    while (done.size() < n && now_steady_ns() < give_up) {
+      pollfd p{client_.fd(), POLLIN, 0};
+      ::poll(&p, 1, 10);
+      client_.poll(now_steady_ns(), done);
+    }
+    return done;
+  }
+
+  AttemptResult one(PlainHttpClient::Request r) {
+    client_.start(std::move(r));
+    auto done = run(1);
+    EXPECT_EQ(done.size(), 1u);
+    return done.empty() ? AttemptResult{} : done.front().result;
+  }
+
+  std::shared_ptr<const AddressPolicy> policy_ = std::make_shared<const AddressPolicy>();
+  PlainHttpClient client_;
+};
+
+TEST(PlainHttpTargetTest, ServesOnlyPlainHttpWithoutCredentials) {
+  auto target = PlainHttpClient::target_for("http://127.0.0.1:8080/a/b?x=1&y=2#frag");
+  ASSERT_TRUE(target);
+  EXPECT_EQ(target->host, "127.0.0.1");
+  EXPECT_EQ(target->port, "8080");
+  EXPECT_EQ(target->prefix, "POST /a/b?x=1&y=2 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n");
+
+  auto v6 = PlainHttpClient::target_for("http://[::1]/");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, "80");
+  EXPECT_EQ(v6->prefix, "POST / HTTP/1.1\r\nHost: [::1]\r\n");
+
+  auto bare = PlainHttpClient::target_for("http://siem.internal");
+  ASSERT_TRUE(bare);
+  EXPECT_EQ(bare->prefix, "POST / HTTP/1.1\r\nHost: siem.internal\r\n");
+
+  EXPECT_FALSE(PlainHttpClient::target_for("https://siem.example.com/"));
+  EXPECT_FALSE(PlainHttpClient::target_for("http://user:pass@siem.internal/"));
+  EXPECT_FALSE(PlainHttpClient::target_for("ftp://siem.internal/"));
+  EXPECT_FALSE(PlainHttpClient::target_for("not a url"));
+}
+
+TEST_F(PlainHttpTest, SendsTheRequestItComposedAndReadsTheStatus) {
+  ScriptedServer server(answer_each("HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\r\nok"));
+  AttemptResult result = one(request(server.url("/in?k=v"), 1));
+  EXPECT_EQ(result.curl_code, CURLE_OK) << result.transport_error;
+  EXPECT_EQ(result.http_status, 202);
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0],
+            "POST /in?k=v HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(server.port()) +
+                "\r\nX-Test: yes\r\nContent-Length: 23\r\n\r\n"
+                R"({"type":"user.created"})");
+}
+
+TEST_F(PlainHttpTest, ChunkedResponsesWithTrailersKeepTheConnection) {
+  ScriptedServer server(answer_each(
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5;ext=1\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nX-Trailer: t\r\n\r\n"));
+  for (int i = 0; i < 3; ++i) {
+    AttemptResult result = one(request(server.url(), i));
+    EXPECT_EQ(result.curl_code, CURLE_OK) << result.transport_error;
+    EXPECT_EQ(result.http_status, 200);
+  }
+  EXPECT_EQ(server.connections(), 1);
+  EXPECT_EQ(server.requests().size(), 3u);
+}
+
+TEST_F(PlainHttpTest, ResponseArrivingByteByByteIsParsed) {
+  ScriptedServer server([](ScriptedServer& s, int fd, int) {
+    int on = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    while (!s.read(fd).empty()) {
+      std::string response =
+          "HTTP/1.1 503 Busy\r\nRetry-After:  7 \r\nContent-Length: 3\r\n\r\nbye";
+      for (char c : response) {
+        send_all(fd, std::string_view(&c, 1));
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+  });
+  AttemptResult result = one(request(server.url(), 1));
+  EXPECT_EQ(result.curl_code, CURLE_OK) << result.transport_error;
+  EXPECT_EQ(result.http_status, 503);
+  EXPECT_EQ(result.retry_after, "7");
+}
+
+TEST_F(PlainHttpTest, InterimResponsesAreSkipped) {
+  ScriptedServer server(
+      answer_each("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
+                  "HTTP/1.1 204 No Content\r\n\r\n"));
+  AttemptResult result = one(request(server.url(), 1));
+  EXPECT_EQ(result.curl_code, CURLE_OK) << result.transport_error;
+  EXPECT_EQ(result.http_status, 204);
+}
+
+TEST_F(PlainHttpTest, ConnectionCloseAndCloseDelimitedBodiesOpenANewConnection) {
+  ScriptedServer server([](ScriptedServer& s, int fd, int index) {
+    if (s.read(fd).empty()) return;
+    if (index == 0) {
+      send_all(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+    } else {
+      send_all(fd, "HTTP/1.0 200 OK\r\n\r\nbody until the close");
+    }
+    ::shutdown(fd, SHUT_WR);
+  });
+  AttemptResult first = one(request(server.url(), 1));
+  AttemptResult second = one(request(server.url(), 2));
+  EXPECT_EQ(first.http_status, 200) << first.transport_error;
+  EXPECT_EQ(second.http_status, 200) << second.transport_error;
+  EXPECT_EQ(second.curl_code, CURLE_OK);
+  EXPECT_EQ(server.connections(), 2);
+}
+
+// The keep-alive race: the server closes an idle connection just as a request is sent on it.
+// The request goes out again on a new connection, and the attempt succeeds.
+TEST_F(PlainHttpTest, AReusedConnectionClosedByTheServerIsResentOnANewOne) {
+  ScriptedServer server([](ScriptedServer& s, int fd, int index) {
+    if (index == 0) {
+      if (s.read(fd).empty()) return;
+      send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+      // Read the second request, then close without answering, as a server whose idle timer
+      // fired at that moment does.
+      s.read(fd);
+      ::shutdown(fd, SHUT_RDWR);
+      return;
+    }
+    while (!s.read(fd).empty()) send_all(fd, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n");
+  });
+  AttemptResult first = one(request(server.url(), 1));
+  AttemptResult second = one(request(server.url(), 2));
+  EXPECT_EQ(first.http_status, 200);
+  EXPECT_EQ(second.curl_code, CURLE_OK) << second.transport_error;
+  EXPECT_EQ(second.http_status, 201);
+  EXPECT_EQ(server.connections(), 2);
+  EXPECT_EQ(server.requests().size(), 3u);  // the second request arrived twice
+}
+
+TEST_F(PlainHttpTest, ANewConnectionClosedWithoutAnswerIsAnEmptyReply) {
+  ScriptedServer server([](ScriptedServer& s, int fd, int) {
+    s.read(fd);
+    ::shutdown(fd, SHUT_RDWR);
+  });
+  AttemptResult result = one(request(server.url(), 1));
+  EXPECT_EQ(result.curl_code, CURLE_GOT_NOTHING);
+  EXPECT_NE(result.transport_error.find("Empty reply"), std::string::npos);
+  EXPECT_EQ(server.connections(), 1);  // not resent: the connection was new
+}
+
+TEST_F(PlainHttpTest, GarbageAndTruncatedResponsesAreTransportErrors) {
+  ScriptedServer garbage(answer_each("SSH-2.0-OpenSSH_9.2\r\n\r\n"));
+  AttemptResult bad = one(request(garbage.url(), 1));
+  EXPECT_EQ(bad.curl_code, CURLE_WEIRD_SERVER_REPLY);
+  EXPECT_NE(bad.transport_error.find("bad status line"), std::string::npos);
+
+  ScriptedServer truncated([](ScriptedServer& s, int fd, int) {
+    s.read(fd);
+    send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part");
+    ::shutdown(fd, SHUT_RDWR);
+  });
+  AttemptResult cut = one(request(truncated.url(), 2));
+  EXPECT_EQ(cut.curl_code, CURLE_RECV_ERROR);
+
+  ScriptedServer bad_chunk(
+      answer_each("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"));
+  AttemptResult chunk = one(request(bad_chunk.url(), 3));
+  EXPECT_EQ(chunk.curl_code, CURLE_WEIRD_SERVER_REPLY);
+}
+
+TEST_F(PlainHttpTest, SilentServerTimesOutAtTheDeadline) {
+  ScriptedServer server([](ScriptedServer& s, int fd, int) {
+    s.read(fd);
+    char byte;
+    ::recv(fd, &byte, 1, 0);  // until the client or the server's destructor closes
+  });
+  const int64_t started = now_steady_ns();
+  AttemptResult result = one(request(server.url(), 1, std::chrono::milliseconds(300)));
+  const int64_t elapsed_ms = (now_steady_ns() - started) / 1000000;
+  EXPECT_EQ(result.curl_code, CURLE_OPERATION_TIMEDOUT);
+  EXPECT_NE(result.transport_error.find("waiting for the response"), std::string::npos)
+      << result.transport_error;
+  EXPECT_GE(elapsed_ms, 290);
+  EXPECT_LT(elapsed_ms, 5000);
+  EXPECT_EQ(client_.open_connections(), 0u);
+}
+
+TEST_F(PlainHttpTest, RefusedConnectionIsAConnectError) {
+  int port = 0;
+  {
+    ScriptedServer closed(answer_each(""));
+    port = closed.port();
+  }
+  AttemptResult result = one(request("http://127.0.0.1:" + std::to_string(port) + "/", 1));
+  EXPECT_EQ(result.curl_code, CURLE_COULDNT_CONNECT);
+  EXPECT_NE(result.transport_error.find("Connection refused"), std::string::npos)
+      << result.transport_error;
+  EXPECT_TRUE(result.final_error.empty());
+}
+
+TEST_F(PlainHttpTest, TheSsrfPolicyJudgesTheAddressBeforeConnecting) {
+  ScriptedServer server(answer_each("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+  auto deny = AddressPolicy::create({}, {"127.0.0.0/8"});
+  ASSERT_TRUE(deny.ok());
+  policy_ = std::make_shared<const AddressPolicy>(std::move(deny).value());
+  // By name, so the resolver thread is involved too.
+  AttemptResult result = one(request("http://localhost:" + std::to_string(server.port()), 1));
+  EXPECT_EQ(result.curl_code, CURLE_COULDNT_CONNECT);
+  EXPECT_NE(result.final_error.find("refused by SSRF policy"), std::string::npos)
+      << result.final_error;
+  EXPECT_EQ(server.connections(), 0);
+}
+
+TEST_F(PlainHttpTest, HostNamesResolveOffTheCallingThread) {
+  ScriptedServer server(answer_each("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+  AttemptResult result = one(request("http://localhost:" + std::to_string(server.port()), 1));
+  EXPECT_EQ(result.curl_code, CURLE_OK) << result.transport_error;
+  EXPECT_EQ(result.http_status, 200);
+}
+
+TEST_F(PlainHttpTest, LargeBodiesAreSentInFull) {
+  ScriptedServer server(answer_each("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+  auto r = request(server.url(), 1);
+  r.body = std::make_shared<const std::string>(8 << 20, 'x');
+  AttemptResult result = one(std::move(r));
+  EXPECT_EQ(result.http_status, 200) << result.transport_error;
+  auto requests = server.requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].size() - requests[0].find("\r\n\r\n") - 4, size_t{8 << 20});
+}
+
+TEST_F(PlainHttpTest, ClosedPoolsAndCancelledRequestsLeaveNoConnections) {
+  std::atomic<bool> hold{true};
+  ScriptedServer server([&](ScriptedServer& s, int fd, int) {
+    while (!s.read(fd).empty()) {
+      while (hold.load() && s.requests().size() >= 2)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+    }
+  });
+  AttemptResult first = one(request(server.url(), 1));
+  EXPECT_EQ(first.http_status, 200);
+  EXPECT_EQ(client_.open_connections(), 1u);  // idle, kept for the next request
+  client_.close_pool(1);
+  EXPECT_EQ(client_.open_connections(), 0u);
+
+  client_.start(request(server.url(), 2));
+  for (int i = 0; i < 200 && server.requests().size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  client_.cancel(reinterpret_cast<void*>(2));
+  EXPECT_EQ(client_.open_connections(), 0u);
+  hold = false;
+  std::vector<PlainHttpClient::Completion> done;
+  client_.poll(now_steady_ns(), done);
+  EXPECT_TRUE(done.empty());
+}
+
+}  // namespace
+}  // namespace hookgate::webhooks

@@ -1,0 +1,893 @@
+#include "webhooks/plain_http.hpp"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "gateway/common/clock.hpp"
+#include "gateway/common/text.hpp"
+#include "gateway/common/thread_name.hpp"
+
+namespace hookgate::webhooks {
+namespace {
+
+// Whole response heads beyond this are refused as malformed: no receiver needs them.
+constexpr size_t kMaxHeadBytes = 64 * 1024;
+constexpr size_t kMaxLineBytes = 8 * 1024;  // a chunk-size or trailer line
+// Idle connections older than this are closed rather than reused, as libcurl's
+// CURLOPT_MAXAGE_CONN default does: a middlebox may have dropped them silently.
+constexpr int64_t kMaxIdleNs = 118LL * 1000 * 1000 * 1000;
+constexpr uint64_t kResolverEvent = 0;  // epoll data of the resolver's eventfd
+
+// Whether a comma-separated header value lists `token` (case-insensitive).
+bool lists_token(std::string_view value, std::string_view token) {
+  while (!value.empty()) {
+    size_t comma = value.find(',');
+    if (iequals(trim(value.substr(0, comma)), token)) return true;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+std::string errno_text(int error) {
+  char buffer[128];
+  return strerror_r(error, buffer, sizeof buffer);
+}
+
+// An incremental HTTP/1.1 response parser: bytes go in as they arrive, and it keeps only what
+// the retry policy needs. Bodies are skipped, never stored.
+class ResponseParser {
+ public:
+  void reset() { *this = ResponseParser(); }
+
+  // Consumes bytes up to the end of the response; returns how many it took.
+  size_t feed(const char* data, size_t size) {
+    size_t used = 0;
+    while (used < size && state_ != State::Done && state_ != State::Failed) {
+      started_ = true;
+      const char* at = data + used;
+      const size_t left = size - used;
+      switch (state_) {
+        case State::Head:
+          used += feed_head(at, left);
+          break;
+        case State::Body:
+        case State::ChunkData: {
+          const size_t take = static_cast<size_t>(std::min<uint64_t>(remaining_, left));
+          remaining_ -= take;
+          used += take;
+          if (remaining_ == 0) state_ = state_ == State::Body ? State::Done : State::ChunkEnd;
+          break;
+        }
+        case State::UntilClose:
+          used = size;
+          break;
+        case State::ChunkSize:
+        case State::ChunkEnd:
+        case State::Trailer:
+          used += feed_line(at, left);
+          break;
+        case State::Done:
+        case State::Failed:
+          break;
+      }
+    }
+    return used;
+  }
+
+  // The peer closed the connection: that ends a body delimited by the close.
+  void on_eof() {
+    if (state_ == State::UntilClose) state_ = State::Done;
+  }
+
+  bool started() const { return started_; }
+  bool done() const { return state_ == State::Done; }
+  bool failed() const { return state_ == State::Failed; }
+  const std::string& error() const { return error_; }
+  long status() const { return status_; }
+  const std::string& retry_after() const { return retry_after_; }
+  bool keep_alive() const { return keep_alive_; }
+
+ private:
+  enum class State {
+    Head,
+    Body,
+    UntilClose,
+    ChunkSize,
+    ChunkData,
+    ChunkEnd,
+    Trailer,
+    Done,
+    Failed
+  };
+
+  size_t feed_head(const char* data, size_t size) {
+    const size_t before = head_.size();
+    head_.append(data, size);
+    // The blank line may straddle two reads: look from a few bytes back.
+    const size_t from = before >= 3 ? before - 3 : 0;
+    size_t end = head_.find("\r\n\r\n", from);
+    size_t terminator = 4;
+    if (end == std::string::npos) {
+      end = head_.find("\n\n", from);
+      terminator = 2;
+    }
+    if (end == std::string::npos) {
+      if (head_.size() > kMaxHeadBytes) fail("response head larger than 64 KiB");
+      return size;
+    }
+    const size_t head_end = end + terminator;
+    const size_t used = head_end - before;
+    parse_head(std::string_view(head_).substr(0, end));
+    head_.clear();
+    return used;
+  }
+
+  void parse_head(std::string_view head) {
+    size_t eol = head.find('\n');
+    std::string_view status_line = trim(head.substr(0, eol));
+    // "HTTP/1.x NNN reason"
+    if (status_line.size() < 12 || status_line.substr(0, 7) != "HTTP/1." ||
+        !std::isdigit(static_cast<unsigned char>(status_line[7])) || status_line[8] != ' ' ||
+        !std::all_of(status_line.begin() + 9, status_line.begin() + 12,
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
+        (status_line.size() > 12 && status_line[12] != ' ')) {
+      fail("bad status line");
+      return;
+    }
+    const bool http10 = status_line[7] == '0';
+    const long status = std::stol(std::string(status_line.substr(9, 3)));
+    if (status < 100) {
+      fail("bad status code");
+      return;
+    }
+    std::optional<uint64_t> content_length;
+    bool chunked = false;
+    bool has_transfer_encoding = false;
+    std::string_view connection;
+    std::string retry_after;
+    std::string_view rest = eol == std::string_view::npos ? "" : head.substr(eol + 1);
+    while (!rest.empty()) {
+      size_t next = rest.find('\n');
+      std::string_view line = rest.substr(0, next);
+      rest = next == std::string_view::npos ? "" : rest.substr(next + 1);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.empty()) continue;
+      size_t colon = line.find(':');
+      if (colon == std::string_view::npos || colon == 0) {
+        fail("bad header line");
+        return;
+      }
+      std::string_view name = line.substr(0, colon);
+      std::string_view value = trim(line.substr(colon + 1));
+      if (iequals(name, "content-length")) {
+        uint64_t length = 0;
+        if (value.empty() || value.size() > 18 ||
+            !std::all_of(value.begin(), value.end(),
+                         [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+          fail("bad Content-Length");
+          return;
+        }
+        for (char c : value) length = length * 10 + static_cast<uint64_t>(c - '0');
+        if (content_length && *content_length != length) {
+          fail("conflicting Content-Length headers");
+          return;
+        }
+        content_length = length;
+      } else if (iequals(name, "transfer-encoding")) {
+        has_transfer_encoding = true;
+        // chunked must be the last coding; anything else is delimited by the close.
+        size_t comma = value.rfind(',');
+        chunked = iequals(trim(comma == std::string_view::npos ? value : value.substr(comma + 1)),
+                          "chunked");
+      } else if (iequals(name, "connection")) {
+        connection = value;
+      } else if (iequals(name, "retry-after")) {
+        retry_after = std::string(value);
+      }
+    }
+    if (status < 200) {
+      if (status == 101) {
+        fail("unexpected 101 Switching Protocols");
+        return;
+      }
+      return;  // an interim response (100 Continue, 103 Early Hints): the real one follows
+    }
+    status_ = status;
+    retry_after_ = std::move(retry_after);
+    keep_alive_ =
+        http10 ? lists_token(connection, "keep-alive") : !lists_token(connection, "close");
+    if (status == 204 || status == 304) {
+      state_ = State::Done;
+    } else if (has_transfer_encoding) {
+      state_ = chunked ? State::ChunkSize : State::UntilClose;
+    } else if (content_length) {
+      remaining_ = *content_length;
+      state_ = remaining_ == 0 ? State::Done : State::Body;
+    } else {
+      state_ = State::UntilClose;
+    }
+    if (state_ == State::UntilClose) keep_alive_ = false;
+  }
+
+  size_t feed_line(const char* data, size_t size) {
+    const char* newline = static_cast<const char*>(std::memchr(data, '\n', size));
+    const size_t take = newline ? static_cast<size_t>(newline - data) + 1 : size;
+    line_.append(data, take);
+    if (line_.size() > kMaxLineBytes) {
+      fail("chunk line too long");
+      return take;
+    }
+    if (!newline) return take;
+    std::string_view line = trim(std::string_view(line_).substr(0, line_.size() - 1));
+    switch (state_) {
+      case State::ChunkSize: {
+        line = line.substr(0, line.find(';'));  // chunk extensions
+        line = trim(line);
+        uint64_t chunk = 0;
+        if (line.empty() || line.size() > 15) {
+          fail("bad chunk size");
+          break;
+        }
+        for (char c : line) {
+          int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+                      : (std::tolower(static_cast<unsigned char>(c)) >= 'a' &&
+                         std::tolower(static_cast<unsigned char>(c)) <= 'f')
+                          ? std::tolower(static_cast<unsigned char>(c)) - 'a' + 10
+                          : -1;
+          if (digit < 0) {
+            fail("bad chunk size");
+            break;
+          }
+          chunk = chunk * 16 + static_cast<uint64_t>(digit);
+        }
+        if (state_ == State::Failed) break;
+        remaining_ = chunk;
+        state_ = chunk == 0 ? State::Trailer : State::ChunkData;
+        break;
+      }
+      case State::ChunkEnd:
+        if (!line.empty()) {
+          fail("chunk not followed by CRLF");
+          break;
+        }
+        state_ = State::ChunkSize;
+        break;
+      case State::Trailer:
+        if (line.empty()) state_ = State::Done;
+        break;
+      default:
+        break;
+    }
+    line_.clear();
+    return take;
+  }
+
+  void fail(std::string why) {
+    state_ = State::Failed;
+    error_ = std::move(why);
+  }
+
+  State state_ = State::Head;
+  bool started_ = false;
+  std::string head_;
+  std::string line_;
+  uint64_t remaining_ = 0;
+  long status_ = 0;
+  std::string retry_after_;
+  bool keep_alive_ = false;
+  std::string error_;
+};
+
+struct Address {
+  sockaddr_storage storage{};
+  socklen_t length = 0;
+};
+
+// A numeric host needs no resolver.
+std::optional<Address> numeric_address(const std::string& host, const std::string& port) {
+  Address address;
+  const auto port_number = static_cast<uint16_t>(std::stoi(port));
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&address.storage);
+  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port_number);
+    address.length = sizeof(sockaddr_in);
+    return address;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&address.storage);
+  if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port_number);
+    address.length = sizeof(sockaddr_in6);
+    return address;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Resolves names with getaddrinfo on a thread of its own. The thread is detached and shares
+// this state, so destroying the client never waits for a DNS server.
+struct PlainHttpClient::Resolver {
+  struct Job {
+    uint64_t serial;
+    std::string host;
+    std::string port;
+  };
+  struct Answer {
+    uint64_t serial;
+    std::vector<Address> addresses;
+    std::string error;
+  };
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Job> jobs;
+  std::vector<Answer> answers;
+  bool stopping = false;
+  bool thread_started = false;
+  int event_fd = -1;
+
+  ~Resolver() {
+    if (event_fd >= 0) ::close(event_fd);
+  }
+
+  static void run(std::shared_ptr<Resolver> self) {
+    name_this_thread("hg-resolver");
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock lock(self->mu);
+        self->cv.wait(lock, [&] { return self->stopping || !self->jobs.empty(); });
+        if (self->stopping) return;
+        job = std::move(self->jobs.front());
+        self->jobs.pop_front();
+      }
+      Answer answer{job.serial, {}, {}};
+      addrinfo hints{};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      hints.ai_flags = AI_NUMERICSERV;
+      addrinfo* list = nullptr;
+      int rc = getaddrinfo(job.host.c_str(), job.port.c_str(), &hints, &list);
+      if (rc != 0) {
+        answer.error = gai_strerror(rc);
+      } else {
+        for (addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+          if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
+          Address address;
+          std::memcpy(&address.storage, ai->ai_addr, ai->ai_addrlen);
+          address.length = ai->ai_addrlen;
+          answer.addresses.push_back(address);
+        }
+        freeaddrinfo(list);
+        if (answer.addresses.empty()) answer.error = "no usable address";
+      }
+      {
+        std::lock_guard lock(self->mu);
+        if (self->stopping) return;
+        self->answers.push_back(std::move(answer));
+      }
+      uint64_t one = 1;
+      [[maybe_unused]] ssize_t written = ::write(self->event_fd, &one, sizeof one);
+    }
+  }
+};
+
+struct PlainHttpClient::Connection {
+  enum class State { Resolving, Connecting, Sending, Receiving, Idle };
+
+  uint64_t serial = 0;  // epoll data: events of a closed connection never reach a new one
+  uint64_t pool = 0;
+  std::shared_ptr<const Target> target;
+  std::shared_ptr<const AddressPolicy> policy;
+  State state = State::Resolving;
+  int fd = -1;
+  std::vector<Address> addresses;
+  size_t next_address = 0;
+  std::string refused;        // the SSRF refusal of an address this connection skipped
+  std::string connect_error;  // why the last address failed
+  bool reused = false;        // has carried a request before the current one
+  int64_t idle_since_ns = 0;
+
+  // The current request.
+  std::optional<Request> request;
+  std::string head;  // request line, headers, Content-Length, blank line
+  size_t sent = 0;   // bytes of head + body sent
+  bool resent = false;
+  int64_t started_ns = 0;
+  int64_t deadline_ns = 0;
+  ResponseParser parser;
+
+  std::string where() const { return target->host + " port " + target->port; }
+};
+
+std::optional<PlainHttpClient::Target> PlainHttpClient::target_for(const std::string& url) {
+  CURLU* handle = curl_url();
+  if (handle == nullptr) return std::nullopt;
+  std::optional<Target> target;
+  auto part = [&](CURLUPart which, unsigned flags, std::string& out) {
+    char* value = nullptr;
+    if (curl_url_get(handle, which, &value, flags) != CURLUE_OK) return false;
+    out = value;
+    curl_free(value);
+    return true;
+  };
+  std::string scheme, user, password, host, port, path, query, explicit_port;
+  if (curl_url_set(handle, CURLUPART_URL, url.c_str(), 0) == CURLUE_OK &&
+      part(CURLUPART_SCHEME, 0, scheme) && scheme == "http" && !part(CURLUPART_USER, 0, user) &&
+      !part(CURLUPART_PASSWORD, 0, password) && part(CURLUPART_HOST, 0, host) && !host.empty() &&
+      part(CURLUPART_PORT, CURLU_DEFAULT_PORT, port) && part(CURLUPART_PATH, 0, path)) {
+    part(CURLUPART_QUERY, 0, query);
+    const bool has_port = part(CURLUPART_PORT, 0, explicit_port) && explicit_port != "80";
+    std::string request_target = path.empty() ? "/" : path;
+    if (!query.empty()) request_target += "?" + query;
+    const bool clean = std::none_of(request_target.begin(), request_target.end(),
+                                    [](unsigned char c) { return c <= ' ' || c == 0x7f; }) &&
+                       host.find_first_of("%\r\n ") == std::string::npos;  // no IPv6 zone ids
+    if (clean) {
+      Target t;
+      t.host = host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
+      t.port = port;
+      t.prefix = "POST " + request_target + " HTTP/1.1\r\nHost: " + host +
+                 (has_port ? ":" + explicit_port : "") + "\r\n";
+      target = std::move(t);
+    }
+  }
+  curl_url_cleanup(handle);
+  return target;
+}
+
+PlainHttpClient::PlainHttpClient() : resolver_(std::make_shared<Resolver>()) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  resolver_->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.u64 = kResolverEvent;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, resolver_->event_fd, &event);
+}
+
+PlainHttpClient::~PlainHttpClient() {
+  {
+    std::lock_guard lock(resolver_->mu);
+    resolver_->stopping = true;
+  }
+  resolver_->cv.notify_all();
+  for (auto& [serial, connection] : connections_)
+    if (connection->fd >= 0) ::close(connection->fd);
+  connections_.clear();
+  ::close(epoll_fd_);
+}
+
+void PlainHttpClient::start(Request request) {
+  attach(std::move(request), now_steady_ns(), /*resent=*/false);
+}
+
+void PlainHttpClient::attach(Request request, int64_t started_ns, bool resent) {
+  Connection* connection = nullptr;
+  // A resend needs a new connection: the reused one just failed, its siblings may too.
+  if (auto idle = idle_.find(request.pool); idle != idle_.end() && !resent) {
+    std::vector<Connection*> stale;
+    auto& pool = idle->second;
+    while (!pool.empty() && connection == nullptr) {
+      Connection* candidate = pool.back();
+      pool.pop_back();
+      if (started_ns - candidate->idle_since_ns > kMaxIdleNs) {
+        stale.push_back(candidate);
+      } else {
+        connection = candidate;
+      }
+    }
+    if (pool.empty()) idle_.erase(idle);
+    for (Connection* old : stale) close(*old);  // no longer listed: close() leaves idle_ alone
+  }
+  if (connection == nullptr) {
+    auto fresh = std::make_unique<Connection>();
+    fresh->serial = next_serial_++;
+    fresh->pool = request.pool;
+    fresh->target = request.target;
+    fresh->policy = request.policy;
+    connection = fresh.get();
+    connections_.emplace(fresh->serial, std::move(fresh));
+  }
+  Connection& c = *connection;
+  const std::string* body = request.body.get();
+  c.head.clear();
+  c.head.reserve(c.target->prefix.size() + request.headers.size() + 40);
+  c.head.append(c.target->prefix)
+      .append(request.headers)
+      .append("Content-Length: ")
+      .append(std::to_string(body ? body->size() : 0))
+      .append("\r\n\r\n");
+  c.sent = 0;
+  c.resent = resent;
+  c.started_ns = started_ns;
+  c.parser.reset();
+  by_user_[request.user] = &c;
+  watch_deadline(c, request.deadline_ns);
+  c.request = std::move(request);
+  if (c.reused) {
+    send_request(c);
+  } else {
+    begin(c);
+  }
+}
+
+void PlainHttpClient::watch_deadline(Connection& connection, int64_t deadline_ns) {
+  connection.deadline_ns = deadline_ns;
+  deadlines_.emplace(deadline_ns, &connection);
+}
+
+void PlainHttpClient::begin(Connection& connection) {
+  const Target& target = *connection.target;
+  if (auto address = numeric_address(target.host, target.port)) {
+    connection.addresses = {*address};
+    connect_next(connection);
+    return;
+  }
+  connection.state = Connection::State::Resolving;
+  const uint64_t serial = connection.serial;
+  resolving_[serial] = &connection;
+  bool start_thread = false;
+  {
+    std::lock_guard lock(resolver_->mu);
+    resolver_->jobs.push_back({serial, target.host, target.port});
+    start_thread = !resolver_->thread_started;
+    resolver_->thread_started = true;
+  }
+  resolver_->cv.notify_one();
+  if (start_thread) std::thread(&Resolver::run, resolver_).detach();
+}
+
+void PlainHttpClient::take_resolved() {
+  uint64_t count = 0;
+  [[maybe_unused]] ssize_t got = ::read(resolver_->event_fd, &count, sizeof count);
+  std::vector<Resolver::Answer> answers;
+  {
+    std::lock_guard lock(resolver_->mu);
+    answers.swap(resolver_->answers);
+  }
+  for (auto& answer : answers) {
+    auto it = resolving_.find(answer.serial);
+    if (it == resolving_.end()) continue;  // cancelled or timed out meanwhile
+    Connection& connection = *it->second;
+    resolving_.erase(it);
+    if (!answer.error.empty()) {
+      fail(connection, CURLE_COULDNT_RESOLVE_HOST,
+           "Could not resolve host: " + connection.target->host + " (" + answer.error + ")");
+      continue;
+    }
+    connection.addresses = std::move(answer.addresses);
+    connect_next(connection);
+  }
+}
+
+void PlainHttpClient::connect_next(Connection& connection) {
+  while (connection.next_address < connection.addresses.size()) {
+    const Address& address = connection.addresses[connection.next_address++];
+    const auto* sa = reinterpret_cast<const sockaddr*>(&address.storage);
+    if (Status allowed = connection.policy->check(sa); !allowed.ok()) {
+      if (connection.refused.empty()) connection.refused = allowed.error().message;
+      continue;
+    }
+    int fd = ::socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      connection.connect_error = "socket: " + errno_text(errno);
+      continue;
+    }
+    int on = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    epoll_event event{};
+    event.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    event.data.u64 = connection.serial;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+    connection.fd = fd;
+    if (::connect(fd, sa, address.length) == 0) {
+      on_connected(connection);
+      return;
+    }
+    if (errno == EINPROGRESS) {
+      connection.state = Connection::State::Connecting;
+      return;
+    }
+    connection.connect_error =
+        "Failed to connect to " + connection.where() + ": " + errno_text(errno);
+    ::close(fd);
+    connection.fd = -1;
+  }
+  AttemptResult result;
+  result.curl_code = CURLE_COULDNT_CONNECT;
+  result.transport_error =
+      !connection.connect_error.empty()
+          ? connection.connect_error
+          : "Failed to connect to " + connection.where() + ": no address may be used";
+  result.final_error = connection.refused;
+  complete(connection, std::move(result), false);
+}
+
+void PlainHttpClient::on_connected(Connection& connection) {
+  connection.refused.clear();
+  send_request(connection);
+}
+
+void PlainHttpClient::send_request(Connection& connection) {
+  connection.state = Connection::State::Sending;
+  const std::string* body = connection.request->body.get();
+  const size_t head_size = connection.head.size();
+  const size_t total = head_size + (body ? body->size() : 0);
+  while (connection.sent < total) {
+    iovec parts[2];
+    int count = 0;
+    if (connection.sent < head_size) {
+      parts[count++] = {connection.head.data() + connection.sent, head_size - connection.sent};
+      if (body && !body->empty()) parts[count++] = {const_cast<char*>(body->data()), body->size()};
+    } else {
+      const size_t offset = connection.sent - head_size;
+      parts[count++] = {const_cast<char*>(body->data()) + offset, body->size() - offset};
+    }
+    msghdr message{};
+    message.msg_iov = parts;
+    message.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = ::sendmsg(connection.fd, &message, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // EPOLLOUT resumes
+      const int error = errno;
+      if (resend_on_new_connection(connection)) return;
+      fail(connection, CURLE_SEND_ERROR,
+           "Send failure to " + connection.where() + ": " + errno_text(error));
+      return;
+    }
+    connection.sent += static_cast<size_t>(n);
+  }
+  connection.state = Connection::State::Receiving;
+}
+
+void PlainHttpClient::on_event(Connection& connection, uint32_t events) {
+  using State = Connection::State;
+  switch (connection.state) {
+    case State::Resolving:
+      return;
+    case State::Connecting: {
+      if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) == 0) return;
+      int error = 0;
+      socklen_t length = sizeof error;
+      getsockopt(connection.fd, SOL_SOCKET, SO_ERROR, &error, &length);
+      if (error == EINPROGRESS) return;
+      if (error == 0) {
+        on_connected(connection);
+        return;
+      }
+      connection.connect_error =
+          "Failed to connect to " + connection.where() + ": " + errno_text(error);
+      ::close(connection.fd);
+      connection.fd = -1;
+      connect_next(connection);
+      return;
+    }
+    case State::Idle: {
+      // An idle connection has nothing to say: data or a close means it cannot be reused. A
+      // stale readiness event from the last response is told apart by peeking.
+      if ((events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) == 0) {
+        char byte;
+        ssize_t n = ::recv(connection.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      }
+      close(connection);
+      return;
+    }
+    case State::Sending:
+      // The server may answer (say, 413) before it has read the whole body.
+      if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
+        const uint64_t serial = connection.serial;
+        read_response(connection, events);  // may close it
+        if (connections_.count(serial) == 0 || connection.state != State::Sending) return;
+      }
+      if ((events & EPOLLOUT) != 0) send_request(connection);
+      return;
+    case State::Receiving:
+      read_response(connection, events);
+      return;
+  }
+}
+
+void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
+  // Edge-triggered: a short read normally means the socket is drained, but a close that came
+  // with the data raises no further event, so then read on until recv says so.
+  const bool peer_closed = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+  char buffer[16384];
+  for (;;) {
+    ssize_t n = ::recv(connection.fd, buffer, sizeof buffer, 0);
+    if (n > 0) {
+      const size_t used = connection.parser.feed(buffer, static_cast<size_t>(n));
+      if (connection.parser.failed()) {
+        fail(connection, CURLE_WEIRD_SERVER_REPLY,
+             "Malformed HTTP response from " + connection.where() + ": " +
+                 connection.parser.error());
+        return;
+      }
+      if (connection.parser.done()) {
+        AttemptResult result;
+        result.http_status = connection.parser.status();
+        result.retry_after = connection.parser.retry_after();
+        // Bytes past the response, or a body still unsent, leave the connection unusable.
+        const bool reuse = connection.parser.keep_alive() && used == static_cast<size_t>(n) &&
+                           connection.state == Connection::State::Receiving;
+        complete(connection, std::move(result), reuse);
+        return;
+      }
+      if (static_cast<size_t>(n) < sizeof buffer && !peer_closed) return;  // EPOLLIN brings more
+      continue;
+    }
+    if (n == 0) {
+      connection.parser.on_eof();
+      if (connection.parser.done()) {
+        AttemptResult result;
+        result.http_status = connection.parser.status();
+        result.retry_after = connection.parser.retry_after();
+        complete(connection, std::move(result), false);
+        return;
+      }
+      if (!connection.parser.started()) {
+        if (resend_on_new_connection(connection)) return;
+        fail(connection, CURLE_GOT_NOTHING, "Empty reply from server " + connection.where());
+        return;
+      }
+      fail(connection, CURLE_RECV_ERROR,
+           "Connection to " + connection.where() + " closed before the response was complete");
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    const int error = errno;
+    if (!connection.parser.started() && resend_on_new_connection(connection)) return;
+    fail(connection, CURLE_RECV_ERROR,
+         "Recv failure from " + connection.where() + ": " + errno_text(error));
+    return;
+  }
+}
+
+bool PlainHttpClient::resend_on_new_connection(Connection& connection) {
+  if (!connection.reused || connection.resent) return false;
+  Request request = std::move(*connection.request);
+  const int64_t started_ns = connection.started_ns;
+  connection.request.reset();
+  by_user_.erase(request.user);
+  deadlines_.erase({connection.deadline_ns, &connection});
+  close(connection);
+  // Even if close_pool() ran meanwhile: the resend still belongs to this attempt.
+  attach(std::move(request), started_ns, /*resent=*/true);
+  return true;
+}
+
+void PlainHttpClient::fail(Connection& connection, int curl_code, std::string message) {
+  AttemptResult result;
+  result.curl_code = curl_code;
+  result.transport_error = std::move(message);
+  complete(connection, std::move(result), false);
+}
+
+void PlainHttpClient::complete(Connection& connection, AttemptResult result, bool reuse) {
+  Request& request = *connection.request;
+  done_.push_back({request.user, std::move(result)});
+  by_user_.erase(request.user);
+  deadlines_.erase({connection.deadline_ns, &connection});
+  const size_t max_idle = request.max_idle;
+  connection.request.reset();
+  if (reuse && closed_pools_.count(connection.pool) == 0) {
+    auto& idle = idle_[connection.pool];
+    if (idle.size() < max_idle) {
+      connection.state = Connection::State::Idle;
+      connection.reused = true;
+      connection.idle_since_ns = now_steady_ns();
+      idle.push_back(&connection);
+      return;
+    }
+  }
+  close(connection);
+}
+
+void PlainHttpClient::close(Connection& connection) {
+  if (connection.fd >= 0) ::close(connection.fd);  // also leaves the epoll set
+  if (connection.state == Connection::State::Idle) {
+    if (auto it = idle_.find(connection.pool); it != idle_.end()) {
+      auto& pool = it->second;
+      pool.erase(std::remove(pool.begin(), pool.end(), &connection), pool.end());
+      if (pool.empty()) idle_.erase(it);
+    }
+  }
+  resolving_.erase(connection.serial);
+  if (connection.request) {
+    by_user_.erase(connection.request->user);
+    deadlines_.erase({connection.deadline_ns, &connection});
+  }
+  connections_.erase(connection.serial);  // destroys it
+}
+
+void PlainHttpClient::poll(int64_t now_ns, std::vector<Completion>& out) {
+  epoll_event events[64];
+  for (;;) {
+    int n = epoll_wait(epoll_fd_, events, 64, 0);
+    if (n < 0 && errno == EINTR) continue;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t serial = events[i].data.u64;
+      if (serial == kResolverEvent) {
+        take_resolved();
+        continue;
+      }
+      auto it = connections_.find(serial);
+      if (it == connections_.end()) continue;  // closed while handling an earlier event
+      on_event(*it->second, events[i].events);
+    }
+    if (n < 64) break;
+  }
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now_ns) {
+    Connection& connection = *deadlines_.begin()->second;
+    const char* stage = "waiting for the response";
+    switch (connection.state) {
+      case Connection::State::Resolving:
+        stage = "resolving the host";
+        break;
+      case Connection::State::Connecting:
+        stage = "connecting";
+        break;
+      case Connection::State::Sending:
+        stage = "sending the request";
+        break;
+      default:
+        break;
+    }
+    const int64_t elapsed_ms = (now_ns - connection.started_ns) / 1000000;
+    fail(connection, CURLE_OPERATION_TIMEDOUT,
+         "Operation timed out after " + std::to_string(elapsed_ms) + " milliseconds " + stage +
+             " (" + connection.where() + ")");
+  }
+  if (!done_.empty()) {
+    if (out.empty()) {
+      out.swap(done_);
+    } else {
+      std::move(done_.begin(), done_.end(), std::back_inserter(out));
+      done_.clear();
+    }
+  }
+}
+
+std::optional<int64_t> PlainHttpClient::next_deadline_ns() const {
+  if (!done_.empty()) return 0;
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.begin()->first;
+}
+
+void PlainHttpClient::cancel(void* user) {
+  auto it = by_user_.find(user);
+  if (it == by_user_.end()) return;
+  close(*it->second);
+}
+
+void PlainHttpClient::close_pool(uint64_t pool) {
+  closed_pools_.insert(pool);
+  auto it = idle_.find(pool);
+  if (it == idle_.end()) return;
+  std::vector<Connection*> idle = it->second;
+  for (Connection* connection : idle) close(*connection);
+  idle_.erase(pool);
+}
+
+}  // namespace hookgate::webhooks
