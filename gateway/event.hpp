@@ -48,6 +48,8 @@ class Event {
   // Sets the value at path, creating intermediate objects. Fails if a non-object is in the way.
   bool set(std::string_view path, const JsonValue& value);
   bool set_string(std::string_view path, std::string_view value);
+  // Whether set(path, ...) would succeed on the event as it is now, without changing it.
+  bool can_set(std::string_view path) const;
   // Removes the member at path; false if it was not there.
   bool remove(std::string_view path);
   // Moves the value at `from` to `to`; false if `from` was absent.

@@ -445,6 +445,7 @@ class DeclarativeHook final : public Hook {
           a.op == ActionStep::Op::Copy)
         copy_on_write_ = true;
     }
+    plan_in_place();
   }
 
   // Declarative hooks run in memory in microseconds, so timeout_ms never comes into play.
@@ -467,6 +468,11 @@ class DeclarativeHook final : public Hook {
     if (!copy_on_write_) {
       // Only removes (and logs): they cannot fail half-way, so edit in place.
       Status st = apply(event);
+      (void)st;
+      return HookVerdict{};
+    }
+    if (in_place_ && can_apply_in_place(event)) {
+      Status st = apply(event);  // cannot fail: every destination was checked just now
       (void)st;
       return HookVerdict{};
     }
@@ -522,10 +528,56 @@ class DeclarativeHook final : public Hook {
     return {};
   }
 
+  // Editing the event in place (no clone, no normalize) is safe when nothing can fail half-way
+  // and no envelope rule can break. Decided once here for the hook's paths, then per event by
+  // can_apply_in_place():
+  // - no touched path is a proper prefix of another, so no action adds, replaces or removes a
+  //   node that another action's destination walks through: checking every destination up front
+  //   against the unchanged event is then the same as checking each when its turn comes;
+  // - no path is a top-level envelope attribute normalize() checks or fills (`data.x` is fine,
+  //   `data`, `type` or `time` is not), so the event stays valid.
+  // In-place and clone paths give the same result; this only skips the copy (docs/performance.md).
+  void plan_in_place() {
+    static constexpr std::string_view kEnvelope[] = {
+        "specversion", "id", "source", "type", "time", "datacontenttype", "data"};
+    std::vector<std::string_view> touched;
+    for (const auto& a : actions_) {
+      for (const auto& p : a.paths) {
+        touched.push_back(p);
+        if (a.op == ActionStep::Op::Set) destinations_.push_back(p);
+      }
+      for (const auto& [from, to] : a.moves) {
+        if (a.op == ActionStep::Op::Rename) touched.push_back(from);
+        touched.push_back(to);
+        destinations_.push_back(to);
+      }
+    }
+    for (std::string_view p : touched) {
+      for (std::string_view attribute : kEnvelope)
+        if (p == attribute) return;
+      if (p.substr(0, 5) == "data.") data_paths_ = true;
+      for (std::string_view q : touched) {
+        if (q.size() > p.size() && q.substr(0, p.size()) == p && q[p.size()] == '.') return;
+      }
+    }
+    in_place_ = true;
+  }
+
+  bool can_apply_in_place(const Event& event) const {
+    // Creating `data` would also need normalize() to add datacontenttype.
+    if (data_paths_ && event.find("data") == nullptr) return false;
+    for (std::string_view p : destinations_)
+      if (!event.can_set(p)) return false;
+    return true;
+  }
+
   std::optional<Condition> when_;
   std::vector<ActionStep> actions_;
   std::string reason_;
   bool copy_on_write_ = false;
+  bool in_place_ = false;
+  bool data_paths_ = false;
+  std::vector<std::string_view> destinations_;  // views into actions_, which never change
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -42,6 +42,25 @@ TEST(EventTest, RejectsWhatIsNotAnEvent) {
   EXPECT_FALSE(Event::parse_envelope("", 0));
 }
 
+// ASCII input skips UTF-8 validation: everything that could be invalid must still be caught,
+// whichever byte (or escape) brings it, at any position relative to the 8-byte scan.
+TEST(EventTest, Utf8RulesHoldOnBothParsePaths) {
+  for (size_t pad = 0; pad < 9; ++pad) {
+    const std::string fill(pad, 'x');
+    EXPECT_FALSE(Event::parse_envelope("{\"type\":\"" + fill + "\xc3\"}", 0)) << pad;
+    EXPECT_FALSE(Event::parse_envelope("{\"type\":\"" + fill + "\x80\"}", 0)) << pad;
+    auto accented = Event::parse_envelope("{\"type\":\"" + fill + "caf\xc3\xa9\"}", 0);
+    ASSERT_TRUE(accented) << pad;
+    EXPECT_EQ(accented->type(), fill + "caf\xc3\xa9");
+  }
+  auto escaped = Event::parse_envelope(R"({"type":"caf\u00e9 \ud83d\ude00"})", 0);
+  ASSERT_TRUE(escaped);
+  EXPECT_EQ(escaped->type(), "caf\xc3\xa9 \xf0\x9f\x98\x80");
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":"\ud83d"})", 0));   // lone high surrogate
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":"\udc00"})", 0));   // lone low surrogate
+  EXPECT_FALSE(Event::parse_envelope("{\"type\":\"a\x01b\"}", 0));  // raw control character
+}
+
 TEST(EventTest, DottedPathsSetRemoveRename) {
   auto ev = Event::parse(R"({"type":"t","data":{"user":"ann","ip":"1.2.3.4","list":[{"a":1}]}})");
   ASSERT_TRUE(ev);

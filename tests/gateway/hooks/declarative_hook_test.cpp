@@ -227,6 +227,56 @@ actions:
   EXPECT_EQ(ev.to_json(), before);
 }
 
+// The redact example edits the event in place (its paths are independent and under data.);
+// events where that could fail or break the envelope take the copy path, with its guarantees.
+TEST_F(DeclarativeHookTest, InPlaceEditsFallBackToTheCopyWhenTheyCouldFail) {
+  auto hook = load_ok("_10_redact.yaml", kRedactYaml);
+  ASSERT_TRUE(hook);
+
+  Event ev = make_event(
+      R"({"type":"auth.failure","data":{"user":"ann","ip":"10.0.0.1","password":"pw","n":[1,2]}})");
+  EXPECT_EQ(run(*hook, ev), Action::Continue);
+  EXPECT_EQ(ev.find("data.password"), nullptr);
+  EXPECT_EQ(ev.find("data.ip"), nullptr);
+  EXPECT_STREQ(ev.find("data.source_ip")->GetString(), "10.0.0.1");
+  EXPECT_STREQ(ev.find("data.env")->GetString(), "prod");
+  EXPECT_STREQ(ev.find("data.pipeline")->GetString(), "hookgate");
+  EXPECT_STREQ(ev.find("subject")->GetString(), "ann");
+  EXPECT_EQ(ev.find("data.n")->Size(), 2u);
+
+  // No data yet: creating it needs normalize() to add datacontenttype.
+  Event bare = make_event(R"({"type":"auth.failure"})");
+  EXPECT_EQ(run(*hook, bare), Action::Continue);
+  EXPECT_STREQ(bare.find("data.env")->GetString(), "prod");
+  ASSERT_NE(bare.find("datacontenttype"), nullptr);
+  EXPECT_STREQ(bare.find("datacontenttype")->GetString(), "application/json");
+
+  // An object at a destination is simply replaced.
+  Event clash = make_event(R"({"type":"auth.failure","data":{"password":"pw","env":{"a":1}}})");
+  EXPECT_EQ(run(*hook, clash), Action::Continue);
+  EXPECT_STREQ(clash.find("data.env")->GetString(), "prod");
+  // A set that cannot apply: the hook fails and the event is untouched.
+  Event string_data = make_event(R"({"type":"auth.failure","data":"pw=secret","token":1})");
+  const std::string before = string_data.to_json();
+  auto r = hook->handle(string_data);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(string_data.to_json(), before);
+}
+
+TEST(EventTest, CanSetAgreesWithSet) {
+  const char* doc = R"({"type":"t","data":{"s":"x","o":{"k":1},"a":[{"q":1},2]}})";
+  for (const char* path :
+       {"data.s", "data.s.x", "data.o.k", "data.o.k.z", "data.new.deep", "data.a.0.q",
+        "data.a.0.new", "data.a.1.x", "data.a.5", "top", "data..x", ""}) {
+    Event probe = make_event(doc);
+    Event target = probe.clone();
+    const std::string before = probe.to_json();
+    JsonValue value("v");
+    EXPECT_EQ(probe.can_set(path), target.set(path, value)) << path;
+    EXPECT_EQ(probe.to_json(), before) << "can_set changed the event";
+  }
+}
+
 TEST_F(DeclarativeHookTest, SetMayRetypeButNotBreakTheEnvelope) {
   auto retype = load_ok("_10_retype.yaml", "kind: transform\nactions:\n  - set: {type: a.b}\n");
   ASSERT_TRUE(retype);
