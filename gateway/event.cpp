@@ -91,30 +91,9 @@ Event::Event() {
   doc_.SetObject();
 }
 
-namespace {
-// Pure-ASCII input cannot hold invalid UTF-8, so validating it is wasted work (about a third of
-// the parse, docs/performance.md). \u escapes are checked by the parser either way.
-bool is_ascii(std::string_view text) {
-  const char* p = text.data();
-  size_t n = text.size();
-  uint64_t seen = 0;
-  for (; n >= 8; p += 8, n -= 8) {
-    uint64_t word;
-    std::memcpy(&word, p, sizeof word);
-    seen |= word;
-  }
-  for (; n > 0; ++p, --n) seen |= static_cast<unsigned char>(*p);
-  return (seen & 0x8080808080808080ULL) == 0;
-}
-}  // namespace
-
 Result<Event> Event::parse(std::string_view json) {
   Event ev;
-  if (is_ascii(json)) {
-    ev.doc_.Parse<kParseFlags & ~rapidjson::kParseValidateEncodingFlag>(json.data(), json.size());
-  } else {
-    ev.doc_.Parse<kParseFlags>(json.data(), json.size());
-  }
+  ev.doc_.Parse<kParseFlags>(json.data(), json.size());
   if (ev.doc_.HasParseError()) {
     return make_error("invalid JSON at offset " + std::to_string(ev.doc_.GetErrorOffset()) + ": " +
                       rapidjson::GetParseError_En(ev.doc_.GetParseError()));

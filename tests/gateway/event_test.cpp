@@ -42,9 +42,9 @@ TEST(EventTest, RejectsWhatIsNotAnEvent) {
   EXPECT_FALSE(Event::parse_envelope("", 0));
 }
 
-// ASCII input skips UTF-8 validation: everything that could be invalid must still be caught,
-// whichever byte (or escape) brings it, at any position relative to the 8-byte scan.
-TEST(EventTest, Utf8RulesHoldOnBothParsePaths) {
+// Invalid UTF-8 is refused wherever it sits; valid multi-byte text and \u escapes (surrogate
+// pairs included) are kept; lone surrogates and raw control characters are refused.
+TEST(EventTest, Utf8RulesHoldWhereverTheBytesSit) {
   for (size_t pad = 0; pad < 9; ++pad) {
     const std::string fill(pad, 'x');
     EXPECT_FALSE(Event::parse_envelope("{\"type\":\"" + fill + "\xc3\"}", 0)) << pad;
