@@ -12,13 +12,14 @@ namespace hookgate::cli {
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args args(argv, {});
-  // glibc returns the top of a thread's heap to the kernel (madvise, with a TLB flush on every
-  // CPU) whenever more than 128 KiB is free there; the spool writer frees and reallocates about
-  // that much per batch, and the churn cost ~30 % of the gateway's CPU at full load
-  // (docs/performance.md, change #8). Keep up to 4 MiB per heap instead, and serve allocations
-  // below 1 MiB (event bodies, batches) from the heaps rather than from fresh mmaps.
-  mallopt(M_TRIM_THRESHOLD, 4 << 20);
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  // glibc gives the free top of a thread's heap back to the kernel (madvise, with a TLB flush on
+  // every CPU) as soon as 128 KiB are free there. The spool writer frees and reallocates about
+  // that much per batch, and at full load the churn was ~6 % of the gateway's CPU samples
+  // (docs/performance.md, change #8). A 1 MiB threshold ends the churn; 4 MiB did too but cost
+  // 12 MiB of peak RSS in the burst test. Fixing the mmap threshold (mallopt turns off glibc's
+  // dynamic one) keeps mid-size buffers in the heaps rather than in fresh mmaps.
+  mallopt(M_TRIM_THRESHOLD, 1 << 20);
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   if (auto code =
           check_usage(args, {"config", "log-level"},
                       "Usage: hookgate run [--config FILE] [--log-level LEVEL]\n"
