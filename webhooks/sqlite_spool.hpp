@@ -194,6 +194,7 @@ class SqliteSpool final : public DeliveryStore {
   bool stopping_ = false;
   bool closed_ = false;
   bool wake_ = false;
+  bool urgent_ = false;  // queue_ holds something other than outcomes: no lingering
   std::thread writer_thread_;
 
   std::unique_ptr<Conn> checkpointer_;  // only checkpoint_loop() uses it
