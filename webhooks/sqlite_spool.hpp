@@ -36,7 +36,7 @@ namespace hookgate::webhooks {
 
 // Knobs that are not worth a config key; tests shrink them.
 struct SqliteSpoolTuning {
-  size_t max_cached_deliveries = 10000;  // in-memory claimable copies, all webhooks together
+  size_t max_cached_deliveries = 5000;   // in-memory claimable copies, all webhooks together
   size_t max_cached_bytes = 64u << 20;   // body bytes of those copies (bodies may be 1 MiB)
   size_t refill_limit = 256;             // a drained disk-mode webhook with at most this many
                                          // (future) rows left is loaded back into memory
