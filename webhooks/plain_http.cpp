@@ -32,6 +32,10 @@ constexpr size_t kMaxLineBytes = 8 * 1024;  // a chunk-size or trailer line
 // CURLOPT_MAXAGE_CONN default does: a middlebox may have dropped them silently.
 constexpr int64_t kMaxIdleNs = 118LL * 1000 * 1000 * 1000;
 constexpr uint64_t kResolverEvent = 0;  // epoll data of the resolver's eventfd
+constexpr int kResolverThreads = 4;
+// A successful lookup is reused this long: reconnects to a flapping endpoint do not each cost a
+// DNS query. The SSRF policy still judges every address at connect time.
+constexpr int64_t kResolvedTtlNs = 5LL * 1000 * 1000 * 1000;
 
 // Whether a comma-separated header value lists `token` (case-insensitive).
 bool lists_token(std::string_view value, std::string_view token) {
@@ -294,10 +298,7 @@ class ResponseParser {
   std::string error_;
 };
 
-struct Address {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-};
+using Address = PlainHttpClient::Address;
 
 // A numeric host needs no resolver.
 std::optional<Address> numeric_address(const std::string& host, const std::string& port) {
@@ -322,50 +323,67 @@ std::optional<Address> numeric_address(const std::string& host, const std::strin
 
 }  // namespace
 
-// Resolves names with getaddrinfo on a thread of its own. The thread is detached and shares
-// this state, so destroying the client never waits for a DNS server.
+// Resolves names with getaddrinfo on up to kResolverThreads threads, started as lookups queue up.
+// One lookup per host and port at a time (connections that need the same name wait for the same
+// answer), so a stuck DNS server holds at most that many threads and the queue cannot grow past
+// the number of distinct names. The threads are detached and share this state, so destroying the
+// client never waits for a DNS server.
 struct PlainHttpClient::Resolver {
-  struct Job {
-    uint64_t serial;
-    std::string host;
-    std::string port;
-  };
   struct Answer {
-    uint64_t serial;
+    std::string key;  // host '\n' port
     std::vector<Address> addresses;
     std::string error;
   };
 
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<Job> jobs;
+  std::deque<std::string> jobs;  // keys
   std::vector<Answer> answers;
   bool stopping = false;
-  bool thread_started = false;
+  int threads = 0;
+  int idle = 0;
   int event_fd = -1;
 
   ~Resolver() {
     if (event_fd >= 0) ::close(event_fd);
   }
 
+  // Queues a lookup; starts a thread when none is idle and the pool is not full.
+  static void submit(const std::shared_ptr<Resolver>& self, std::string key) {
+    bool start = false;
+    {
+      std::lock_guard lock(self->mu);
+      self->jobs.push_back(std::move(key));
+      start = self->idle == 0 && self->threads < kResolverThreads;
+      if (start) ++self->threads;
+    }
+    self->cv.notify_one();
+    if (start) std::thread(&Resolver::run, self).detach();
+  }
+
   static void run(std::shared_ptr<Resolver> self) {
     name_this_thread("hg-resolver");
     for (;;) {
-      Job job;
+      std::string key;
       {
         std::unique_lock lock(self->mu);
+        ++self->idle;
         self->cv.wait(lock, [&] { return self->stopping || !self->jobs.empty(); });
+        --self->idle;
         if (self->stopping) return;
-        job = std::move(self->jobs.front());
+        key = std::move(self->jobs.front());
         self->jobs.pop_front();
       }
-      Answer answer{job.serial, {}, {}};
+      const size_t newline = key.find('\n');
+      const std::string host = key.substr(0, newline);
+      const std::string port = key.substr(newline + 1);
+      Answer answer{key, {}, {}};
       addrinfo hints{};
       hints.ai_family = AF_UNSPEC;
       hints.ai_socktype = SOCK_STREAM;
       hints.ai_flags = AI_NUMERICSERV;
       addrinfo* list = nullptr;
-      int rc = getaddrinfo(job.host.c_str(), job.port.c_str(), &hints, &list);
+      int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
       if (rc != 0) {
         answer.error = gai_strerror(rc);
       } else {
@@ -401,9 +419,10 @@ struct PlainHttpClient::Connection {
   int fd = -1;
   std::vector<Address> addresses;
   size_t next_address = 0;
-  std::string refused;        // the SSRF refusal of an address this connection skipped
-  std::string connect_error;  // why the last address failed
-  bool reused = false;        // has carried a request before the current one
+  int64_t connect_deadline_ns = 0;  // when the address being tried is given up (0: none)
+  std::string refused;              // the SSRF refusal of an address this connection skipped
+  std::string connect_error;        // why the last address failed
+  bool reused = false;              // has carried a request before the current one
   int64_t idle_since_ns = 0;
 
   // The current request.
@@ -488,7 +507,12 @@ void PlainHttpClient::attach(Request request, int64_t started_ns, bool resent) {
     while (!pool.empty() && connection == nullptr) {
       Connection* candidate = pool.back();
       pool.pop_back();
-      if (started_ns - candidate->idle_since_ns > kMaxIdleNs) {
+      // Too old, or something arrived on it since (a close, a stray 408): not reusable. The
+      // peek costs a syscall but saves a wasted send, or a stale answer taken for this one.
+      char byte;
+      if (started_ns - candidate->idle_since_ns > kMaxIdleNs ||
+          ::recv(candidate->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+          (errno != EAGAIN && errno != EWOULDBLOCK)) {
         stale.push_back(candidate);
       } else {
         connection = candidate;
@@ -541,18 +565,20 @@ void PlainHttpClient::begin(Connection& connection) {
     connect_next(connection);
     return;
   }
-  connection.state = Connection::State::Resolving;
-  const uint64_t serial = connection.serial;
-  resolving_[serial] = &connection;
-  bool start_thread = false;
-  {
-    std::lock_guard lock(resolver_->mu);
-    resolver_->jobs.push_back({serial, target.host, target.port});
-    start_thread = !resolver_->thread_started;
-    resolver_->thread_started = true;
+  std::string key = target.host + '\n' + target.port;
+  if (auto cached = resolved_.find(key); cached != resolved_.end()) {
+    if (now_steady_ns() < cached->second.expires_ns) {
+      connection.addresses = cached->second.addresses;
+      connect_next(connection);
+      return;
+    }
+    resolved_.erase(cached);
   }
-  resolver_->cv.notify_one();
-  if (start_thread) std::thread(&Resolver::run, resolver_).detach();
+  connection.state = Connection::State::Resolving;
+  resolving_[connection.serial] = &connection;
+  auto& waiting = lookups_[key];
+  waiting.push_back(connection.serial);
+  if (waiting.size() == 1) Resolver::submit(resolver_, std::move(key));
 }
 
 void PlainHttpClient::take_resolved() {
@@ -564,17 +590,26 @@ void PlainHttpClient::take_resolved() {
     answers.swap(resolver_->answers);
   }
   for (auto& answer : answers) {
-    auto it = resolving_.find(answer.serial);
-    if (it == resolving_.end()) continue;  // cancelled or timed out meanwhile
-    Connection& connection = *it->second;
-    resolving_.erase(it);
-    if (!answer.error.empty()) {
-      fail(connection, CURLE_COULDNT_RESOLVE_HOST,
-           "Could not resolve host: " + connection.target->host + " (" + answer.error + ")");
-      continue;
+    std::vector<uint64_t> waiting;
+    if (auto it = lookups_.find(answer.key); it != lookups_.end()) {
+      waiting = std::move(it->second);
+      lookups_.erase(it);
     }
-    connection.addresses = std::move(answer.addresses);
-    connect_next(connection);
+    if (answer.error.empty())
+      resolved_[answer.key] = {answer.addresses, now_steady_ns() + kResolvedTtlNs};
+    for (uint64_t serial : waiting) {
+      auto it = resolving_.find(serial);
+      if (it == resolving_.end()) continue;  // cancelled or timed out meanwhile
+      Connection& connection = *it->second;
+      resolving_.erase(it);
+      if (!answer.error.empty()) {
+        fail(connection, CURLE_COULDNT_RESOLVE_HOST,
+             "Could not resolve host: " + connection.target->host + " (" + answer.error + ")");
+        continue;
+      }
+      connection.addresses = answer.addresses;
+      connect_next(connection);
+    }
   }
 }
 
@@ -605,6 +640,14 @@ void PlainHttpClient::connect_next(Connection& connection) {
     }
     if (errno == EINPROGRESS) {
       connection.state = Connection::State::Connecting;
+      // Like libcurl: an address with others behind it gets half the time left, so one
+      // blackholed address (an unreachable AAAA, say) cannot use up the whole attempt.
+      if (connection.next_address < connection.addresses.size()) {
+        const int64_t now = now_steady_ns();
+        connection.connect_deadline_ns =
+            now + std::max<int64_t>((connection.deadline_ns - now) / 2, 0);
+        connect_deadlines_.emplace(connection.connect_deadline_ns, &connection);
+      }
       return;
     }
     connection.connect_error =
@@ -622,7 +665,14 @@ void PlainHttpClient::connect_next(Connection& connection) {
   complete(connection, std::move(result), false);
 }
 
+void PlainHttpClient::stop_connect_timer(Connection& connection) {
+  if (connection.connect_deadline_ns == 0) return;
+  connect_deadlines_.erase({connection.connect_deadline_ns, &connection});
+  connection.connect_deadline_ns = 0;
+}
+
 void PlainHttpClient::on_connected(Connection& connection) {
+  stop_connect_timer(connection);
   connection.refused.clear();
   send_request(connection);
 }
@@ -672,9 +722,15 @@ void PlainHttpClient::on_event(Connection& connection, uint32_t events) {
       getsockopt(connection.fd, SOL_SOCKET, SO_ERROR, &error, &length);
       if (error == EINPROGRESS) return;
       if (error == 0) {
-        on_connected(connection);
+        const uint64_t serial = connection.serial;
+        on_connected(connection);  // sends, and may fail and close it
+        // A server may answer (and close) right after accepting, in the same event.
+        if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) != 0 && connections_.count(serial) != 0 &&
+            (connection.state == State::Sending || connection.state == State::Receiving))
+          read_response(connection, events);
         return;
       }
+      stop_connect_timer(connection);
       connection.connect_error =
           "Failed to connect to " + connection.where() + ": " + errno_text(error);
       ::close(connection.fd);
@@ -728,7 +784,8 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
         result.http_status = connection.parser.status();
         result.retry_after = connection.parser.retry_after();
         // Bytes past the response, or a body still unsent, leave the connection unusable.
-        const bool reuse = connection.parser.keep_alive() && used == static_cast<size_t>(n) &&
+        const bool reuse = connection.parser.keep_alive() && !peer_closed &&
+                           used == static_cast<size_t>(n) &&
                            connection.state == Connection::State::Receiving;
         complete(connection, std::move(result), reuse);
         return;
@@ -814,6 +871,7 @@ void PlainHttpClient::close(Connection& connection) {
     }
   }
   resolving_.erase(connection.serial);
+  stop_connect_timer(connection);
   if (connection.request) {
     by_user_.erase(connection.request->user);
     deadlines_.erase({connection.deadline_ns, &connection});
@@ -837,6 +895,14 @@ void PlainHttpClient::poll(int64_t now_ns, std::vector<Completion>& out) {
       on_event(*it->second, events[i].events);
     }
     if (n < 64) break;
+  }
+  while (!connect_deadlines_.empty() && connect_deadlines_.begin()->first <= now_ns) {
+    Connection& connection = *connect_deadlines_.begin()->second;
+    stop_connect_timer(connection);
+    connection.connect_error = "Connection to " + connection.where() + " timed out";
+    ::close(connection.fd);
+    connection.fd = -1;
+    connect_next(connection);
   }
   while (!deadlines_.empty() && deadlines_.begin()->first <= now_ns) {
     Connection& connection = *deadlines_.begin()->second;
@@ -871,8 +937,11 @@ void PlainHttpClient::poll(int64_t now_ns, std::vector<Completion>& out) {
 
 std::optional<int64_t> PlainHttpClient::next_deadline_ns() const {
   if (!done_.empty()) return 0;
-  if (deadlines_.empty()) return std::nullopt;
-  return deadlines_.begin()->first;
+  std::optional<int64_t> next;
+  if (!deadlines_.empty()) next = deadlines_.begin()->first;
+  if (!connect_deadlines_.empty())
+    next = std::min(next.value_or(INT64_MAX), connect_deadlines_.begin()->first);
+  return next;
 }
 
 void PlainHttpClient::cancel(void* user) {

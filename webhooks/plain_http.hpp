@@ -14,11 +14,16 @@
 // race) is resent once on a new connection, as libcurl does. Failures carry libcurl's error codes
 // (CURLE_*), so retry classification and metric labels do not depend on the client.
 //
-// Host names resolve on a resolver thread (getaddrinfo), so a slow DNS server never blocks the
-// caller; IP literals skip it. Addresses are tried in getaddrinfo's order (no happy eyeballs).
+// Host names resolve on up to 4 resolver threads (getaddrinfo), one lookup per name at a time and
+// answers reused for 5 s, so a slow DNS server never blocks the caller; IP literals skip it.
+// Addresses are tried in getaddrinfo's order; one with others behind it gets half the time left,
+// as libcurl does (no happy eyeballs). An idle connection is peeked before reuse: one the server
+// closed or spoke on (a stray 408) is dropped rather than sent on.
 //
 // Not thread-safe: every call comes from one thread (the dispatcher's). fd() becomes readable
 // when poll() has something to do; the dispatcher waits on it beside libcurl's sockets.
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -63,6 +68,11 @@ class PlainHttpClient {
     AttemptResult result;
   };
 
+  struct Address {  // one resolved address
+    sockaddr_storage storage{};
+    socklen_t length = 0;
+  };
+
   PlainHttpClient();
   ~PlainHttpClient();
   PlainHttpClient(const PlainHttpClient&) = delete;
@@ -93,6 +103,7 @@ class PlainHttpClient {
   void begin(Connection& connection);
   void connect_next(Connection& connection);
   void on_connected(Connection& connection);
+  void stop_connect_timer(Connection& connection);
   void send_request(Connection& connection);
   void on_event(Connection& connection, uint32_t events);
   void read_response(Connection& connection, uint32_t events);
@@ -111,8 +122,16 @@ class PlainHttpClient {
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;  // by serial
   std::unordered_map<uint64_t, std::vector<Connection*>> idle_;            // by pool; newest last
   std::unordered_map<void*, Connection*> by_user_;
-  std::unordered_map<uint64_t, Connection*> resolving_;  // by resolver job serial
-  std::set<std::pair<int64_t, Connection*>> deadlines_;
+  std::unordered_map<uint64_t, Connection*> resolving_;  // by connection serial
+  // Lookups under way, by "host\nport": the connections waiting for each.
+  std::unordered_map<std::string, std::vector<uint64_t>> lookups_;
+  struct Resolved {
+    std::vector<Address> addresses;
+    int64_t expires_ns = 0;
+  };
+  std::unordered_map<std::string, Resolved> resolved_;
+  std::set<std::pair<int64_t, Connection*>> deadlines_;          // of requests
+  std::set<std::pair<int64_t, Connection*>> connect_deadlines_;  // of one address's connect
   std::set<uint64_t> closed_pools_;
   std::vector<Completion> done_;  // finished outside poll(), handed out by the next poll()
 };

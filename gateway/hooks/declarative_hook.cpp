@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -472,8 +473,13 @@ class DeclarativeHook final : public Hook {
       return HookVerdict{};
     }
     if (in_place_ && can_apply_in_place(event)) {
-      Status st = apply(event);  // cannot fail: every destination was checked just now
-      (void)st;
+      // Every destination was checked just now, so neither can fail; normalize() only restores
+      // what an earlier remove-only hook may have taken out, exactly as the copy path would.
+      if (Status st = apply(event); !st)
+        return HookFailure{HookFailure::Kind::Error, st.error().message};
+      if (Status st = event.normalize(now_unix_ms()); !st)
+        return HookFailure{HookFailure::Kind::Error,
+                           "actions produced an invalid event: " + st.error().message};
       return HookVerdict{};
     }
     // set/rename/copy can fail midway (a string where an object is needed); the contract says a
@@ -534,8 +540,10 @@ class DeclarativeHook final : public Hook {
   // - no touched path is a proper prefix of another, so no action adds, replaces or removes a
   //   node that another action's destination walks through: checking every destination up front
   //   against the unchanged event is then the same as checking each when its turn comes;
-  // - no path is a top-level envelope attribute normalize() checks or fills (`data.x` is fine,
-  //   `data`, `type` or `time` is not), so the event stays valid.
+  // - no path is in a top-level envelope attribute normalize() checks or fills (`data.x` is
+  //   fine; `data`, `type`, `time` or `time.tz` is not), so the event stays valid;
+  // - no path has an array index: `items.0` and `items.00` name the same element, which the
+  //   prefix test on path text would miss.
   // In-place and clone paths give the same result; this only skips the copy (docs/performance.md).
   void plan_in_place() {
     static constexpr std::string_view kEnvelope[] = {
@@ -553,9 +561,19 @@ class DeclarativeHook final : public Hook {
       }
     }
     for (std::string_view p : touched) {
+      const std::string_view first = p.substr(0, p.find('.'));
+      const bool under_data = first == "data" && first.size() < p.size();
       for (std::string_view attribute : kEnvelope)
-        if (p == attribute) return;
-      if (p.substr(0, 5) == "data.") data_paths_ = true;
+        if (first == attribute && !under_data) return;
+      if (under_data) data_paths_ = true;
+      for (std::string_view rest = p; !rest.empty();) {
+        const std::string_view segment = rest.substr(0, rest.find('.'));
+        if (!segment.empty() && std::all_of(segment.begin(), segment.end(), [](char c) {
+              return std::isdigit(static_cast<unsigned char>(c));
+            }))
+          return;
+        rest.remove_prefix(std::min(rest.size(), segment.size() + 1));
+      }
       for (std::string_view q : touched) {
         if (q.size() > p.size() && q.substr(0, p.size()) == p && q[p.size()] == '.') return;
       }

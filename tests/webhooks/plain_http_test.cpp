@@ -290,6 +290,42 @@ TEST_F(PlainHttpTest, AReusedConnectionClosedByTheServerIsResentOnANewOne) {
   EXPECT_EQ(server.requests().size(), 3u);  // the second request arrived twice
 }
 
+// Found in review: a server that times an idle connection out may say so (408) before closing.
+// That answer belongs to no request; the next request must not take it for its own.
+TEST_F(PlainHttpTest, AnswerLeftOnAnIdleConnectionIsNotTakenForTheNextRequest) {
+  ScriptedServer server([](ScriptedServer& s, int fd, int index) {
+    if (index == 0) {
+      if (s.read(fd).empty()) return;
+      send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      send_all(fd,
+               "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
+      ::shutdown(fd, SHUT_WR);
+      return;
+    }
+    while (!s.read(fd).empty()) send_all(fd, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n");
+  });
+  AttemptResult first = one(request(server.url(), 1));
+  EXPECT_EQ(first.http_status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the 408 arrives meanwhile
+  AttemptResult second = one(request(server.url(), 2));
+  EXPECT_EQ(second.curl_code, CURLE_OK) << second.transport_error;
+  EXPECT_EQ(second.http_status, 201);
+  EXPECT_EQ(server.connections(), 2);
+}
+
+TEST_F(PlainHttpTest, ConcurrentRequestsToOneNameShareALookup) {
+  ScriptedServer server(answer_each("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+  const std::string url = "http://localhost:" + std::to_string(server.port()) + "/";
+  for (int i = 1; i <= 8; ++i) client_.start(request(url, i));
+  auto done = run(8);
+  ASSERT_EQ(done.size(), 8u);
+  for (const auto& completion : done) {
+    EXPECT_EQ(completion.result.curl_code, CURLE_OK) << completion.result.transport_error;
+    EXPECT_EQ(completion.result.http_status, 200);
+  }
+}
+
 TEST_F(PlainHttpTest, ANewConnectionClosedWithoutAnswerIsAnEmptyReply) {
   ScriptedServer server([](ScriptedServer& s, int fd, int) {
     s.read(fd);

@@ -263,6 +263,34 @@ TEST_F(DeclarativeHookTest, InPlaceEditsFallBackToTheCopyWhenTheyCouldFail) {
   EXPECT_EQ(string_data.to_json(), before);
 }
 
+// Found in review: paths that only look independent. Both must behave as the copy path does:
+// fail, and leave the event as it was.
+TEST_F(DeclarativeHookTest, AliasedIndexesAndEnvelopeSubpathsTakeTheCopyPath) {
+  auto aliased = load_ok("_10_alias.yaml", R"(
+kind: transform
+actions:
+  - set: { data.items.0: x }
+  - set: { data.items.00.flag: true }
+)");
+  ASSERT_TRUE(aliased);
+  Event ev = make_event(R"({"type":"t","data":{"items":[{}]}})");
+  const std::string before = ev.to_json();
+  EXPECT_FALSE(aliased->handle(ev).ok());
+  EXPECT_EQ(ev.to_json(), before);
+
+  auto subpath = load_ok("_10_sub.yaml", R"(
+kind: transform
+actions:
+  - set: { data.x: 1, time.tz: UTC }
+)");
+  ASSERT_TRUE(subpath);
+  Event timeless = make_event(R"({"type":"t","data":{}})");
+  ASSERT_TRUE(timeless.remove("time"));  // as an earlier remove-only hook may do
+  const std::string untouched = timeless.to_json();
+  EXPECT_FALSE(subpath->handle(timeless).ok());
+  EXPECT_EQ(timeless.to_json(), untouched);
+}
+
 TEST(EventTest, CanSetAgreesWithSet) {
   const char* doc = R"({"type":"t","data":{"s":"x","o":{"k":1},"a":[{"q":1},2]}})";
   for (const char* path :
