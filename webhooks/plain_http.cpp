@@ -48,16 +48,22 @@ bool lists_token(std::string_view value, std::string_view token) {
   return false;
 }
 
-std::string errno_text(int error) {
-  char buffer[128];
-  return strerror_r(error, buffer, sizeof buffer);
-}
-
 // An incremental HTTP/1.1 response parser: bytes go in as they arrive, and it keeps only what
 // the retry policy needs. Bodies are skipped, never stored.
 class ResponseParser {
  public:
-  void reset() { *this = ResponseParser(); }
+  // For the next response on the connection; keeps the buffers' memory (no allocation per request).
+  void reset() {
+    state_ = State::Head;
+    started_ = false;
+    head_.clear();
+    line_.clear();
+    remaining_ = 0;
+    status_ = 0;
+    retry_after_.clear();
+    keep_alive_ = false;
+    error_.clear();
+  }
 
   // Consumes bytes up to the end of the response; returns how many it took.
   size_t feed(const char* data, size_t size) {
@@ -623,7 +629,7 @@ void PlainHttpClient::connect_next(Connection& connection) {
     }
     int fd = ::socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-      connection.connect_error = "socket: " + errno_text(errno);
+      connection.connect_error = std::string("socket: ") + std::strerror(errno);
       continue;
     }
     int on = 1;
@@ -650,8 +656,9 @@ void PlainHttpClient::connect_next(Connection& connection) {
       }
       return;
     }
+    const int error = errno;  // before anything below can change it
     connection.connect_error =
-        "Failed to connect to " + connection.where() + ": " + errno_text(errno);
+        "Failed to connect to " + connection.where() + ": " + std::strerror(error);
     ::close(fd);
     connection.fd = -1;
   }
@@ -702,7 +709,7 @@ void PlainHttpClient::send_request(Connection& connection) {
       const int error = errno;
       if (resend_on_new_connection(connection)) return;
       fail(connection, CURLE_SEND_ERROR,
-           "Send failure to " + connection.where() + ": " + errno_text(error));
+           "Send failure to " + connection.where() + ": " + std::strerror(error));
       return;
     }
     connection.sent += static_cast<size_t>(n);
@@ -732,7 +739,7 @@ void PlainHttpClient::on_event(Connection& connection, uint32_t events) {
       }
       stop_connect_timer(connection);
       connection.connect_error =
-          "Failed to connect to " + connection.where() + ": " + errno_text(error);
+          "Failed to connect to " + connection.where() + ": " + std::strerror(error);
       ::close(connection.fd);
       connection.fd = -1;
       connect_next(connection);
@@ -816,7 +823,7 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
     const int error = errno;
     if (!connection.parser.started() && resend_on_new_connection(connection)) return;
     fail(connection, CURLE_RECV_ERROR,
-         "Recv failure from " + connection.where() + ": " + errno_text(error));
+         "Recv failure from " + connection.where() + ": " + std::strerror(error));
     return;
   }
 }

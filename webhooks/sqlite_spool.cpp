@@ -944,10 +944,8 @@ std::vector<Delivery> SqliteSpool::claim_due(const std::string& webhook, int64_t
     // Rows read ahead, in due order. Until the page is used up, the file is not read again.
     while (out.size() < limit && !lane.page.empty() &&
            lane.page.front().second.next_attempt_ms <= now_ms) {
-      auto& [rowid, d] = lane.page.front();
-      in_flight_[d.id] = InFlight{webhook, rowid};
-      ++lane.in_flight;
-      out.push_back(std::move(d));
+      hand_out_locked(lane, webhook, lane.page.front().first, std::move(lane.page.front().second),
+                      out);
       lane.page.pop_front();
     }
     if (out.size() == limit || !lane.page.empty()) return out;
@@ -967,10 +965,15 @@ void SqliteSpool::claim_cached_locked(Lane& lane, const std::string& webhook, in
     lane.cached_bytes -= bytes;
     cached_bytes_ -= bytes;
     --cached_;
-    in_flight_[node.mapped().id] = InFlight{webhook, node.key().second};
-    ++lane.in_flight;
-    out.push_back(std::move(node.mapped()));
+    hand_out_locked(lane, webhook, node.key().second, std::move(node.mapped()), out);
   }
+}
+
+void SqliteSpool::hand_out_locked(Lane& lane, const std::string& webhook, int64_t rowid,
+                                  Delivery delivery, std::vector<Delivery>& out) {
+  in_flight_[delivery.id] = InFlight{webhook, rowid};
+  ++lane.in_flight;
+  out.push_back(std::move(delivery));
 }
 
 std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, int64_t now_ms,
@@ -1073,10 +1076,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
   Lane& lane = lanes_[webhook];
   const size_t claimed = std::min(limit, due.size());
   for (size_t i = 0; i < claimed; ++i) {
-    auto& [rowid, d] = due[i];
-    in_flight_[d.id] = InFlight{webhook, rowid};
-    ++lane.in_flight;
-    out.push_back(std::move(d));
+    hand_out_locked(lane, webhook, due[i].first, std::move(due[i].second), out);
   }
   if (drained) {
     // Everything left fits in memory: back to the hot path. The writer's later publishing of

@@ -36,15 +36,15 @@ namespace hookgate::webhooks {
 
 // Knobs that are not worth a config key; tests shrink them.
 struct SqliteSpoolTuning {
-  size_t max_cached_deliveries = 5000;   // in-memory claimable copies, all webhooks together
-  size_t max_cached_bytes = 64u << 20;   // body bytes of those copies (bodies may be 1 MiB)
-  size_t refill_limit = 256;             // a drained disk-mode webhook with at most this many
-                                         // (future) rows left is loaded back into memory
-  size_t read_ahead_rows = 512;          // due rows a disk-mode claim reads beyond its own,
-  size_t read_ahead_bytes = 4u << 20;    // up to this many body bytes, for the next claims
-  int64_t prune_interval_ms = 60000;     // how often delivered rows past retention are pruned
-  int64_t poll_interval_ms = 200;        // writer idle tick: external-change check, pruning
-  int busy_timeout_ms = 5000;            // waiting for the other process's write lock
+  size_t max_cached_deliveries = 5000;  // in-memory claimable copies, all webhooks together
+  size_t max_cached_bytes = 64u << 20;  // body bytes of those copies (bodies may be 1 MiB)
+  size_t refill_limit = 256;            // a drained disk-mode webhook with at most this many
+                                        // (future) rows left is loaded back into memory
+  size_t read_ahead_rows = 512;         // due rows a disk-mode claim reads beyond its own,
+  size_t read_ahead_bytes = 4u << 20;   // up to this many body bytes, for the next claims
+  int64_t prune_interval_ms = 60000;    // how often delivered rows past retention are pruned
+  int64_t poll_interval_ms = 200;       // writer idle tick: external-change check, pruning
+  int busy_timeout_ms = 5000;           // waiting for the other process's write lock
 };
 
 class SqliteSpool final : public DeliveryStore {
@@ -161,6 +161,9 @@ class SqliteSpool final : public DeliveryStore {
   void claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms, size_t limit,
                            std::vector<Delivery>& out);
   std::vector<Delivery> claim_from_disk(const std::string& webhook, int64_t now_ms, size_t limit);
+  // A claim: the delivery goes to `out` and is in flight until its outcome commits or release().
+  void hand_out_locked(Lane& lane, const std::string& webhook, int64_t rowid, Delivery delivery,
+                       std::vector<Delivery>& out);
 
   // Tools mode (no writer thread): statements run on the single connection under read_mu_.
   // Replay as a writer operation (gateway mode): one transaction with the other queued writes.

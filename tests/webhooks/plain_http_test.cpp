@@ -21,9 +21,12 @@
 #include <vector>
 
 #include "gateway/common/clock.hpp"
+#include "tests/support/gateway_process.hpp"
 
 namespace hookgate::webhooks {
 namespace {
+
+constexpr std::chrono::milliseconds kWait{10000};  // generous: CI machines are slow
 
 // Reads one request (head and Content-Length body); "" when the peer closed first.
 std::string read_request(int fd) {
@@ -293,21 +296,25 @@ TEST_F(PlainHttpTest, AReusedConnectionClosedByTheServerIsResentOnANewOne) {
 // Found in review: a server that times an idle connection out may say so (408) before closing.
 // That answer belongs to no request; the next request must not take it for its own.
 TEST_F(PlainHttpTest, AnswerLeftOnAnIdleConnectionIsNotTakenForTheNextRequest) {
-  ScriptedServer server([](ScriptedServer& s, int fd, int index) {
+  std::atomic<bool> first_done{false};  // the client has the connection back in its pool
+  std::atomic<bool> stray_sent{false};  // and the 408 is on its way (loopback: already queued)
+  ScriptedServer server([&](ScriptedServer& s, int fd, int index) {
     if (index == 0) {
       if (s.read(fd).empty()) return;
       send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      testing::wait_until([&] { return first_done.load(); }, kWait);
       send_all(fd,
                "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n");
       ::shutdown(fd, SHUT_WR);
+      stray_sent = true;
       return;
     }
     while (!s.read(fd).empty()) send_all(fd, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n");
   });
   AttemptResult first = one(request(server.url(), 1));
   EXPECT_EQ(first.http_status, 200);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the 408 arrives meanwhile
+  first_done = true;
+  ASSERT_TRUE(testing::wait_until([&] { return stray_sent.load(); }, kWait));
   AttemptResult second = one(request(server.url(), 2));
   EXPECT_EQ(second.curl_code, CURLE_OK) << second.transport_error;
   EXPECT_EQ(second.http_status, 201);
@@ -422,8 +429,7 @@ TEST_F(PlainHttpTest, ClosedPoolsAndCancelledRequestsLeaveNoConnections) {
   std::atomic<bool> hold{true};
   ScriptedServer server([&](ScriptedServer& s, int fd, int) {
     while (!s.read(fd).empty()) {
-      while (hold.load() && s.requests().size() >= 2)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      testing::wait_until([&] { return !hold.load() || s.requests().size() < 2; }, kWait);
       send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
     }
   });
@@ -434,8 +440,14 @@ TEST_F(PlainHttpTest, ClosedPoolsAndCancelledRequestsLeaveNoConnections) {
   EXPECT_EQ(client_.open_connections(), 0u);
 
   client_.start(request(server.url(), 2));
-  for (int i = 0; i < 200 && server.requests().size() < 2; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::vector<PlainHttpClient::Completion> early;  // the server holds its answer: stays empty
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        client_.poll(now_steady_ns(), early);  // connects and sends
+        return server.requests().size() >= 2;
+      },
+      kWait));
+  EXPECT_TRUE(early.empty());
   client_.cancel(reinterpret_cast<void*>(2));
   EXPECT_EQ(client_.open_connections(), 0u);
   hold = false;
