@@ -3,6 +3,7 @@
 // retries, and `hookgate deliveries` lists.
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,13 @@ class DeliveryStore {
 
   // Accepts a batch. When this returns ok, the deliveries are durable (for the durable store).
   virtual Status add(std::vector<Delivery> batch) = 0;
+  // add() without waiting: the future answers what add() would have returned. A store may hand
+  // out the deliveries before it answers (the SQLite spool does, while it commits).
+  virtual std::future<Status> add_async(std::vector<Delivery> batch) {
+    std::promise<Status> done;
+    done.set_value(add(std::move(batch)));
+    return done.get_future();
+  }
   // Hands out up to `limit` pending deliveries of `webhook` that are due at `now_ms`, oldest
   // first, and marks them in flight so they are not handed out twice.
   virtual std::vector<Delivery> claim_due(const std::string& webhook, int64_t now_ms,

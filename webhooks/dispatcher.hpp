@@ -1,9 +1,9 @@
 #pragma once
 // Sends deliveries: ONE thread drives ONE libcurl multi handle and the built-in HTTP/1.1 client
 // (webhooks/plain_http.hpp, for plain http:// unless `http_client: libcurl`) for every webhook,
-// so concurrency costs a socket per request, not a thread. Each webhook claims from its own queue in the store,
-// bounded by max_in_flight and an optional token-bucket rate, and every transfer carries the
-// webhook's own timeout: a slow or hung endpoint only ever holds its own slots.
+// so concurrency costs a socket per request, not a thread. Each webhook claims from its own queue
+// in the store, bounded by max_in_flight and an optional token-bucket rate, and every transfer
+// carries the webhook's own timeout: a slow or hung endpoint only ever holds its own slots.
 //
 // Per attempt: fresh webhook-timestamp and signatures, the same delivery id; the SSRF guard judges
 // the address each new connection uses; no redirects; http/https only; environment proxies are

@@ -53,9 +53,11 @@ PRAGMA user_version = 1;
   "SELECT rowid, id, webhook, event_id, event_type, attempts, next_attempt_ms, created_ms, " \
   "state, last_error, body FROM deliveries "
 
+// The rowid is chosen by add() (see there), not by SQLite.
 constexpr const char* kInsert =
     "INSERT INTO deliveries(id, webhook, event_id, event_type, attempts, next_attempt_ms, "
-    "created_ms, updated_ms, state, last_error, body) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)";
+    "created_ms, updated_ms, state, last_error, body, rowid) "
+    "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)";
 // One statement for all three outcomes: ?3 is the new state; next_attempt_ms only moves on retry.
 // The row is found by its rowid (?6, known from the claim) rather than through the TEXT id
 // index; comparing the id as well keeps a reused rowid from ever matching another delivery.
@@ -92,6 +94,7 @@ constexpr const char* kCountPending = "SELECT COUNT(*) FROM deliveries WHERE sta
 constexpr const char* kNextDue =
     "SELECT MIN(next_attempt_ms) FROM deliveries WHERE state = 0 AND webhook = ?1";
 constexpr const char* kDataVersion = "PRAGMA data_version";
+constexpr const char* kMaxRowid = "SELECT COALESCE(MAX(rowid), 0) FROM deliveries";
 
 int state_code(DeliveryState s) {
   switch (s) {
@@ -224,8 +227,15 @@ struct SqliteSpool::Op {
     size_t count = 0;
   };
   Kind kind = Kind::Flush;
-  std::vector<Delivery> batch;   // Add
-  std::vector<int64_t> rowids;   // Add: filled by the writer
+  // Someone waits for this op's commit to go on (add(), flush, replay, a delivery of a lane in
+  // disk mode). Outcomes, and add_async() batches whose deliveries are all claimable already,
+  // are not urgent (writer_loop).
+  bool urgent = true;
+  std::vector<Delivery> batch;  // Add
+  std::vector<int64_t> rowids;  // Add: chosen by add()
+  // Add: which deliveries add() already made claimable, and under which resync generation.
+  std::vector<bool> published;
+  uint64_t published_gen = 0;
   Delivery delivery;             // Complete
   AttemptOutcome outcome{};      // Complete
   std::vector<std::string> ids;  // Replay
@@ -234,11 +244,12 @@ struct SqliteSpool::Op {
   int64_t now_ms = 0;            // Prune
   // Writer results.
   Status status;
-  size_t count = 0;                             // Replay: rows moved; Prune: rows deleted
-  bool applied = false;                         // Complete: the row was pending and changed
-  int64_t rowid = 0;                            // Complete: from the claim
-  int attempts = 0;                             // Complete
-  std::unique_ptr<std::promise<Outcome>> done;  // only for callers that wait
+  size_t count = 0;                                // Replay: rows moved; Prune: rows deleted
+  bool applied = false;                            // Complete: the row was pending and changed
+  int64_t rowid = 0;                               // Complete: from the claim
+  int attempts = 0;                                // Complete
+  std::unique_ptr<std::promise<Outcome>> done;     // only for callers that wait
+  std::unique_ptr<std::promise<Status>> accepted;  // Add: answered when its commit lands
 };
 
 namespace {
@@ -402,8 +413,11 @@ Status SqliteSpool::init(bool tools) {
   auto dv = writer_->scalar(kDataVersion);
   if (!dv) return fail(*writer_, "cannot read data_version");
   data_version_ = *dv;
+  auto max_rowid = writer_->scalar(kMaxRowid);
+  if (!max_rowid) return fail(*writer_, "cannot read the last rowid");
   {
     std::scoped_lock lock(disk_mu_, mu_);
+    next_rowid_ = *max_rowid + 1;
     if (!resync_locked()) return fail(*writer_, "cannot read pending deliveries");
   }
   spool_metrics().depth.set(static_cast<int64_t>(pending_));
@@ -453,7 +467,7 @@ void SqliteSpool::close() {
 Status SqliteSpool::enqueue(std::unique_ptr<Op> op) {
   // A waiting call from the writer thread (an on_ready callback calling add()) would wait for
   // itself forever.
-  if (op->done && tls_writer_of == this)
+  if ((op->done || op->accepted) && tls_writer_of == this)
     return make_error("spool: blocking call from the spool's own writer thread (on_ready)");
   bool wake = false;
   {
@@ -463,7 +477,7 @@ Status SqliteSpool::enqueue(std::unique_ptr<Op> op) {
     // The writer takes the whole queue at once: only the first op since its last take needs
     // to wake it (saves a futex call per completion at full load), and the first urgent one,
     // which ends a linger over outcomes (writer_loop).
-    const bool urgent = op->kind != Op::Kind::Complete;
+    const bool urgent = op->urgent;
     wake = queue_.empty() || (urgent && !urgent_);
     urgent_ = urgent_ || urgent;
     queue_.push_back(std::move(op));
@@ -473,8 +487,10 @@ Status SqliteSpool::enqueue(std::unique_ptr<Op> op) {
 }
 
 namespace {
-// How long queued outcomes wait for an add to commit with (writer_loop).
-constexpr std::chrono::milliseconds kOutcomeLinger{2};
+// How long work nobody waits for lingers for more to share its commit (writer_loop), unless
+// this much has queued already.
+constexpr std::chrono::milliseconds kLinger{2};
+constexpr size_t kLingerOps = 256;
 // SQLite's own auto-checkpoint threshold; with 4 KiB pages about 4 MiB of WAL.
 constexpr int kCheckpointWalPages = 1000;
 // If the checkpointer falls this far behind (a reader pinning old frames, a starved thread), the
@@ -531,12 +547,13 @@ void SqliteSpool::writer_loop() {
                        [&] { return stopping_ || wake_ || !queue_.empty(); });
       }
       ops.swap(queue_);
-      // Outcomes alone are not urgent: nothing waits for their commit (a crash before it means
-      // one more attempt), so they wait a little for the next add to share its transaction.
-      // At moderate rates that halves the commits and WAL frames per event, which is what
-      // drives checkpoints and the durable p99 (docs/spool.md "Checkpoints").
-      if (!ops.empty() && !urgent_ && !wake_ && !stopping_) {
-        q_cv_.wait_for(lock, kOutcomeLinger, [&] { return stopping_ || wake_ || urgent_; });
+      // Outcomes and add_async() batches are not urgent: no delivery waits for their commit
+      // (a crash before it means one more attempt, or an event not yet accepted), so they wait
+      // a little for more work to share the transaction. At moderate rates that cuts the
+      // commits, and the WAL pages and writer CPU per event, several times over: those drive
+      // the checkpoints and the CPU the other threads compete for (docs/spool.md "Group commit").
+      if (!ops.empty() && ops.size() < kLingerOps && !urgent_ && !wake_ && !stopping_) {
+        q_cv_.wait_for(lock, kLinger, [&] { return stopping_ || wake_ || urgent_; });
         for (auto& op : queue_) ops.push_back(std::move(op));
         queue_.clear();
       }
@@ -574,7 +591,6 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           }
           sqlite3_stmt* s = c.stmt(kInsert);
           std::string err = s == nullptr ? c.error() : "";
-          op.rowids.reserve(op.batch.size());
           for (size_t i = 0; err.empty() && i < op.batch.size(); ++i) {
             const Delivery& d = op.batch[i];
             StmtScope scope(s);
@@ -593,13 +609,17 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             } else {
               sqlite3_bind_zeroblob(s, 11, 0);
             }
+            sqlite3_bind_int64(s, 12, op.rowids[i]);
             const int rc = sqlite3_step(s);
-            if (rc == SQLITE_DONE) {
-              op.rowids.push_back(sqlite3_last_insert_rowid(c.db));
-            } else if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+            if (rc == SQLITE_DONE) continue;
+            // Both keys report SQLITE_CONSTRAINT_PRIMARYKEY; only the id's is the caller's fault
+            // (a taken rowid means a second gateway writes this file, see docs/spool.md).
+            const std::string why = c.error();
+            if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_PRIMARYKEY &&
+                why.find("deliveries.id") != std::string::npos) {
               err = "duplicate delivery id " + d.id;
             } else {
-              err = c.error();
+              err = why;
             }
           }
           if (sqlite3_get_autocommit(c.db)) {  // SQLite rolled the whole transaction back
@@ -608,7 +628,6 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             c.exec("ROLLBACK TO add_batch");
             c.exec("RELEASE add_batch");
             op.status = make_error("spool " + path_ + ": " + err);
-            op.rowids.clear();
           } else if (!c.exec("RELEASE add_batch")) {
             failure = c.error();
           } else {
@@ -716,13 +735,22 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         cache_locked(lane, std::move(d), op.rowid);
         ready = true;
       } else if (op.kind == Op::Kind::Add && failure.empty() && op.status.ok()) {
+        // add() made some of these claimable already and counted them. Since then a resync
+        // may have recounted the file without them, and a lane may have dropped its copies
+        // (disk mode); caching again is harmless when neither happened (cache_locked skips
+        // what is cached or in flight), and a claim cannot have ended yet: its outcome is
+        // queued behind this add.
+        const bool recounted = op.published_gen != resync_gen_;
         for (size_t i = 0; i < op.batch.size(); ++i) {
           if (op.batch[i].state != DeliveryState::Pending) continue;
-          ++pending_;
-          ready = true;
+          if (!op.published[i] || recounted) ++pending_;
           Lane& lane = lanes_[op.batch[i].webhook];
-          cache_locked(lane, std::move(op.batch[i]), op.rowids[i]);
+          ready |= cache_locked(lane, std::move(op.batch[i]), op.rowids[i]);
         }
+      } else if (op.kind == Op::Kind::Add) {
+        // Lost: whatever add() made claimable must go again (its claims, if any, complete
+        // against no row). The resync below rebuilds the lanes from the file.
+        for (bool p : op.published) resync |= p;
       } else if (op.kind == Op::Kind::Replay && failure.empty() && op.count > 0) {
         resync = true;  // the replayed rows' lanes must look at the file again
         ready = true;
@@ -741,6 +769,12 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
     if (op.kind == Op::Kind::Prune) {
       bool more = true;
       while (more) op.count += prune_chunk(c, op.now_ms, &more);
+    }
+    if (op.accepted) {
+      op.accepted->set_value(failure.empty()
+                                 ? op.status
+                                 : make_error("spool " + path_ + ": write failed: " + failure));
+      continue;
     }
     if (!op.done) continue;
     Op::Outcome out;
@@ -827,19 +861,21 @@ void SqliteSpool::notify_ready() {
 // ---------------------------------------------------------------------------------------------
 // Lanes
 
-void SqliteSpool::cache_locked(Lane& lane, Delivery delivery, int64_t rowid) {
-  // Already handed out straight from the file by a disk-mode claim that saw the commit first.
-  if (in_flight_.count(delivery.id) > 0) return;
+bool SqliteSpool::cache_locked(Lane& lane, Delivery delivery, int64_t rowid) {
+  // Already handed out (add() published it, or a disk-mode claim saw the commit first).
+  if (in_flight_.count(delivery.id) > 0) return false;
   if (lane.disk) {
     lane.disk_next_due = std::min(lane.disk_next_due, delivery.next_attempt_ms);
-    return;
+    return true;
   }
   const size_t bytes = cached_size(delivery);
   const auto key = std::make_pair(delivery.next_attempt_ms, rowid);
-  if (!lane.cached.emplace(key, std::move(delivery)).second) return;  // loaded by a refill already
+  // Already cached: published by add(), or loaded by a refill.
+  if (!lane.cached.try_emplace(key, std::move(delivery)).second) return false;
   lane.cached_bytes += bytes;
   ++cached_;
   cached_bytes_ += bytes;
+  return true;
 }
 
 void SqliteSpool::to_disk_mode_locked(Lane& lane) {
@@ -871,6 +907,7 @@ void SqliteSpool::enforce_cap_locked() {
 
 bool SqliteSpool::resync_locked() {
   // Runs on the writer connection (writer thread or open()), under disk_mu_ and mu_.
+  ++resync_gen_;
   for (auto& [name, lane] : lanes_) {
     cached_ -= lane.cached.size();
     cached_bytes_ -= lane.cached_bytes;
@@ -909,23 +946,71 @@ bool SqliteSpool::resync_locked() {
 // DeliveryStore
 
 Status SqliteSpool::add(std::vector<Delivery> batch) {
-  if (batch.empty()) return {};
+  return submit_add(std::move(batch), true).get();
+}
+
+std::future<Status> SqliteSpool::add_async(std::vector<Delivery> batch) {
+  return submit_add(std::move(batch), false);
+}
+
+std::future<Status> SqliteSpool::submit_add(std::vector<Delivery> batch, bool urgent) {
+  auto answer = [](Status st) {
+    std::promise<Status> p;
+    p.set_value(std::move(st));
+    return p.get_future();
+  };
+  if (batch.empty()) return answer({});
   const int64_t now = now_unix_ms();
   std::unordered_set<std::string_view> ids;
   for (auto& d : batch) {
-    if (d.id.empty() || d.webhook.empty()) return make_error("delivery without an id or a webhook");
-    if (!ids.insert(d.id).second) return make_error("duplicate delivery id " + d.id);
+    if (d.id.empty() || d.webhook.empty())
+      return answer(make_error("delivery without an id or a webhook"));
+    if (!ids.insert(d.id).second) return answer(make_error("duplicate delivery id " + d.id));
     if (d.created_ms <= 0) d.created_ms = now;
     // "0 = now" is stored as the creation time so due order is also age order.
     if (d.next_attempt_ms <= 0) d.next_attempt_ms = d.created_ms;
   }
   auto op = std::make_unique<Op>();
   op->kind = Op::Kind::Add;
+  op->urgent = urgent;
   op->batch = std::move(batch);
-  op->done = std::make_unique<std::promise<Op::Outcome>>();
-  auto fut = op->done->get_future();
-  if (auto st = enqueue(std::move(op)); !st) return st;
-  return fut.get().status;
+  op->accepted = std::make_unique<std::promise<Status>>();
+  auto fut = op->accepted->get_future();
+  // Deliveries of webhooks whose lane is in memory become claimable now, while the writer
+  // commits them: the dispatcher's first attempt no longer waits for the commit (and for
+  // whatever the disk does to it, docs/spool.md "Dispatch before the commit"). The event is
+  // still accepted only when the commit lands; if it fails, they are withdrawn by a resync.
+  // All under mu_, with the op queued first: no claim, hence no outcome, can overtake the add.
+  bool published = false;
+  {
+    std::lock_guard lock(mu_);
+    Op& add = *op;
+    add.rowids.resize(add.batch.size());
+    add.published.assign(add.batch.size(), false);
+    add.published_gen = resync_gen_;
+    for (auto& rowid : add.rowids) rowid = next_rowid_++;
+    std::vector<std::pair<size_t, Lane*>> publish;
+    for (size_t i = 0; i < add.batch.size(); ++i) {
+      if (add.batch[i].state != DeliveryState::Pending) continue;
+      auto it = lanes_.find(add.batch[i].webhook);
+      if (it == lanes_.end()) it = lanes_.try_emplace(add.batch[i].webhook).first;
+      if (it->second.disk) {
+        add.urgent = true;  // this delivery waits for the commit (to be read from the file)
+      } else {
+        publish.emplace_back(i, &it->second);
+      }
+    }
+    if (auto st = enqueue(std::move(op)); !st) return answer(std::move(st));
+    for (auto [i, lane] : publish) {
+      add.published[i] = true;
+      ++pending_;
+      cache_locked(*lane, add.batch[i], add.rowids[i]);
+    }
+    published = !publish.empty();
+    if (published) enforce_cap_locked();
+  }
+  if (published) notify_ready();
+  return fut;
 }
 
 std::vector<Delivery> SqliteSpool::claim_due(const std::string& webhook, int64_t now_ms,
@@ -1112,6 +1197,7 @@ void SqliteSpool::complete(const Delivery& delivery, const AttemptOutcome& outco
   }
   auto op = std::make_unique<Op>();
   op->kind = Op::Kind::Complete;
+  op->urgent = false;
   op->rowid = rowid;
   op->delivery = delivery;
   op->outcome = outcome;

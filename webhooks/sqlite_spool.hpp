@@ -6,15 +6,17 @@
 // holding its batch has committed: that is when the gateway may call the event accepted.
 //
 // Claiming is served from a bounded in-memory copy of each webhook's claimable deliveries, filled
-// from add() batches after they commit. A webhook whose backlog does not fit (and every webhook
-// with pending rows at open) is in "disk mode": claims page from the file until the backlog is
-// drained. Claims live in memory only, so after a crash in-flight deliveries are simply pending
-// again, with the same ids. Changes made by another process (the `hookgate deliveries` CLI
-// replaying dead letters) are noticed through PRAGMA data_version within ~200 ms.
+// by add() while the writer commits the batch (a failed commit withdraws them again). A webhook
+// whose backlog does not fit (and every webhook with pending rows at open) is in "disk mode":
+// claims page from the file until the backlog is drained. Claims live in memory only, so after a
+// crash in-flight deliveries are simply pending again, with the same ids. Changes made by another
+// process (the `hookgate deliveries` CLI replaying dead letters) are noticed through PRAGMA
+// data_version within ~200 ms.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -65,6 +67,9 @@ class SqliteSpool final : public DeliveryStore {
   // Blocks until the batch is committed (or failed: disk full, corrupt file, duplicate id); the
   // batch is accepted whole or not at all.
   Status add(std::vector<Delivery> batch) override;
+  // Deliveries of webhooks served from memory are claimable as soon as this returns; the future
+  // answers when the commit lands (the event is accepted) or fails (they are withdrawn).
+  std::future<Status> add_async(std::vector<Delivery> batch) override;
   // Due order: (next_attempt_ms, insertion order); a fresh delivery is due at its created_ms.
   std::vector<Delivery> claim_due(const std::string& webhook, int64_t now_ms,
                                   size_t limit) override;
@@ -77,9 +82,9 @@ class SqliteSpool final : public DeliveryStore {
   // For a webhook paging from disk this may be a lower bound (at worst one early, empty claim).
   std::optional<int64_t> next_due(const std::string& webhook) override;
   size_t pending_count() override;
-  // Called from the writer thread, never under a spool lock. The callback may claim, complete
-  // and release, but a blocking call (add, flush, replay, prune) from it fails instead of
-  // deadlocking.
+  // Called from the writer thread or from an add() caller, never under a spool lock. The
+  // callback may claim, complete and release; a blocking call (add, flush, replay, prune) from
+  // it on the writer thread fails instead of deadlocking.
   void set_on_ready(std::function<void()> on_ready) override;
 
   // Ordered by id (time-ordered, so oldest first); limit 0 = no limit; webhook "" = all.
@@ -147,6 +152,8 @@ class SqliteSpool final : public DeliveryStore {
   static bool replay_rows(Conn& conn, const std::vector<std::string>& ids, bool all_dead,
                           const std::string& webhook, int64_t now, size_t& moved);
   Status enqueue(std::unique_ptr<Op> op);
+  // add() (urgent: the caller waits) and add_async() (may linger for company, writer_loop).
+  std::future<Status> submit_add(std::vector<Delivery> batch, bool urgent);
   void notify_ready();
 
   // Checkpoints run on their own thread and connection, off the commit path (see docs/spool.md).
@@ -154,7 +161,8 @@ class SqliteSpool final : public DeliveryStore {
   void checkpoint_loop();
 
   // Lane bookkeeping; callers hold mu_ (resync_locked also disk_mu_, and runs on the writer).
-  void cache_locked(Lane& lane, Delivery delivery, int64_t rowid);
+  // Makes a pending delivery claimable; false if it already was (cached or in flight).
+  bool cache_locked(Lane& lane, Delivery delivery, int64_t rowid);
   void enforce_cap_locked();
   void to_disk_mode_locked(Lane& lane);
   bool resync_locked();  // every lane back to what the file says; false if the file is unreadable
@@ -190,6 +198,8 @@ class SqliteSpool final : public DeliveryStore {
   size_t cached_ = 0;
   size_t cached_bytes_ = 0;
   size_t pending_ = 0;
+  int64_t next_rowid_ = 1;   // add() picks rowids, so it can publish before the writer inserts
+  uint64_t resync_gen_ = 0;  // bumped by every resync_locked()
 
   std::mutex q_mu_;
   std::condition_variable q_cv_;
@@ -197,7 +207,7 @@ class SqliteSpool final : public DeliveryStore {
   bool stopping_ = false;
   bool closed_ = false;
   bool wake_ = false;
-  bool urgent_ = false;  // queue_ holds something other than outcomes: no lingering
+  bool urgent_ = false;  // queue_ holds an op somebody waits for: no lingering
   std::thread writer_thread_;
 
   std::unique_ptr<Conn> checkpointer_;  // only checkpoint_loop() uses it

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 #include <signal.h>
+#include <sqlite3.h>
 
 #include <regex>
 #include <set>
@@ -133,6 +134,39 @@ TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
   size_t missing = 0;
   for (const auto& id : accepted) missing += got.count(id) ? 0 : 1;
   EXPECT_TRUE(all) << missing << " of " << accepted.size() << " accepted events never arrived";
+}
+
+// A commit held up (here by another connection holding the spool's write lock, as a slow fsync
+// would) does not hold up the first attempt: the receiver gets the event while the gateway has
+// not yet counted it accepted, and it is counted once the commit lands.
+TEST(ReliabilityTest, FirstAttemptDoesNotWaitForTheCommit) {
+  TempDir dir;
+  HttpReceiver rx(0);
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for("http://127.0.0.1:" + std::to_string(rx.port()) + "/")))
+      << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub->publish("app.event", "{\"warm\":true}"));
+  ASSERT_TRUE(wait_until([&] { return metric(gw, "hookgate_events_accepted_total") == 1; }, 10s));
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir.path() / "hookgate-spool.db").c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_TRUE(pub->publish("app.event", "{\"held\":true}"));
+  const std::string held = pub->last_id();
+  const bool arrived = wait_until([&] { return received_event_ids(rx).count(held) > 0; }, 3s);
+  const uint64_t accepted_meanwhile = metric(gw, "hookgate_events_accepted_total");
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  EXPECT_TRUE(arrived) << gw.log();
+  EXPECT_EQ(accepted_meanwhile, 1u);  // the commit was still waiting for the lock
+  EXPECT_TRUE(wait_until([&] { return metric(gw, "hookgate_events_accepted_total") == 2; }, 10s))
+      << gw.log();
+  // The outcome, recorded after the insert, leaves nothing pending.
+  EXPECT_TRUE(wait_until([&] { return metric(gw, "hookgate_spool_depth") == 0; }, 10s))
+      << http_get(gw.admin_port(), "/metrics");
 }
 
 TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {

@@ -1,6 +1,7 @@
 #include "webhooks/sqlite_spool.hpp"
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -446,6 +447,101 @@ TEST_F(SqliteSpoolTest, FullDiskRefusesAddsAndKeepsAcceptedOnes) {
   EXPECT_EQ(pending.count(seq_id(accepted)), 0u);  // the refused one is not there
 }
 
+// Holds the spool file's write lock from a second connection (as the CLI's replay does), so the
+// writer's next transaction waits for it, or gives up after its busy timeout.
+class ForeignWriteLock {
+ public:
+  explicit ForeignWriteLock(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK);
+    sqlite3_busy_timeout(db_, 5000);  // the spool's writer may hold the lock for a moment
+    EXPECT_EQ(sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  }
+  void release() {
+    if (db_ == nullptr) return;
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+    db_ = nullptr;
+  }
+  ~ForeignWriteLock() { release(); }
+  ForeignWriteLock(const ForeignWriteLock&) = delete;
+  ForeignWriteLock& operator=(const ForeignWriteLock&) = delete;
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// The first attempt does not wait for the commit: the delivery is claimable while add() is still
+// blocked on it, and add() reports the event accepted only once the commit lands.
+TEST_F(SqliteSpoolTest, DeliveriesAreClaimableWhileTheirCommitIsInFlight) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("warm", "siem")}));  // the lane exists, in memory mode
+  auto warm = spool->claim_due("siem", now_unix_ms(), 10);
+  ASSERT_EQ(warm.size(), 1u);
+  spool->complete(warm[0], {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+
+  ForeignWriteLock lock(cfg_.path);
+  std::atomic<bool> returned{false};
+  auto adding = std::async(std::launch::async, [&] {
+    auto st = spool->add({make("early", "siem")});
+    returned = true;
+    return st.ok();
+  });
+  std::vector<Delivery> claimed;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (claimed.empty() && std::chrono::steady_clock::now() < deadline) {
+    claimed = spool->claim_due("siem", now_unix_ms(), 10);
+    if (claimed.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(ids_of(claimed), std::vector<std::string>{"early"});
+  EXPECT_FALSE(returned.load());  // still waiting for the write lock, so not accepted yet
+  // The outcome arrives before the commit; it is recorded after it, in order.
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
+  lock.release();
+  ASSERT_TRUE(adding.get());
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 0u);
+  auto row = spool->get("early");
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->state, DeliveryState::Delivered);
+  EXPECT_EQ(row->attempts, 1);
+}
+
+// If the commit fails after the delivery was made claimable, it is withdrawn: not claimable, not
+// counted, not in the file, and an outcome for a claim of it changes nothing.
+TEST_F(SqliteSpoolTest, AFailedCommitWithdrawsWhatAddPublished) {
+  SqliteSpoolTuning tuning;
+  tuning.busy_timeout_ms = 300;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("kept", "siem")}));
+
+  ForeignWriteLock lock(cfg_.path);
+  auto adding =
+      std::async(std::launch::async, [&] { return spool->add({make("lost", "siem")}).ok(); });
+  std::vector<Delivery> claimed;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  while (claimed.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    for (auto& d : spool->claim_due("siem", now_unix_ms(), 10)) claimed.push_back(std::move(d));
+    if (claimed.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ASSERT_EQ(claimed.size(), 2u);  // "kept" and the not yet committed "lost"
+  EXPECT_FALSE(adding.get());     // the writer gave up on the lock: not accepted
+  lock.release();
+
+  for (const auto& d : claimed) spool->complete(d, {AttemptOutcome::Kind::Retry, 0, "HTTP 500"});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 1u);
+  EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms() + 1, 10)),
+            std::vector<std::string>{"kept"});
+  EXPECT_FALSE(spool->get("lost"));
+  // The spool keeps working, and rowids stay unique.
+  ASSERT_TRUE(spool->add({make("after", "siem")}));
+  EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms() + 1, 10)),
+            std::vector<std::string>{"after"});
+}
+
 TEST_F(SqliteSpoolTest, OnlyClaimsCanBeCompletedAndOnlyOnce) {
   auto spool = open();
   ASSERT_TRUE(spool);
@@ -471,11 +567,13 @@ TEST_F(SqliteSpoolTest, BlockingCallFromOnReadyFailsInsteadOfDeadlocking) {
   std::atomic<bool> tried{false};
   auto spool = open();
   ASSERT_TRUE(spool);
+  // add() itself announces on its caller's thread, where blocking is fine; the writer thread
+  // announces a backlog that exists when the callback is set.
+  ASSERT_TRUE(spool->add({make("o1", "siem")}));
   spool->set_on_ready([&] {
     if (tried.exchange(true)) return;
     result.set_value(spool->add({make("from-callback", "siem")}).ok());
   });
-  ASSERT_TRUE(spool->add({make("o1", "siem")}));
   auto fut = result.get_future();
   ASSERT_EQ(fut.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_FALSE(fut.get());
