@@ -309,7 +309,13 @@ struct Gateway::Impl {
       const bool wait = all || open_deliveries > kMaxOpenDeliveries;
       if (!wait && add.accepted.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
         return;
-      if (auto st = add.accepted.get(); !st) {
+      Status st;
+      try {
+        st = add.accepted.get();
+      } catch (const std::future_error& e) {  // a store that dropped the batch unanswered: a bug
+        st = make_error(std::string("no answer from the spool: ") + e.what());
+      }
+      if (!st) {
         refused.inc(add.events);
         spdlog::error("spool refused {} deliveries of {} events: {}", add.deliveries, add.events,
                       st.error().message);

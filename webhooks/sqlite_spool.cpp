@@ -612,8 +612,8 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             sqlite3_bind_int64(s, 12, op.rowids[i]);
             const int rc = sqlite3_step(s);
             if (rc == SQLITE_DONE) continue;
-            // Both keys report SQLITE_CONSTRAINT_PRIMARYKEY; only the id's is the caller's fault
-            // (a taken rowid means a second gateway writes this file, see docs/spool.md).
+            // Only a clash on the id is the caller's fault; anything else, a taken rowid included
+            // (a second gateway writing this file, see docs/spool.md), is reported as SQLite says.
             const std::string why = c.error();
             if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_PRIMARYKEY &&
                 why.find("deliveries.id") != std::string::npos) {
@@ -907,7 +907,6 @@ void SqliteSpool::enforce_cap_locked() {
 
 bool SqliteSpool::resync_locked() {
   // Runs on the writer connection (writer thread or open()), under disk_mu_ and mu_.
-  ++resync_gen_;
   for (auto& [name, lane] : lanes_) {
     cached_ -= lane.cached.size();
     cached_bytes_ -= lane.cached_bytes;
@@ -936,6 +935,7 @@ bool SqliteSpool::resync_locked() {
     return false;
   }
   pending_ = pending;
+  ++resync_gen_;  // pending_ recounted from the file (see submit_add)
   std::erase_if(lanes_, [](const auto& kv) {
     return !kv.second.disk && kv.second.in_flight == 0 && kv.second.cached.empty();
   });
@@ -1050,6 +1050,9 @@ void SqliteSpool::claim_cached_locked(Lane& lane, const std::string& webhook, in
     lane.cached_bytes -= bytes;
     cached_bytes_ -= bytes;
     --cached_;
+    // Only when add() was handed an id that is already spooled (the savepoint will refuse it):
+    // its published copy must not go out beside the real one.
+    if (in_flight_.count(node.mapped().id) > 0) continue;
     hand_out_locked(lane, webhook, node.key().second, std::move(node.mapped()), out);
   }
 }

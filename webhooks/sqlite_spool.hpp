@@ -199,7 +199,7 @@ class SqliteSpool final : public DeliveryStore {
   size_t cached_bytes_ = 0;
   size_t pending_ = 0;
   int64_t next_rowid_ = 1;   // add() picks rowids, so it can publish before the writer inserts
-  uint64_t resync_gen_ = 0;  // bumped by every resync_locked()
+  uint64_t resync_gen_ = 0;  // bumped when resync_locked() recounts pending_
 
   std::mutex q_mu_;
   std::condition_variable q_cv_;

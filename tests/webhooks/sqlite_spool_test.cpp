@@ -508,38 +508,92 @@ TEST_F(SqliteSpoolTest, DeliveriesAreClaimableWhileTheirCommitIsInFlight) {
   EXPECT_EQ(row->attempts, 1);
 }
 
-// If the commit fails after the delivery was made claimable, it is withdrawn: not claimable, not
-// counted, not in the file, and an outcome for a claim of it changes nothing.
+// If the commit fails after the deliveries were made claimable, they are withdrawn: not
+// claimable, not counted, not in the file; an outcome for a claim of one changes nothing.
 TEST_F(SqliteSpoolTest, AFailedCommitWithdrawsWhatAddPublished) {
   SqliteSpoolTuning tuning;
-  tuning.busy_timeout_ms = 300;
+  tuning.busy_timeout_ms = 2000;  // how long the writer waits for the lock before giving up
   auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
-  ASSERT_TRUE(spool->add({make("kept", "siem")}));
+  ASSERT_TRUE(spool->add({make("kept", "siem"), make("audit-warm", "audit")}));
+  auto warm = spool->claim_due("audit", now_unix_ms(), 10);
+  ASSERT_EQ(warm.size(), 1u);
+  spool->complete(warm[0], {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
 
   ForeignWriteLock lock(cfg_.path);
-  auto adding =
-      std::async(std::launch::async, [&] { return spool->add({make("lost", "siem")}).ok(); });
+  // "lost" is claimed while its commit waits; "lost-unclaimed" (another webhook) is not.
+  auto adding = spool->add_async({make("lost", "siem"), make("lost-unclaimed", "audit")});
   std::vector<Delivery> claimed;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (claimed.size() < 2 && std::chrono::steady_clock::now() < deadline) {
     for (auto& d : spool->claim_due("siem", now_unix_ms(), 10)) claimed.push_back(std::move(d));
     if (claimed.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   ASSERT_EQ(claimed.size(), 2u);  // "kept" and the not yet committed "lost"
-  EXPECT_FALSE(adding.get());     // the writer gave up on the lock: not accepted
+  EXPECT_EQ(spool->pending_count(), 3u);
+  EXPECT_FALSE(adding.get());  // the writer gave up on the lock: not accepted
   lock.release();
 
+  EXPECT_TRUE(spool->claim_due("audit", now_unix_ms() + 1, 10).empty());
   for (const auto& d : claimed) spool->complete(d, {AttemptOutcome::Kind::Retry, 0, "HTTP 500"});
   ASSERT_TRUE(spool->flush());
   EXPECT_EQ(spool->pending_count(), 1u);
   EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms() + 1, 10)),
             std::vector<std::string>{"kept"});
   EXPECT_FALSE(spool->get("lost"));
-  // The spool keeps working, and rowids stay unique.
+  EXPECT_FALSE(spool->get("lost-unclaimed"));
+  // The spool keeps working.
   ASSERT_TRUE(spool->add({make("after", "siem")}));
   EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms() + 1, 10)),
             std::vector<std::string>{"after"});
+}
+
+// The gateway's path: add_async() returns at once, the deliveries are claimed and their outcomes
+// queued before the batch commits (held up here by a foreign write lock); all of it lands, in
+// order, once the lock goes.
+TEST_F(SqliteSpoolTest, AddAsyncDeliveriesCanBeCompletedBeforeTheirCommit) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  {
+    ForeignWriteLock lock(cfg_.path);
+    auto accepted = spool->add_async({make("a1", "siem"), make("a2", "siem")});
+    auto claimed = spool->claim_due("siem", now_unix_ms() + 1, 10);
+    ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"a1", "a2"}));
+    spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
+    spool->complete(claimed[1], {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
+    EXPECT_EQ(accepted.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+    lock.release();
+    ASSERT_TRUE(accepted.get());
+  }
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 0u);
+  auto a1 = spool->get("a1");
+  auto a2 = spool->get("a2");
+  ASSERT_TRUE(a1 && a2);
+  EXPECT_EQ(a1->state, DeliveryState::Delivered);
+  EXPECT_EQ(a2->state, DeliveryState::Dead);
+  EXPECT_EQ(a2->last_error, "HTTP 400");
+
+  // An id that is already spooled: the batch is refused, and the copy add_async() published
+  // never goes out beside the real one.
+  ASSERT_TRUE(spool->add({make("b1", "siem")}));
+  {
+    ForeignWriteLock lock(cfg_.path);
+    auto dup = spool->add_async({make("b2", "siem"), make("b1", "siem")});
+    auto claimed = spool->claim_due("siem", now_unix_ms() + 1, 10);
+    EXPECT_EQ(ids_of(claimed), (std::vector<std::string>{"b1", "b2"}));
+    lock.release();
+    EXPECT_FALSE(dup.get());
+    for (const auto& d : claimed) spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  }
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 0u);
+  EXPECT_FALSE(spool->get("b2"));
+  auto b1 = spool->get("b1");
+  ASSERT_TRUE(b1);
+  EXPECT_EQ(b1->state, DeliveryState::Delivered);
+  EXPECT_TRUE(spool->claim_due("siem", now_unix_ms() + 1, 10).empty());
 }
 
 TEST_F(SqliteSpoolTest, OnlyClaimsCanBeCompletedAndOnlyOnce) {
