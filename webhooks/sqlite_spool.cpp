@@ -892,6 +892,12 @@ void SqliteSpool::to_disk_mode_locked(Lane& lane) {
   lane.disk = true;
 }
 
+void SqliteSpool::drop_page_locked(Lane& lane) {
+  page_bytes_ -= lane.page_bytes;
+  lane.page_bytes = 0;
+  lane.page.clear();
+}
+
 void SqliteSpool::enforce_cap_locked() {
   // Evict the biggest lane: the webhook with the backlog (typically a slow or dead endpoint)
   // pages from disk, and the healthy ones keep their hot path in memory.
@@ -912,7 +918,7 @@ bool SqliteSpool::resync_locked() {
     cached_bytes_ -= lane.cached_bytes;
     lane.cached.clear();
     lane.cached_bytes = 0;
-    lane.page.clear();
+    drop_page_locked(lane);
     lane.disk = false;
   }
   sqlite3_stmt* s = writer_->stmt(kLanes);
@@ -1029,6 +1035,9 @@ std::vector<Delivery> SqliteSpool::claim_due(const std::string& webhook, int64_t
     // Rows read ahead, in due order. Until the page is used up, the file is not read again.
     while (out.size() < limit && !lane.page.empty() &&
            lane.page.front().second.next_attempt_ms <= now_ms) {
+      const size_t bytes = cached_size(lane.page.front().second);
+      lane.page_bytes -= bytes;
+      page_bytes_ -= bytes;
       hand_out_locked(lane, webhook, lane.page.front().first, std::move(lane.page.front().second),
                       out);
       lane.page.pop_front();
@@ -1071,6 +1080,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
   // cannot change) while this claim compares the file with memory.
   std::lock_guard disk_lock(disk_mu_);
   std::unordered_set<std::string> busy;  // this lane's claims (release waits for disk_mu_)
+  size_t ahead_budget = 0;               // read-ahead bytes this claim may add to the pages
   {
     std::lock_guard lock(mu_);
     auto it = lanes_.find(webhook);
@@ -1085,6 +1095,8 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
         if (claim.webhook == webhook) busy.insert(id);
     }
     for (const auto& [rowid, d] : it->second.page) busy.insert(d.id);
+    ahead_budget = std::min(tuning_.read_ahead_bytes,
+                            tuning_.max_page_bytes - std::min(tuning_.max_page_bytes, page_bytes_));
   }
 
   std::vector<std::pair<int64_t, Delivery>> due;
@@ -1108,7 +1120,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
       sqlite3_bind_int64(s, 3, static_cast<int64_t>(want + busy.size()));
       size_t ahead_bytes = 0;
       int rc = SQLITE_ROW;
-      while (due.size() < want && ahead_bytes <= tuning_.read_ahead_bytes &&
+      while (due.size() < want && ahead_bytes <= ahead_budget &&
              (rc = sqlite3_step(s)) == SQLITE_ROW) {
         // Claimed rows are skipped before their body is read.
         if (busy.count(column_text(s, 1)) != 0) continue;
@@ -1171,14 +1183,27 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
     // commits this snapshot already saw is deduplicated in cache_locked.
     lane.disk = false;
     for (auto& [rowid, d] : lane.page) cache_locked(lane, std::move(d), rowid);
-    lane.page.clear();
+    drop_page_locked(lane);
     for (size_t i = claimed; i < due.size(); ++i)
       cache_locked(lane, std::move(due[i].second), due[i].first);
     for (auto& [rowid, d] : refill) cache_locked(lane, std::move(d), rowid);
     enforce_cap_locked();
   } else {
-    for (size_t i = claimed; i < due.size(); ++i) lane.page.push_back(std::move(due[i]));
-    if (next_due) lane.disk_next_due = *next_due;
+    // The page keeps what fits in the budget all lanes share; the rest of the due rows stay in
+    // the file for the next read (a webhook backlog each must not add up to 4 MiB per lane).
+    size_t kept = claimed;
+    for (; kept < due.size(); ++kept) {
+      const size_t bytes = cached_size(due[kept].second);
+      if (page_bytes_ + bytes > tuning_.max_page_bytes) break;
+      lane.page_bytes += bytes;
+      page_bytes_ += bytes;
+      lane.page.push_back(std::move(due[kept]));
+    }
+    if (kept < due.size()) {
+      lane.disk_next_due = due[kept].second.next_attempt_ms;  // due now: read again next claim
+    } else if (next_due) {
+      lane.disk_next_due = *next_due;
+    }
   }
   return out;
 }
@@ -1380,6 +1405,7 @@ SqliteSpool::Stats SqliteSpool::stats() {
     std::lock_guard lock(mu_);
     s.cached = cached_;
     s.cached_bytes = cached_bytes_;
+    s.page_bytes = page_bytes_;
     s.in_flight = in_flight_.size();
   }
   std::lock_guard lock(stats_mu_);

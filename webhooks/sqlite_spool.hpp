@@ -44,6 +44,7 @@ struct SqliteSpoolTuning {
                                         // (future) rows left is loaded back into memory
   size_t read_ahead_rows = 512;         // due rows a disk-mode claim reads beyond its own,
   size_t read_ahead_bytes = 4u << 20;   // up to this many body bytes, for the next claims
+  size_t max_page_bytes = 16u << 20;    // read-ahead held by all disk-mode lanes together
   int64_t prune_interval_ms = 60000;    // how often delivered rows past retention are pruned
   int64_t poll_interval_ms = 200;       // writer idle tick: external-change check, pruning
   int busy_timeout_ms = 5000;           // waiting for the other process's write lock
@@ -108,8 +109,9 @@ class SqliteSpool final : public DeliveryStore {
   struct Stats {
     size_t cached = 0;  // deliveries held in memory for claiming
     size_t cached_bytes = 0;
-    size_t in_flight = 0;  // claimed, outcome not committed yet
-    uint64_t commits = 0;  // writer transactions
+    size_t page_bytes = 0;  // read ahead by disk-mode lanes (see SqliteSpoolTuning)
+    size_t in_flight = 0;   // claimed, outcome not committed yet
+    uint64_t commits = 0;   // writer transactions
     uint64_t rows_written = 0;
   };
   Stats stats();
@@ -129,6 +131,7 @@ class SqliteSpool final : public DeliveryStore {
     // Claims take from here first, so the file is read once per page, not once per claim.
     // Still pending in the file; dropped whenever the file becomes the truth again (resync).
     std::deque<std::pair<int64_t, Delivery>> page;
+    size_t page_bytes = 0;  // cached_size() of the page's rows
     size_t in_flight = 0;
   };
   struct InFlight {
@@ -164,6 +167,7 @@ class SqliteSpool final : public DeliveryStore {
   // Makes a pending delivery claimable; false if it already was (cached or in flight).
   bool cache_locked(Lane& lane, Delivery delivery, int64_t rowid);
   void enforce_cap_locked();
+  void drop_page_locked(Lane& lane);  // forgets the lane's read-ahead (its rows stay in the file)
   void to_disk_mode_locked(Lane& lane);
   bool resync_locked();  // every lane back to what the file says; false if the file is unreadable
   void claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms, size_t limit,
@@ -198,6 +202,7 @@ class SqliteSpool final : public DeliveryStore {
   size_t cached_ = 0;
   size_t cached_bytes_ = 0;
   size_t pending_ = 0;
+  size_t page_bytes_ = 0;    // sum of the lanes' page_bytes, at most tuning_.max_page_bytes
   int64_t next_rowid_ = 1;   // add() picks rowids, so it can publish before the writer inserts
   uint64_t resync_gen_ = 0;  // bumped when resync_locked() recounts pending_
 

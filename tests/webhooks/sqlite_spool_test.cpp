@@ -339,6 +339,50 @@ TEST_F(SqliteSpoolTest, BoundedCachePagesFiftyThousandInOrder) {
 // Checkpoints run on the checkpointer thread, not inside commits, and the WAL stays bounded:
 // writing ~100 MB of rows leaves a -wal file near the 16,000-page (~64 MiB) inline limit at
 // most, not one that grew with everything written.
+// Read-ahead pages of many backlogged webhooks share one byte budget: memory stays bounded
+// however many webhooks have a backlog, and every delivery still comes out once, in order.
+TEST_F(SqliteSpoolTest, ReadAheadOfManyBackloggedWebhooksSharesOneBudget) {
+  constexpr int kWebhooks = 8;
+  constexpr int kEach = 120;
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    std::vector<Delivery> batch;
+    for (int i = 0; i < kEach; ++i)
+      for (int w = 0; w < kWebhooks; ++w)
+        batch.push_back(
+            make(seq_id(i * kWebhooks + w), "w" + std::to_string(w), std::string(1024, 'x')));
+    ASSERT_TRUE(spool->add(std::move(batch)));
+  }
+  SqliteSpoolTuning tuning;  // reopened: every lane starts in disk mode
+  tuning.max_page_bytes = 24 * 1024;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  std::vector<std::vector<std::string>> got(kWebhooks);
+  size_t max_page_bytes = 0;
+  for (bool more = true; more;) {
+    more = false;
+    for (int w = 0; w < kWebhooks; ++w) {
+      auto claimed = spool->claim_due("w" + std::to_string(w), now_unix_ms() + 1, 3);
+      max_page_bytes = std::max(max_page_bytes, spool->stats().page_bytes);
+      for (const auto& d : claimed) {
+        got[static_cast<size_t>(w)].push_back(d.id);
+        spool->complete(d, {AttemptOutcome::Kind::Delivered});
+      }
+      more = more || !claimed.empty();
+    }
+  }
+  EXPECT_LE(max_page_bytes, tuning.max_page_bytes);
+  EXPECT_GT(max_page_bytes, 0u);  // read-ahead did happen
+  for (int w = 0; w < kWebhooks; ++w) {
+    std::vector<std::string> want;
+    for (int i = 0; i < kEach; ++i) want.push_back(seq_id(i * kWebhooks + w));
+    EXPECT_EQ(got[static_cast<size_t>(w)], want) << "webhook w" << w;
+  }
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 0u);
+}
+
 TEST_F(SqliteSpoolTest, CheckpointerRunsOffTheCommitPathAndTheWalStaysBounded) {
   auto& checkpoints = metrics::histogram("hookgate_spool_checkpoint_duration_seconds", "");
   auto& inline_checkpoints = metrics::counter("hookgate_spool_inline_checkpoints_total", "");
