@@ -1,10 +1,10 @@
 #include "gateway/admin_server.hpp"
 
-#include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 
 #include <cstring>
+
+#include "gateway/common/socket_address.hpp"
 
 namespace hookgate {
 
@@ -62,27 +62,15 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
   server->token_ = std::move(token);
   server->handlers_ = std::move(handlers);
 
-  sockaddr_storage addr{};
+  if (host.empty() || host == "*") host = "0.0.0.0";
+  if (host == "localhost") host = "127.0.0.1";
+  auto addr = numeric_socket_address(host, static_cast<uint16_t>(port));
+  if (!addr) return make_error("admin.listen: bad IP address " + host);
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
-  if (host.find(':') != std::string::npos) {
-    auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons(static_cast<uint16_t>(port));
-    if (inet_pton(AF_INET6, host.c_str(), &a6->sin6_addr) != 1)
-      return make_error("admin.listen: bad IPv6 address " + host);
-    flags |= MHD_USE_IPv6;
-  } else {
-    auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons(static_cast<uint16_t>(port));
-    if (host.empty() || host == "*") host = "0.0.0.0";
-    if (host == "localhost") host = "127.0.0.1";
-    if (inet_pton(AF_INET, host.c_str(), &a4->sin_addr) != 1)
-      return make_error("admin.listen: bad IPv4 address " + host);
-  }
-  server->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port), nullptr, nullptr,
-                                     &AdminDispatch::handle, server.get(), MHD_OPTION_SOCK_ADDR,
-                                     &addr, MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+  if (addr->family() == AF_INET6) flags |= MHD_USE_IPv6;
+  server->daemon_ = MHD_start_daemon(
+      flags, static_cast<uint16_t>(port), nullptr, nullptr, &AdminDispatch::handle, server.get(),
+      MHD_OPTION_SOCK_ADDR, addr->get(), MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
   if (!server->daemon_)
     return make_error("cannot listen on " + listen + " for the admin endpoint (address in use?)");
   const MHD_DaemonInfo* info = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);

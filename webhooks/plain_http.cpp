@@ -306,27 +306,6 @@ class ResponseParser {
 
 using Address = PlainHttpClient::Address;
 
-// A numeric host needs no resolver.
-std::optional<Address> numeric_address(const std::string& host, const std::string& port) {
-  Address address;
-  const auto port_number = static_cast<uint16_t>(std::stoi(port));
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&address.storage);
-  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(port_number);
-    address.length = sizeof(sockaddr_in);
-    return address;
-  }
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&address.storage);
-  if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(port_number);
-    address.length = sizeof(sockaddr_in6);
-    return address;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 // Resolves names with getaddrinfo on up to kResolverThreads threads, started as lookups queue up.
@@ -566,7 +545,9 @@ void PlainHttpClient::watch_deadline(Connection& connection, int64_t deadline_ns
 
 void PlainHttpClient::begin(Connection& connection) {
   const Target& target = *connection.target;
-  if (auto address = numeric_address(target.host, target.port)) {
+  // A numeric host needs no resolver.
+  if (auto address =
+          numeric_socket_address(target.host, static_cast<uint16_t>(std::stoi(target.port)))) {
     connection.addresses = {*address};
     connect_next(connection);
     return;
@@ -622,7 +603,7 @@ void PlainHttpClient::take_resolved() {
 void PlainHttpClient::connect_next(Connection& connection) {
   while (connection.next_address < connection.addresses.size()) {
     const Address& address = connection.addresses[connection.next_address++];
-    const auto* sa = reinterpret_cast<const sockaddr*>(&address.storage);
+    const sockaddr* sa = address.get();
     if (Status allowed = connection.policy->check(sa); !allowed.ok()) {
       if (connection.refused.empty()) connection.refused = allowed.error().message;
       continue;

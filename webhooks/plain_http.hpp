@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/common/socket_address.hpp"
 #include "webhooks/retry_policy.hpp"
 #include "webhooks/ssrf_guard.hpp"
 
@@ -68,10 +69,7 @@ class PlainHttpClient {
     AttemptResult result;
   };
 
-  struct Address {  // one resolved address
-    sockaddr_storage storage{};
-    socklen_t length = 0;
-  };
+  using Address = SocketAddress;  // one resolved address
 
   PlainHttpClient();
   ~PlainHttpClient();
