@@ -22,6 +22,7 @@
 
 #include "gateway/common/clock.hpp"
 #include "gateway/common/metrics.hpp"
+#include "tests/support/gateway_process.hpp"
 
 namespace hookgate::webhooks {
 namespace {
@@ -533,11 +534,9 @@ TEST_F(SqliteSpoolTest, DeliveriesAreClaimableWhileTheirCommitIsInFlight) {
     return st.ok();
   });
   std::vector<Delivery> claimed;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (claimed.empty() && std::chrono::steady_clock::now() < deadline) {
-    claimed = spool->claim_due("siem", now_unix_ms(), 10);
-    if (claimed.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  hookgate::testing::wait_until(
+      [&] { return !(claimed = spool->claim_due("siem", now_unix_ms(), 10)).empty(); },
+      std::chrono::seconds(3));
   ASSERT_EQ(ids_of(claimed), std::vector<std::string>{"early"});
   EXPECT_FALSE(returned.load());  // still waiting for the write lock, so not accepted yet
   // The outcome arrives before the commit; it is recorded after it, in order.
@@ -567,14 +566,10 @@ TEST_F(SqliteSpoolTest, AFailedCommitWithdrawsWhatAddPublished) {
 
   ForeignWriteLock lock(cfg_.path);
   // "lost" is claimed while its commit waits; "lost-unclaimed" (another webhook) is not.
+  // add_async() makes them claimable before it returns.
   auto adding = spool->add_async({make("lost", "siem"), make("lost-unclaimed", "audit")});
-  std::vector<Delivery> claimed;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (claimed.size() < 2 && std::chrono::steady_clock::now() < deadline) {
-    for (auto& d : spool->claim_due("siem", now_unix_ms(), 10)) claimed.push_back(std::move(d));
-    if (claimed.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  ASSERT_EQ(claimed.size(), 2u);  // "kept" and the not yet committed "lost"
+  auto claimed = spool->claim_due("siem", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"kept", "lost"}));  // "lost" uncommitted
   EXPECT_EQ(spool->pending_count(), 3u);
   EXPECT_FALSE(adding.get());  // the writer gave up on the lock: not accepted
   lock.release();
