@@ -18,7 +18,7 @@
 namespace hookgate::webhooks {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 constexpr int kPending = 0;
 constexpr int kDelivered = 1;
 constexpr int kDead = 2;
@@ -28,36 +28,55 @@ constexpr size_t kCachedOverhead = 256;
 // The spool whose writer runs on this thread, if any (see enqueue()).
 thread_local const void* tls_writer_of = nullptr;
 
-// Body last: SQLite reads a row's columns in order, so everything before the (possibly
-// multi-page) body is reachable without walking its overflow pages.
-constexpr const char* kSchema = R"sql(
-CREATE TABLE deliveries(
-  id TEXT PRIMARY KEY NOT NULL,
-  webhook TEXT NOT NULL,
-  event_id TEXT NOT NULL,
-  event_type TEXT NOT NULL,
-  attempts INTEGER NOT NULL,
-  next_attempt_ms INTEGER NOT NULL,
-  created_ms INTEGER NOT NULL,
-  updated_ms INTEGER NOT NULL,
-  state INTEGER NOT NULL,
-  last_error TEXT NOT NULL,
-  body BLOB NOT NULL
-);
-CREATE INDEX deliveries_claim ON deliveries(state, webhook, next_attempt_ms);
-CREATE INDEX deliveries_prune ON deliveries(updated_ms) WHERE state = 1;
-PRAGMA user_version = 1;
-)sql";
+// Version 2 (docs/spool.md "Schema"). A payload is one event's body as one or more webhooks
+// receive it: stored once, however many deliveries share it. Its deliveries are consecutive
+// rows starting at its own rowid (add() picks both), so "is any of them left?" is a rowid range
+// probe (kPrunePayload) and needs no index of its own. The delivery row, the one that changes
+// on every attempt, stays narrow, and the claim index holds pending rows only: an outcome
+// deletes an index entry instead of moving it within an index that grows with the history.
+#define HG_PAYLOADS_TABLE                                                 \
+  "CREATE TABLE payloads(span INTEGER NOT NULL, event_id TEXT NOT NULL, " \
+  "event_type TEXT NOT NULL, created_ms INTEGER NOT NULL, body BLOB NOT NULL);"
+#define HG_DELIVERIES_TABLE(name)                                                        \
+  "CREATE TABLE " name                                                                   \
+  "(id TEXT PRIMARY KEY NOT NULL, payload INTEGER NOT NULL, "                            \
+  "webhook TEXT NOT NULL, attempts INTEGER NOT NULL, next_attempt_ms INTEGER NOT NULL, " \
+  "updated_ms INTEGER NOT NULL, state INTEGER NOT NULL, last_error TEXT NOT NULL);"
+#define HG_INDEXES_AND_VERSION                                                             \
+  "CREATE INDEX deliveries_claim ON deliveries(webhook, next_attempt_ms) WHERE state = 0;" \
+  "CREATE INDEX deliveries_prune ON deliveries(updated_ms) WHERE state = 1;"               \
+  "PRAGMA user_version = 2;"
 
-#define HG_COLUMNS                                                                           \
-  "SELECT rowid, id, webhook, event_id, event_type, attempts, next_attempt_ms, created_ms, " \
-  "state, last_error, body FROM deliveries "
+constexpr const char* kSchema =
+    HG_PAYLOADS_TABLE HG_DELIVERIES_TABLE("deliveries") HG_INDEXES_AND_VERSION;
 
-// The rowid is chosen by add() (see there), not by SQLite.
+// Version 1 kept the body in every delivery row. Each of its rows becomes a payload of span 1
+// with the same rowid, so delivery ids and rowids stay as they were.
+constexpr const char* kMigrateFrom1 =
+    HG_PAYLOADS_TABLE
+    "INSERT INTO payloads(rowid, span, event_id, event_type, created_ms, body) "
+    "SELECT rowid, 1, event_id, event_type, created_ms, body FROM deliveries;" HG_DELIVERIES_TABLE(
+        "deliveries_v2")
+    "INSERT INTO deliveries_v2(rowid, id, payload, webhook, attempts, next_attempt_ms, "
+    "updated_ms, state, last_error) SELECT rowid, id, rowid, webhook, attempts, "
+    "next_attempt_ms, updated_ms, state, last_error FROM deliveries;"
+    "DROP TABLE deliveries;"
+    "ALTER TABLE deliveries_v2 RENAME TO deliveries;" HG_INDEXES_AND_VERSION;
+
+// A LEFT JOIN keeps deliveries the outer loop (walked through their own indexes); the body,
+// last, is read only for rows that are kept (claim_from_disk skips claimed ones before it).
+#define HG_COLUMNS                                                                       \
+  "SELECT d.rowid, d.id, d.webhook, p.event_id, p.event_type, d.attempts, "              \
+  "d.next_attempt_ms, p.created_ms, d.state, d.last_error, p.body FROM deliveries AS d " \
+  "LEFT JOIN payloads AS p ON p.rowid = d.payload "
+
+// Rowids are chosen by add() (see there), not by SQLite.
+constexpr const char* kInsertPayload =
+    "INSERT INTO payloads(rowid, span, event_id, event_type, created_ms, body) "
+    "VALUES(?1,?2,?3,?4,?5,?6)";
 constexpr const char* kInsert =
-    "INSERT INTO deliveries(id, webhook, event_id, event_type, attempts, next_attempt_ms, "
-    "created_ms, updated_ms, state, last_error, body, rowid) "
-    "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)";
+    "INSERT INTO deliveries(rowid, id, payload, webhook, attempts, next_attempt_ms, updated_ms, "
+    "state, last_error) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)";
 // One statement for all three outcomes: ?3 is the new state; next_attempt_ms only moves on retry.
 // The row is found by its rowid (?6, known from the claim) rather than through the TEXT id
 // index; comparing the id as well keeps a reused rowid from ever matching another delivery.
@@ -73,20 +92,23 @@ constexpr const char* kReplayAll =
     "WHERE state = 2 AND (?1 = '' OR webhook = ?1)";
 constexpr const char* kPrune =
     "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
-    "deliveries_prune "
-    "WHERE state = 1 AND updated_ms < ?1 LIMIT ?2)";
-// `state = 0` is a literal so the planner can walk deliveries_claim in (next_attempt_ms, rowid)
-// order without sorting.
+    "deliveries_prune WHERE state = 1 AND updated_ms < ?1 LIMIT ?2) RETURNING payload";
+// A payload goes with the last of its deliveries.
+constexpr const char* kPrunePayload =
+    "DELETE FROM payloads WHERE rowid = ?1 AND NOT EXISTS (SELECT 1 FROM deliveries WHERE "
+    "rowid >= ?1 AND rowid < ?1 + payloads.span AND payload = ?1)";
+// `state = 0` is a literal so the planner can use the partial deliveries_claim, walking it in
+// (next_attempt_ms, rowid) order without sorting.
 constexpr const char* kClaimDue = HG_COLUMNS
-    "WHERE state = 0 AND webhook = ?1 AND next_attempt_ms <= ?2 "
-    "ORDER BY next_attempt_ms, rowid LIMIT ?3";
+    "WHERE d.state = 0 AND d.webhook = ?1 AND d.next_attempt_ms <= ?2 "
+    "ORDER BY d.next_attempt_ms, d.rowid LIMIT ?3";
 constexpr const char* kPendingKeys =
     "SELECT rowid, id, next_attempt_ms FROM deliveries WHERE state = 0 AND webhook = ?1 "
     "ORDER BY next_attempt_ms, rowid LIMIT ?2";
-constexpr const char* kByRowid = HG_COLUMNS "WHERE rowid = ?1 AND state = 0";
-constexpr const char* kById = HG_COLUMNS "WHERE id = ?1";
-constexpr const char* kList =
-    HG_COLUMNS "WHERE (?1 < 0 OR state = ?1) AND (?2 = '' OR webhook = ?2) ORDER BY id LIMIT ?3";
+constexpr const char* kByRowid = HG_COLUMNS "WHERE d.rowid = ?1 AND d.state = 0";
+constexpr const char* kById = HG_COLUMNS "WHERE d.id = ?1";
+constexpr const char* kList = HG_COLUMNS
+    "WHERE (?1 < 0 OR d.state = ?1) AND (?2 = '' OR d.webhook = ?2) ORDER BY d.id LIMIT ?3";
 constexpr const char* kLanes =
     "SELECT webhook, MIN(next_attempt_ms), COUNT(*) FROM deliveries WHERE state = 0 "
     "GROUP BY webhook";
@@ -94,7 +116,11 @@ constexpr const char* kCountPending = "SELECT COUNT(*) FROM deliveries WHERE sta
 constexpr const char* kNextDue =
     "SELECT MIN(next_attempt_ms) FROM deliveries WHERE state = 0 AND webhook = ?1";
 constexpr const char* kDataVersion = "PRAGMA data_version";
-constexpr const char* kMaxRowid = "SELECT COALESCE(MAX(rowid), 0) FROM deliveries";
+// Past every rowid in use: a payload's rowid is its first delivery's, and that delivery may be
+// gone while the payload (and a later delivery) remains.
+constexpr const char* kMaxRowid =
+    "SELECT MAX(COALESCE((SELECT MAX(rowid) FROM deliveries), 0), "
+    "COALESCE((SELECT rowid + span - 1 FROM payloads ORDER BY rowid DESC LIMIT 1), 0))";
 
 int state_code(DeliveryState s) {
   switch (s) {
@@ -161,6 +187,13 @@ std::pair<int64_t, Delivery> read_row(sqlite3_stmt* s) {
       blob == nullptr ? std::string()
                       : std::string(static_cast<const char*>(blob), static_cast<size_t>(n)));
   return {rowid, std::move(d)};
+}
+
+// Deliveries of one event with the same body (the router shares it between webhooks with the
+// same body mode) are stored with one payload row.
+bool same_payload(const Delivery& a, const Delivery& b) {
+  return a.body && a.body == b.body && a.event_id == b.event_id && a.event_type == b.event_type &&
+         a.created_ms == b.created_ms;
 }
 
 size_t cached_size(const Delivery& d) {
@@ -379,6 +412,15 @@ Status SqliteSpool::init(bool tools) {
     }
     version = again && *again != 0 ? *again : kSchemaVersion;
   }
+  if (*version == 1) {
+    // The CLI never migrates: an older gateway may still be running on this file.
+    if (tools)
+      return make_error(
+          "schema version 1, written by an older hookgate: start this version's gateway on it "
+          "once to upgrade the file");
+    if (auto st = migrate_from_1(*main); !st) return st;
+    version = kSchemaVersion;
+  }
   if (*version > kSchemaVersion)
     return make_error("schema version " + std::to_string(*version) +
                       ", newer than this hookgate understands (" + std::to_string(kSchemaVersion) +
@@ -426,6 +468,27 @@ Status SqliteSpool::init(bool tools) {
     name_this_thread("hg-spool-writer");
     writer_loop();
   });
+  return {};
+}
+
+Status SqliteSpool::migrate_from_1(Conn& c) {
+  if (!c.exec("BEGIN IMMEDIATE"))
+    return make_error("cannot lock for the schema upgrade: " + c.error());
+  auto again = c.scalar("PRAGMA user_version");
+  if (again && *again == 1) {  // not upgraded by someone else meanwhile
+    const auto rows = c.scalar("SELECT COUNT(*) FROM deliveries").value_or(0);
+    if (!c.exec(kMigrateFrom1) || !c.exec("COMMIT")) {
+      auto err = make_error("cannot upgrade schema 1 to 2: " + c.error());
+      c.exec("ROLLBACK");
+      return err;
+    }
+    spdlog::info("spool {}: upgraded schema 1 to 2 ({} deliveries kept)", path_, rows);
+    return {};
+  }
+  c.exec("COMMIT");
+  if (!again || *again != kSchemaVersion)
+    return make_error("schema changed during the upgrade: " +
+                      (again ? std::to_string(*again) : c.error()));
   return {};
 }
 
@@ -590,26 +653,43 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             break;
           }
           sqlite3_stmt* s = c.stmt(kInsert);
-          std::string err = s == nullptr ? c.error() : "";
+          sqlite3_stmt* ps = c.stmt(kInsertPayload);
+          std::string err = s == nullptr || ps == nullptr ? c.error() : "";
+          int64_t payload = 0;
           for (size_t i = 0; err.empty() && i < op.batch.size(); ++i) {
             const Delivery& d = op.batch[i];
+            // Consecutive deliveries of one event with the same body (the router shares it)
+            // share one payload row; add() gave them consecutive rowids.
+            if (i == 0 || !same_payload(op.batch[i - 1], d)) {
+              size_t span = 1;
+              while (i + span < op.batch.size() && same_payload(d, op.batch[i + span])) ++span;
+              payload = op.rowids[i];
+              StmtScope pscope(ps);
+              sqlite3_bind_int64(ps, 1, payload);
+              sqlite3_bind_int64(ps, 2, static_cast<int64_t>(span));
+              bind_text(ps, 3, d.event_id);
+              bind_text(ps, 4, d.event_type);
+              sqlite3_bind_int64(ps, 5, d.created_ms);
+              if (d.body && !d.body->empty()) {
+                sqlite3_bind_blob64(ps, 6, d.body->data(), d.body->size(), SQLITE_STATIC);
+              } else {
+                sqlite3_bind_zeroblob(ps, 6, 0);
+              }
+              if (sqlite3_step(ps) != SQLITE_DONE) {
+                err = c.error();  // a taken rowid: a second gateway writing this file
+                break;
+              }
+            }
             StmtScope scope(s);
-            bind_text(s, 1, d.id);
-            bind_text(s, 2, d.webhook);
-            bind_text(s, 3, d.event_id);
-            bind_text(s, 4, d.event_type);
+            sqlite3_bind_int64(s, 1, op.rowids[i]);
+            bind_text(s, 2, d.id);
+            sqlite3_bind_int64(s, 3, payload);
+            bind_text(s, 4, d.webhook);
             sqlite3_bind_int(s, 5, d.attempts);
             sqlite3_bind_int64(s, 6, d.next_attempt_ms);
-            sqlite3_bind_int64(s, 7, d.created_ms);
-            sqlite3_bind_int64(s, 8, now);
-            sqlite3_bind_int(s, 9, state_code(d.state));
-            bind_text(s, 10, d.last_error);
-            if (d.body && !d.body->empty()) {
-              sqlite3_bind_blob64(s, 11, d.body->data(), d.body->size(), SQLITE_STATIC);
-            } else {
-              sqlite3_bind_zeroblob(s, 11, 0);
-            }
-            sqlite3_bind_int64(s, 12, op.rowids[i]);
+            sqlite3_bind_int64(s, 7, now);
+            sqlite3_bind_int(s, 8, state_code(d.state));
+            bind_text(s, 9, d.last_error);
             const int rc = sqlite3_step(s);
             if (rc == SQLITE_DONE) continue;
             // Only a clash on the id is the caller's fault; anything else, a taken rowid included
@@ -809,15 +889,39 @@ bool SqliteSpool::replay_rows(Conn& c, const std::vector<std::string>& ids, bool
 size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more) {
   *more = false;
   sqlite3_stmt* s = c.stmt(kPrune);
-  if (s == nullptr) return 0;
-  StmtScope scope(s);
-  sqlite3_bind_int64(s, 1, now_ms - std::max<int64_t>(cfg_.retention_ms, 0));
-  sqlite3_bind_int64(s, 2, kPruneChunk);
-  if (sqlite3_step(s) != SQLITE_DONE) {
+  sqlite3_stmt* ps = c.stmt(kPrunePayload);
+  // One transaction: the payloads go with their last deliveries or not at all. IMMEDIATE waits
+  // (busy_timeout) for the other process's writer instead of failing halfway.
+  if (s == nullptr || ps == nullptr || !c.exec("BEGIN IMMEDIATE")) {
     spdlog::warn("spool {}: pruning failed: {}", path_, c.error());
     return 0;
   }
-  const auto n = static_cast<size_t>(sqlite3_changes(c.db));
+  size_t n = 0;
+  std::vector<int64_t> payloads;
+  bool ok = true;
+  {
+    StmtScope scope(s);
+    sqlite3_bind_int64(s, 1, now_ms - std::max<int64_t>(cfg_.retention_ms, 0));
+    sqlite3_bind_int64(s, 2, kPruneChunk);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      ++n;
+      payloads.push_back(sqlite3_column_int64(s, 0));
+    }
+    ok = rc == SQLITE_DONE;
+  }
+  std::sort(payloads.begin(), payloads.end());
+  payloads.erase(std::unique(payloads.begin(), payloads.end()), payloads.end());
+  for (size_t i = 0; ok && i < payloads.size(); ++i) {
+    StmtScope scope(ps);
+    sqlite3_bind_int64(ps, 1, payloads[i]);
+    ok = sqlite3_step(ps) == SQLITE_DONE;
+  }
+  if (!ok || !c.exec("COMMIT")) {
+    spdlog::warn("spool {}: pruning failed: {}", path_, c.error());
+    c.exec("ROLLBACK");
+    return 0;
+  }
   *more = n == static_cast<size_t>(kPruneChunk);
   return n;
 }

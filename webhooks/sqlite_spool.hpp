@@ -144,6 +144,7 @@ class SqliteSpool final : public DeliveryStore {
   SqliteSpool(std::string path, const config::SpoolConfig& cfg, const SqliteSpoolTuning& tuning,
               bool tools);
   Status init(bool tools);
+  Status migrate_from_1(Conn& c);  // schema 1 to 2, in one transaction
 
   // Writer side.
   void writer_loop();

@@ -1,4 +1,3 @@
-#include <malloc.h>
 #include <signal.h>
 
 #include <atomic>
@@ -6,20 +5,14 @@
 
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
+#include "gateway/common/malloc_tuning.hpp"
 #include "gateway/gateway.hpp"
 
 namespace hookgate::cli {
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args args(argv, {});
-  // glibc gives the free top of a thread's heap back to the kernel (madvise, with a TLB flush on
-  // every CPU) as soon as 128 KiB are free there. The spool writer frees and reallocates about
-  // that much per batch, and at full load the churn was ~6 % of the gateway's CPU samples
-  // (docs/performance.md, change #8). A 1 MiB threshold ends the churn; 4 MiB did too but cost
-  // 12 MiB of peak RSS in the burst test. Fixing the mmap threshold (mallopt turns off glibc's
-  // dynamic one) keeps mid-size buffers in the heaps rather than in fresh mmaps.
-  mallopt(M_TRIM_THRESHOLD, 1 << 20);
-  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  tune_malloc_for_gateway();
   if (auto code =
           check_usage(args, {"config", "log-level"},
                       "Usage: hookgate run [--config FILE] [--log-level LEVEL]\n"

@@ -298,6 +298,182 @@ TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
   EXPECT_EQ(spool->get("waiting")->state, DeliveryState::Pending);
 }
 
+// Reads one integer from the spool file through a connection of its own.
+int64_t count_in(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int64_t n = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+      n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(db);
+  return n;
+}
+
+TEST_F(SqliteSpoolTest, OneEventsBodyIsStoredOnceAndGoesWithItsLastDelivery) {
+  cfg_.retention_ms = 0;
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  // One event fanned out to three webhooks with one body, a fourth with its own (body: data),
+  // then an unrelated event.
+  auto shared = std::make_shared<const std::string>("{\"shared\":true}");
+  std::vector<Delivery> batch;
+  for (const char* w : {"a", "b", "c"}) {
+    Delivery d = make(std::string("e1-") + w, w);
+    d.event_id = "e1";
+    d.body = shared;
+    batch.push_back(d);
+  }
+  Delivery data = make("e1-d", "d", "{\"data\":1}");
+  data.event_id = "e1";
+  batch.push_back(data);
+  batch.push_back(make("e2-a", "a"));
+  ASSERT_TRUE(spool->add(batch));
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 3);
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries"), 5);
+
+  // Delivering two of the three sharing deliveries leaves their payload in place.
+  const int64_t now = now_unix_ms();
+  for (const char* w : {"a", "b"})
+    for (auto& d : spool->claim_due(w, now, 10))
+      spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  // (The writer prunes on its own as well: count what is left rather than what prune() says.)
+  spool->prune(now_unix_ms() + 1);
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries"), 2);  // e1-c, e1-d
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 2);
+
+  // The survivor still reads its body from the file, after a restart too.
+  spool.reset();
+  spool = open();
+  ASSERT_TRUE(spool);
+  auto c = spool->get("e1-c");
+  ASSERT_TRUE(c);
+  EXPECT_EQ(*c->body, "{\"shared\":true}");
+  EXPECT_EQ(c->event_id, "e1");
+  auto claimed = spool->claim_due("c", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"e1-c"}));
+  EXPECT_EQ(*claimed[0].body, "{\"shared\":true}");
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
+  for (auto& d : spool->claim_due("d", now_unix_ms(), 10))
+    spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  spool->prune(now_unix_ms() + 1);
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 0);
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries"), 0);
+
+  // Rowids freed at the end of the file are not handed out while a payload still covers them.
+  ASSERT_TRUE(spool->add({make("later", "a")}));
+  EXPECT_EQ(ids_of(spool->claim_due("a", now_unix_ms(), 10)), (std::vector<std::string>{"later"}));
+}
+
+TEST_F(SqliteSpoolTest, RowidsStayFreshWhenOnlyAPayloadRemainsAtTheEnd) {
+  cfg_.retention_ms = 0;
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    auto shared = std::make_shared<const std::string>("{\"shared\":true}");
+    Delivery first = make("x-1", "one");
+    Delivery last = make("x-2", "two");
+    first.event_id = last.event_id = "x";
+    first.body = last.body = shared;
+    ASSERT_TRUE(spool->add({first, last}));
+    // Only the first delivery goes; the last rowid's row is pruned away by hand, as if that
+    // delivery had been delivered and pruned while the first still waits.
+    for (auto& d : spool->claim_due("two", now_unix_ms(), 10))
+      spool->complete(d, {AttemptOutcome::Kind::Delivered});
+    ASSERT_TRUE(spool->flush());
+    spool->prune(now_unix_ms() + 1);
+    EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries"), 1);
+    EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 1);
+  }
+  // Reopened: MAX(deliveries.rowid) is now the first delivery's, but the payload still spans
+  // the next rowid; a new delivery must not take it (it would be mistaken for the payload's).
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("y", "two")}));
+  EXPECT_EQ(count_in(cfg_.path, "SELECT MIN(rowid) FROM deliveries WHERE id = 'y'"), 3);
+  for (auto& d : spool->claim_due("one", now_unix_ms(), 10))
+    spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  spool->prune(now_unix_ms() + 1);
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries"), 1);
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 1);  // y's own
+  auto y = spool->claim_due("two", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(y), (std::vector<std::string>{"y"}));
+  EXPECT_EQ(*y[0].body, "{\"id\":\"y\"}");
+}
+
+// A version-1 file, as hookgate before schema 2 wrote it.
+constexpr const char* kVersion1Schema = R"sql(
+CREATE TABLE deliveries(
+  id TEXT PRIMARY KEY NOT NULL, webhook TEXT NOT NULL, event_id TEXT NOT NULL,
+  event_type TEXT NOT NULL, attempts INTEGER NOT NULL, next_attempt_ms INTEGER NOT NULL,
+  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, state INTEGER NOT NULL,
+  last_error TEXT NOT NULL, body BLOB NOT NULL);
+CREATE INDEX deliveries_claim ON deliveries(state, webhook, next_attempt_ms);
+CREATE INDEX deliveries_prune ON deliveries(updated_ms) WHERE state = 1;
+INSERT INTO deliveries VALUES('v1-pending', 'siem', 'ev-1', 'auth.failure', 2, 1000, 900, 950, 0,
+                              'HTTP 503', '{"n":1}');
+INSERT INTO deliveries VALUES('v1-dead', 'siem', 'ev-2', 'auth.failure', 5, 1000, 900, 950, 2,
+                              'HTTP 400', '{"n":2}');
+INSERT INTO deliveries VALUES('v1-done', 'audit', 'ev-3', 'user.created', 1, 1000, 900, 950, 1,
+                              '', '{"n":3}');
+PRAGMA user_version = 1;
+)sql";
+
+TEST_F(SqliteSpoolTest, UpgradesAVersionOneFileAndKeepsEveryDelivery) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(cfg_.path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, kVersion1Schema, nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+
+  // The CLI does not upgrade (an older gateway may still be using the file) and says what to do.
+  auto cli = SqliteSpool::open(cfg_, /*read_only_tools=*/true);
+  ASSERT_FALSE(cli);
+  EXPECT_NE(cli.error().message.find("schema version 1"), std::string::npos) << cli.error().message;
+
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  EXPECT_EQ(count_in(cfg_.path, "PRAGMA user_version"), 2);
+  EXPECT_EQ(spool->pending_count(), 1u);
+  auto pending = spool->claim_due("siem", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(pending), (std::vector<std::string>{"v1-pending"}));
+  EXPECT_EQ(*pending[0].body, "{\"n\":1}");
+  EXPECT_EQ(pending[0].attempts, 2);
+  EXPECT_EQ(pending[0].created_ms, 900);
+  EXPECT_EQ(pending[0].event_id, "ev-1");
+  auto dead = spool->list(DeliveryState::Dead, "", 0);
+  ASSERT_EQ(ids_of(dead), (std::vector<std::string>{"v1-dead"}));
+  EXPECT_EQ(dead[0].last_error, "HTTP 400");
+  EXPECT_EQ(*dead[0].body, "{\"n\":2}");
+  EXPECT_EQ(spool->get("v1-done")->state, DeliveryState::Delivered);
+
+  // New deliveries take rowids past the old ones, and old rows prune with their payloads.
+  ASSERT_TRUE(spool->add({make("v2-new", "siem")}));
+  spool->complete(pending[0], {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->get("v1-pending")->state, DeliveryState::Delivered);
+  spool->prune(now_unix_ms() + cfg_.retention_ms + 1);  // (v1-done may be gone already)
+  EXPECT_FALSE(spool->get("v1-done"));
+  EXPECT_FALSE(spool->get("v1-pending"));
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 2);  // v1-dead's, v2-new's
+  EXPECT_EQ(spool->replay({"v1-dead"}), 1u);
+  ASSERT_TRUE(spool->flush());
+  // Due order: v2-new was due when it was added, v1-dead when it was replayed.
+  EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms(), 10)),
+            (std::vector<std::string>{"v2-new", "v1-dead"}));
+
+  // Opening again does not upgrade twice.
+  spool.reset();
+  spool = open();
+  ASSERT_TRUE(spool);
+  EXPECT_EQ(spool->pending_count(), 2u);
+}
+
 TEST_F(SqliteSpoolTest, BoundedCachePagesFiftyThousandInOrder) {
   auto spool = open();
   ASSERT_TRUE(spool);
