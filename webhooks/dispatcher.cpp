@@ -558,6 +558,14 @@ struct Dispatcher::Impl {
     transfer->started_ns = now_steady_ns();
     ++webhook.in_flight;
 
+    // The spool found no body for it (its payload row is gone: the file was edited or damaged).
+    // Sending an empty body would be wrong; a dead letter says what happened.
+    if (!transfer->delivery.body) {
+      AttemptResult result;
+      result.final_error = "the body of this delivery is missing from the spool file";
+      finish(std::move(transfer), result);
+      return;
+    }
     // Fresh timestamp and signatures on every attempt; the delivery id never changes.
     const int64_t timestamp_s = now_unix_ms() / 1000;
     auto headers =

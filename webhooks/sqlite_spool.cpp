@@ -34,17 +34,24 @@ thread_local const void* tls_writer_of = nullptr;
 // probe (kPrunePayload) and needs no index of its own. The delivery row, the one that changes
 // on every attempt, stays narrow, and the claim index holds pending rows only: an outcome
 // deletes an index entry instead of moving it within an index that grows with the history.
-#define HG_PAYLOADS_TABLE                                                 \
-  "CREATE TABLE payloads(span INTEGER NOT NULL, event_id TEXT NOT NULL, " \
-  "event_type TEXT NOT NULL, created_ms INTEGER NOT NULL, body BLOB NOT NULL);"
+// Both tables name their rowid (an INTEGER PRIMARY KEY is an alias of it): SQLite keeps such
+// rowids through VACUUM and .dump, and may renumber the implicit ones, which would tie
+// deliveries to other events' payloads.
+#define HG_PAYLOADS_TABLE                                                           \
+  "CREATE TABLE payloads(id INTEGER PRIMARY KEY, span INTEGER NOT NULL, "           \
+  "event_id TEXT NOT NULL, event_type TEXT NOT NULL, created_ms INTEGER NOT NULL, " \
+  "body BLOB NOT NULL);"
 #define HG_DELIVERIES_TABLE(name)                                                        \
   "CREATE TABLE " name                                                                   \
-  "(id TEXT PRIMARY KEY NOT NULL, payload INTEGER NOT NULL, "                            \
+  "(seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, payload INTEGER NOT NULL, "        \
   "webhook TEXT NOT NULL, attempts INTEGER NOT NULL, next_attempt_ms INTEGER NOT NULL, " \
   "updated_ms INTEGER NOT NULL, state INTEGER NOT NULL, last_error TEXT NOT NULL);"
+// Dead letters get a (small) index of their own for `replay --all-dead`: without it the replay
+// scans every retained row while holding the write lock.
 #define HG_INDEXES_AND_VERSION                                                             \
   "CREATE INDEX deliveries_claim ON deliveries(webhook, next_attempt_ms) WHERE state = 0;" \
   "CREATE INDEX deliveries_prune ON deliveries(updated_ms) WHERE state = 1;"               \
+  "CREATE INDEX deliveries_dead ON deliveries(webhook) WHERE state = 2;"                   \
   "PRAGMA user_version = 2;"
 
 constexpr const char* kSchema =
@@ -54,17 +61,18 @@ constexpr const char* kSchema =
 // with the same rowid, so delivery ids and rowids stay as they were.
 constexpr const char* kMigrateFrom1 =
     HG_PAYLOADS_TABLE
-    "INSERT INTO payloads(rowid, span, event_id, event_type, created_ms, body) "
+    "INSERT INTO payloads(id, span, event_id, event_type, created_ms, body) "
     "SELECT rowid, 1, event_id, event_type, created_ms, body FROM deliveries;" HG_DELIVERIES_TABLE(
         "deliveries_v2")
-    "INSERT INTO deliveries_v2(rowid, id, payload, webhook, attempts, next_attempt_ms, "
+    "INSERT INTO deliveries_v2(seq, id, payload, webhook, attempts, next_attempt_ms, "
     "updated_ms, state, last_error) SELECT rowid, id, rowid, webhook, attempts, "
     "next_attempt_ms, updated_ms, state, last_error FROM deliveries;"
     "DROP TABLE deliveries;"
     "ALTER TABLE deliveries_v2 RENAME TO deliveries;" HG_INDEXES_AND_VERSION;
 
-// A LEFT JOIN keeps deliveries the outer loop (walked through their own indexes); the body,
-// last, is read only for rows that are kept (claim_from_disk skips claimed ones before it).
+// A LEFT JOIN keeps deliveries the outer loop (walked through their own indexes), and keeps a
+// delivery whose payload is gone visible (read_row: body null, dead-lettered on its attempt)
+// instead of pending forever and never claimable.
 #define HG_COLUMNS                                                                       \
   "SELECT d.rowid, d.id, d.webhook, p.event_id, p.event_type, d.attempts, "              \
   "d.next_attempt_ms, p.created_ms, d.state, d.last_error, p.body FROM deliveries AS d " \
@@ -72,10 +80,10 @@ constexpr const char* kMigrateFrom1 =
 
 // Rowids are chosen by add() (see there), not by SQLite.
 constexpr const char* kInsertPayload =
-    "INSERT INTO payloads(rowid, span, event_id, event_type, created_ms, body) "
+    "INSERT INTO payloads(id, span, event_id, event_type, created_ms, body) "
     "VALUES(?1,?2,?3,?4,?5,?6)";
 constexpr const char* kInsert =
-    "INSERT INTO deliveries(rowid, id, payload, webhook, attempts, next_attempt_ms, updated_ms, "
+    "INSERT INTO deliveries(seq, id, payload, webhook, attempts, next_attempt_ms, updated_ms, "
     "state, last_error) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)";
 // One statement for all three outcomes: ?3 is the new state; next_attempt_ms only moves on retry.
 // The row is found by its rowid (?6, known from the claim) rather than through the TEXT id
@@ -89,7 +97,7 @@ constexpr const char* kReplayOne =
     "WHERE id = ?1 AND state = 2";
 constexpr const char* kReplayAll =
     "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
-    "WHERE state = 2 AND (?1 = '' OR webhook = ?1)";
+    "WHERE state = 2 AND (?1 = '' OR webhook = ?1)";  // deliveries_dead
 constexpr const char* kPrune =
     "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
     "deliveries_prune WHERE state = 1 AND updated_ms < ?1 LIMIT ?2) RETURNING payload";
@@ -181,6 +189,9 @@ std::pair<int64_t, Delivery> read_row(sqlite3_stmt* s) {
   d.created_ms = sqlite3_column_int64(s, 7);
   d.state = state_from(sqlite3_column_int(s, 8));
   d.last_error = column_text(s, 9);
+  // NULL: the payload row is gone (the file was edited or damaged). The body stays null, and
+  // the dispatcher dead-letters the delivery instead of sending an empty body.
+  if (sqlite3_column_type(s, 10) == SQLITE_NULL) return {rowid, std::move(d)};
   const void* blob = sqlite3_column_blob(s, 10);
   const int n = sqlite3_column_bytes(s, 10);
   d.body = std::make_shared<const std::string>(
@@ -485,7 +496,11 @@ Status SqliteSpool::migrate_from_1(Conn& c) {
     spdlog::info("spool {}: upgraded schema 1 to 2 ({} deliveries kept)", path_, rows);
     return {};
   }
-  c.exec("COMMIT");
+  if (!c.exec("COMMIT")) {
+    auto err = make_error("cannot upgrade schema 1 to 2: " + c.error());
+    c.exec("ROLLBACK");
+    return err;
+  }
   if (!again || *again != kSchemaVersion)
     return make_error("schema changed during the upgrade: " +
                       (again ? std::to_string(*again) : c.error()));
@@ -695,7 +710,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             // Only a clash on the id is the caller's fault; anything else, a taken rowid included
             // (a second gateway writing this file, see docs/spool.md), is reported as SQLite says.
             const std::string why = c.error();
-            if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_PRIMARYKEY &&
+            if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_UNIQUE &&
                 why.find("deliveries.id") != std::string::npos) {
               err = "duplicate delivery id " + d.id;
             } else {
@@ -1226,7 +1241,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
       int rc = SQLITE_ROW;
       while (due.size() < want && ahead_bytes <= ahead_budget &&
              (rc = sqlite3_step(s)) == SQLITE_ROW) {
-        // Claimed rows are skipped before their body is read.
+        // Claimed rows are skipped before their body is copied out.
         if (busy.count(column_text(s, 1)) != 0) continue;
         due.push_back(read_row(s));
         if (due.size() > limit) ahead_bytes += cached_size(due.back().second);

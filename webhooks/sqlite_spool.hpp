@@ -97,8 +97,9 @@ class SqliteSpool final : public DeliveryStore {
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook).
   size_t replay_all_dead(const std::string& webhook = "");
 
-  // Deletes delivered rows last updated before now_ms - retention_ms; returns how many. The
-  // writer also does this on its own every prune_interval_ms and right after open.
+  // Deletes delivered rows last updated before now_ms - retention_ms, and each payload whose
+  // last delivery that was; returns how many deliveries. The writer also does this on its own
+  // every prune_interval_ms and right after open.
   size_t prune(int64_t now_ms);
   // Waits until everything queued so far (including complete()) is committed.
   Status flush();

@@ -472,6 +472,25 @@ TEST_P(DispatcherTest, NotFoundIsDeadWithoutRetry) {
   EXPECT_FALSE(status_of(dispatcher, name)->paused);
 }
 
+// The spool hands out a delivery without a body when its payload row is gone from the file.
+TEST_P(DispatcherTest, DeliveryWithoutABodyIsDeadAndNeverSent) {
+  const std::string name = unique_name();
+  receiver_.set_handler(answer(200));
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(name, receiver_.url())});
+  dispatcher.start();
+  Delivery bodiless = delivery(name);
+  bodiless.body = nullptr;
+  ASSERT_TRUE(store_.add({bodiless}).ok());
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  dispatcher.stop(milliseconds(0));
+
+  EXPECT_EQ(receiver_.count(), 0u);
+  EXPECT_EQ(store_.completions()[0].outcome.kind, AttemptOutcome::Kind::Dead);
+  EXPECT_EQ(store_.get(bodiless.id)->last_error,
+            "the body of this delivery is missing from the spool file");
+}
+
 TEST_P(DispatcherTest, RedirectIsFinalAndNotFollowed) {
   const std::string name = unique_name();
   receiver_.set_handler([&](const HttpReceiver::Request&) {

@@ -365,7 +365,7 @@ TEST_F(SqliteSpoolTest, OneEventsBodyIsStoredOnceAndGoesWithItsLastDelivery) {
   EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 0);
   EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries"), 0);
 
-  // Rowids freed at the end of the file are not handed out while a payload still covers them.
+  // The spool goes on working with both tables empty.
   ASSERT_TRUE(spool->add({make("later", "a")}));
   EXPECT_EQ(ids_of(spool->claim_due("a", now_unix_ms(), 10)), (std::vector<std::string>{"later"}));
 }
@@ -381,8 +381,8 @@ TEST_F(SqliteSpoolTest, RowidsStayFreshWhenOnlyAPayloadRemainsAtTheEnd) {
     first.event_id = last.event_id = "x";
     first.body = last.body = shared;
     ASSERT_TRUE(spool->add({first, last}));
-    // Only the first delivery goes; the last rowid's row is pruned away by hand, as if that
-    // delivery had been delivered and pruned while the first still waits.
+    // The last delivery is delivered and pruned while the first still waits, so the payload
+    // (rowid 1, span 2) outlives the delivery with the highest rowid.
     for (auto& d : spool->claim_due("two", now_unix_ms(), 10))
       spool->complete(d, {AttemptOutcome::Kind::Delivered});
     ASSERT_TRUE(spool->flush());
@@ -405,6 +405,60 @@ TEST_F(SqliteSpoolTest, RowidsStayFreshWhenOnlyAPayloadRemainsAtTheEnd) {
   auto y = spool->claim_due("two", now_unix_ms(), 10);
   ASSERT_EQ(ids_of(y), (std::vector<std::string>{"y"}));
   EXPECT_EQ(*y[0].body, "{\"id\":\"y\"}");
+}
+
+// Runs SQL on the spool file through a connection of its own (the spool must be closed).
+void exec_on(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
+// VACUUM (and .dump) may renumber implicit rowids; deliveries must keep their own bodies.
+TEST_F(SqliteSpoolTest, BodiesStayWithTheirDeliveriesThroughVacuum) {
+  cfg_.retention_ms = 0;
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    ASSERT_TRUE(spool->add({make("gone", "w", "body-gone")}));
+    ASSERT_TRUE(spool->add({make("second", "w", "body-second"), make("third", "w", "body-third")}));
+    auto first = spool->claim_due("w", now_unix_ms(), 1);
+    ASSERT_EQ(ids_of(first), (std::vector<std::string>{"gone"}));
+    spool->complete(first[0], {AttemptOutcome::Kind::Delivered});
+    ASSERT_TRUE(spool->flush());
+    spool->prune(now_unix_ms() + 1);  // a gap where the first payload was
+    EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 2);
+  }
+  exec_on(cfg_.path, "VACUUM");
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  EXPECT_EQ(*spool->get("second")->body, "body-second");
+  EXPECT_EQ(*spool->get("third")->body, "body-third");
+  auto claimed = spool->claim_due("w", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"second", "third"}));
+  EXPECT_EQ(*claimed[0].body, "body-second");
+  EXPECT_EQ(*claimed[1].body, "body-third");
+}
+
+// A payload row removed behind the spool's back: the delivery is still handed out (so the
+// dispatcher can dead-letter it), with no body rather than an empty one.
+TEST_F(SqliteSpoolTest, ADeliveryWhosePayloadIsGoneComesOutWithoutABody) {
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    ASSERT_TRUE(spool->add({make("orphan", "w"), make("fine", "w")}));
+  }
+  exec_on(cfg_.path,
+          "DELETE FROM payloads WHERE id = (SELECT payload FROM deliveries "
+          "WHERE id = 'orphan')");
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  auto claimed = spool->claim_due("w", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"orphan", "fine"}));
+  EXPECT_EQ(claimed[0].body, nullptr);
+  ASSERT_NE(claimed[1].body, nullptr);
+  EXPECT_EQ(*claimed[1].body, "{\"id\":\"fine\"}");
 }
 
 // A version-1 file, as hookgate before schema 2 wrote it.
