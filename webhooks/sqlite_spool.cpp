@@ -8,6 +8,7 @@
 #include <cstring>
 #include <future>
 #include <limits>
+#include <mutex>
 #include <unordered_set>
 
 #include "gateway/common/clock.hpp"
@@ -327,9 +328,21 @@ Result<std::unique_ptr<SqliteSpool>> SqliteSpool::open(const config::SpoolConfig
   return open(cfg, SqliteSpoolTuning{}, read_only_tools);
 }
 
+namespace {
+// SQLite keeps memory statistics by default, behind a process-wide mutex taken on every one of
+// its allocations: about a tenth of the spool writer's CPU at full load. Nothing here reads
+// them. sqlite3_config only works before SQLite initializes; if something else initialized it
+// first, the call fails harmlessly and the statistics stay on.
+void configure_sqlite_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
+}
+}  // namespace
+
 Result<std::unique_ptr<SqliteSpool>> SqliteSpool::open(const config::SpoolConfig& cfg,
                                                        const SqliteSpoolTuning& tuning,
                                                        bool read_only_tools) {
+  configure_sqlite_once();
   std::unique_ptr<SqliteSpool> spool(new SqliteSpool(cfg.path, cfg, tuning, read_only_tools));
   if (auto st = spool->init(read_only_tools); !st) {
     spool->close();
