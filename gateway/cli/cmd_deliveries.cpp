@@ -80,7 +80,7 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
         d->id.c_str(), state_name(d->state), d->webhook.c_str(), d->event_id.c_str(),
         d->event_type.c_str(), d->attempts, format_rfc3339(d->created_ms).c_str(),
         format_rfc3339(d->next_attempt_ms).c_str(), d->last_error.c_str(),
-        d->body ? d->body->c_str() : "");
+        d->body ? d->body->c_str() : "(missing from the spool file)");
     return 0;
   }
   if (sub == "replay") {
