@@ -1191,16 +1191,16 @@ void SqliteSpool::claim_cached_locked(Lane& lane, const std::string& webhook, in
     lane.cached_bytes -= bytes;
     cached_bytes_ -= bytes;
     --cached_;
-    // Only when add() was handed an id that is already spooled (the savepoint will refuse it):
-    // its published copy must not go out beside the real one.
-    if (in_flight_.count(node.mapped().id) > 0) continue;
     hand_out_locked(lane, webhook, node.key().second, std::move(node.mapped()), out);
   }
 }
 
 void SqliteSpool::hand_out_locked(Lane& lane, const std::string& webhook, int64_t rowid,
                                   Delivery delivery, std::vector<Delivery>& out) {
-  in_flight_[delivery.id] = InFlight{webhook, rowid};
+  // An id already in flight is not handed out twice. Only a copy add() published for an id that
+  // is already spooled can get here (its savepoint will refuse it): it must not go out beside
+  // the real delivery. One hash lookup serves both the check and the claim.
+  if (!in_flight_.try_emplace(delivery.id, InFlight{webhook, rowid}).second) return;
   ++lane.in_flight;
   out.push_back(std::move(delivery));
 }

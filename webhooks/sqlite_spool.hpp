@@ -175,7 +175,8 @@ class SqliteSpool final : public DeliveryStore {
   void claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms, size_t limit,
                            std::vector<Delivery>& out);
   std::vector<Delivery> claim_from_disk(const std::string& webhook, int64_t now_ms, size_t limit);
-  // A claim: the delivery goes to `out` and is in flight until its outcome commits or release().
+  // A claim: the delivery goes to `out` and is in flight until its outcome commits or release();
+  // nothing happens if its id is in flight already.
   void hand_out_locked(Lane& lane, const std::string& webhook, int64_t rowid, Delivery delivery,
                        std::vector<Delivery>& out);
 
