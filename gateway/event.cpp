@@ -129,6 +129,14 @@ Result<Event> Event::parse_envelope(std::string_view json, int64_t now_ms) {
 }
 
 Status Event::normalize(int64_t now_ms) {
+  return normalize_at(now_ms);
+}
+
+Status Event::normalize() {
+  return normalize_at(std::nullopt);
+}
+
+Status Event::normalize_at(std::optional<int64_t> now_ms) {
   auto& a = doc_.GetAllocator();
   const JsonValue* type = member(doc_, "type");
   if (type == nullptr) return make_error("event has no \"type\"");
@@ -153,7 +161,10 @@ Status Event::normalize(int64_t now_ms) {
   };
   if (auto st = require_string("id", [] { return new_uuid_v7(); }); !st) return st;
   if (auto st = require_string("source", [] { return std::string("unknown"); }); !st) return st;
-  if (auto st = require_string("time", [&] { return format_rfc3339(now_ms); }); !st) return st;
+  if (auto st =
+          require_string("time", [&] { return format_rfc3339(now_ms ? *now_ms : now_unix_ms()); });
+      !st)
+    return st;
   if (member(doc_, "data") != nullptr && member(doc_, "datacontenttype") == nullptr)
     doc_.AddMember("datacontenttype", "application/json", a);
   return {};

@@ -8,6 +8,7 @@
 #include <rapidjson/document.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,9 @@ class Event {
   // `id`/`source`/`time` if present must be strings. Fills specversion "1.0", a UUIDv7 id,
   // source "unknown", time (RFC 3339 UTC) and datacontenttype "application/json" when data is set.
   Status normalize(int64_t now_unix_ms);
+  // The same, reading the clock only when a default time has to be filled in (hooks that edit an
+  // event that already has one skip the read).
+  Status normalize();
 
   Event clone() const;
 
@@ -64,6 +68,7 @@ class Event {
   std::string data_json() const;
 
  private:
+  Status normalize_at(std::optional<int64_t> now_unix_ms);
   std::string_view string_member(const char* name) const;
   JsonDocument doc_;
 };

@@ -1,5 +1,6 @@
 #include "gateway/common/metrics.hpp"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace hookgate::metrics {
@@ -43,15 +44,27 @@ std::string fmt_double(double v) {
 
 }  // namespace
 
-void Histogram::observe_seconds(double s) {
-  for (size_t i = 0; i < kBounds.size(); ++i) {
-    if (s <= kBounds[i]) {
-      buckets_[i].fetch_add(1, std::memory_order_relaxed);
-      break;
-    }
-  }
-  count_.fetch_add(1, std::memory_order_relaxed);
-  sum_ns_.fetch_add(static_cast<uint64_t>(s * 1e9), std::memory_order_relaxed);
+namespace {
+constexpr auto kBoundsNs = [] {
+  std::array<int64_t, Histogram::kBounds.size()> ns{};
+  for (size_t i = 0; i < ns.size(); ++i)
+    ns[i] = static_cast<int64_t>(Histogram::kBounds[i] * 1e9 + 0.5);
+  return ns;
+}();
+}  // namespace
+
+void Histogram::observe_ns(int64_t ns) {
+  ns = std::max<int64_t>(ns, 0);
+  size_t i = 0;
+  while (i < kBoundsNs.size() && ns > kBoundsNs[i]) ++i;
+  buckets_[i].fetch_add(1, std::memory_order_relaxed);
+  sum_ns_.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+}
+
+uint64_t Histogram::count() const {
+  uint64_t n = 0;
+  for (const auto& b : buckets_) n += b.load(std::memory_order_relaxed);
+  return n;
 }
 
 double Histogram::sum_seconds() const {
@@ -121,9 +134,11 @@ std::string Registry::render_prometheus() const {
         out += name + "_bucket" + with_le(labels, fmt_double(Histogram::kBounds[i])) + " " +
                std::to_string(cumulative) + "\n";
       }
-      out += name + "_bucket" + with_le(labels, "+Inf") + " " + std::to_string(h->count()) + "\n";
+      // +Inf and _count from the same reads as the finite buckets, so they never disagree.
+      const std::string total = std::to_string(cumulative + h->bucket(Histogram::kBounds.size()));
+      out += name + "_bucket" + with_le(labels, "+Inf") + " " + total + "\n";
       out += name + "_sum" + braced(labels) + " " + fmt_double(h->sum_seconds()) + "\n";
-      out += name + "_count" + braced(labels) + " " + std::to_string(h->count()) + "\n";
+      out += name + "_count" + braced(labels) + " " + total + "\n";
     }
   }
   return out;

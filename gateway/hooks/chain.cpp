@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "gateway/common/clock.hpp"
 #include "gateway/hooks/declarative_hook.hpp"
 
@@ -81,73 +83,76 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
 ChainOutcome HookChain::run(Event& event, const DiagnosticSink& diagnostics,
                             std::vector<ChainStep>* trace) const {
   ChainOutcome outcome;
+  // Steady-clock reading that can start the next hook's timing: the previous hook's end, as
+  // long as only counter increments ran since. Anything slower in between (a replacement's
+  // validation, a failure's log line) clears it, so it is not charged to the next hook.
+  std::optional<int64_t> clock_ns;
+  // The step is built only when a trace is asked for (`hookgate hooks test`): on the ingest
+  // path it would cost string copies per hook per event.
+  auto record = [&](const Slot& slot, const char* result, int64_t duration_ns,
+                    std::string detail = {}) {
+    if (!trace) return;
+    const HookSpec& spec = slot.hook->spec();
+    trace->push_back(
+        ChainStep{spec.name, to_string(spec.kind), result, std::move(detail), duration_ns});
+  };
   for (const Slot& slot : sequential_) {
     Hook& hook = *slot.hook;
     const HookSpec& spec = hook.spec();
-    ChainStep step{spec.name, to_string(spec.kind), "", "", 0};
     if (!hook.matches(event.type())) {
-      if (trace) {
-        step.result = "not-matched";
-        trace->push_back(std::move(step));
-      }
+      record(slot, "not-matched", 0);
       continue;
     }
-    Invocation inv = invoke_hook(hook, event, *slot.stats);
-    step.duration_ns = inv.duration_ns;
-    std::optional<HookFailure> failure;
+    Invocation inv = invoke_hook(hook, event, *slot.stats, clock_ns ? *clock_ns : now_steady_ns());
+    clock_ns = inv.end_ns;
     if (!inv.result.ok()) {
-      failure = inv.result.error();
-    } else {
-      HookVerdict& verdict = inv.result.value();
-      switch (verdict.action) {
-        case Action::Continue:
-          slot.stats->runs(RunResult::Continue).inc();
-          step.result = "continue";
-          break;
-        case Action::Skip:
-          // Not a failure: the hook had nothing to do for this event.
-          slot.stats->runs(RunResult::Skip).inc();
-          step.result = "skip";
-          break;
-        case Action::Replace:
-          if (spec.kind == HookKind::Veto) {
-            // A veto hook may only allow or veto; its edits are ignored, not treated as garbage.
-            spdlog::debug("veto hook {} answered replace on event {}; ignored", spec.name,
-                          event.id());
-            slot.stats->runs(RunResult::Continue).inc();
-            step.result = "continue";
-            step.detail = "replacement ignored (veto hooks cannot modify events)";
-          } else if (auto st = accept_replacement(verdict.replacement, event); !st) {
-            failure = HookFailure{HookFailure::Kind::Error,
-                                  "replacement is not a valid event: " + st.error().message};
-          } else {
-            event = std::move(*verdict.replacement);
-            slot.stats->runs(RunResult::Replace).inc();
-            step.result = "replace";
-          }
-          break;
-        case Action::Veto: {
-          slot.stats->runs(RunResult::Veto).inc();
-          std::string reason =
-              verdict.reason.empty() ? "vetoed by hook " + spec.name : std::move(verdict.reason);
-          if (trace) {
-            step.result = "veto";
-            step.detail = reason;
-            trace->push_back(std::move(step));
-          }
-          vetoed(slot, std::move(reason), event, diagnostics, outcome);
-          return outcome;
-        }
-      }
-    }
-    if (failure) {
-      step.result = failure->kind == HookFailure::Kind::Timeout ? "timeout" : "failed";
-      step.detail = failure->reason;
-      if (trace) trace->push_back(std::move(step));
-      if (on_failure(slot, *failure, event, diagnostics, outcome)) return outcome;
+      clock_ns.reset();
+      const HookFailure& failure = inv.result.error();
+      record(slot, failure.kind == HookFailure::Kind::Timeout ? "timeout" : "failed",
+             inv.duration_ns, failure.reason);
+      if (on_failure(slot, failure, event, diagnostics, outcome)) return outcome;
       continue;
     }
-    if (trace) trace->push_back(std::move(step));
+    HookVerdict& verdict = inv.result.value();
+    switch (verdict.action) {
+      case Action::Continue:
+        slot.stats->runs(RunResult::Continue).inc();
+        record(slot, "continue", inv.duration_ns);
+        break;
+      case Action::Skip:
+        // Not a failure: the hook had nothing to do for this event.
+        slot.stats->runs(RunResult::Skip).inc();
+        record(slot, "skip", inv.duration_ns);
+        break;
+      case Action::Replace:
+        clock_ns.reset();
+        if (spec.kind == HookKind::Veto) {
+          // A veto hook may only allow or veto; its edits are ignored, not treated as garbage.
+          spdlog::debug("veto hook {} answered replace on event {}; ignored", spec.name,
+                        event.id());
+          slot.stats->runs(RunResult::Continue).inc();
+          record(slot, "continue", inv.duration_ns,
+                 "replacement ignored (veto hooks cannot modify events)");
+        } else if (auto st = accept_replacement(verdict.replacement, event); !st) {
+          HookFailure failure{HookFailure::Kind::Error,
+                              "replacement is not a valid event: " + st.error().message};
+          record(slot, "failed", inv.duration_ns, failure.reason);
+          if (on_failure(slot, failure, event, diagnostics, outcome)) return outcome;
+        } else {
+          event = std::move(*verdict.replacement);
+          slot.stats->runs(RunResult::Replace).inc();
+          record(slot, "replace", inv.duration_ns);
+        }
+        break;
+      case Action::Veto: {
+        slot.stats->runs(RunResult::Veto).inc();
+        std::string reason =
+            verdict.reason.empty() ? "vetoed by hook " + spec.name : std::move(verdict.reason);
+        record(slot, "veto", inv.duration_ns, reason);
+        vetoed(slot, std::move(reason), event, diagnostics, outcome);
+        return outcome;
+      }
+    }
   }
   return outcome;
 }

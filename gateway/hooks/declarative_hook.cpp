@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "config/yaml_reader.hpp"
-#include "gateway/common/clock.hpp"
 #include "gateway/hooks/native_hook.hpp"
 #include "gateway/hooks/program_hook.hpp"
 #include "gateway/pattern.hpp"
@@ -477,7 +476,7 @@ class DeclarativeHook final : public Hook {
       // what an earlier remove-only hook may have taken out, exactly as the copy path would.
       if (Status st = apply(event); !st)
         return HookFailure{HookFailure::Kind::Error, st.error().message};
-      if (Status st = event.normalize(now_unix_ms()); !st)
+      if (Status st = event.normalize(); !st)
         return HookFailure{HookFailure::Kind::Error,
                            "actions produced an invalid event: " + st.error().message};
       return HookVerdict{};
@@ -487,7 +486,7 @@ class DeclarativeHook final : public Hook {
     Event work = event.clone();
     if (Status st = apply(work); !st)
       return HookFailure{HookFailure::Kind::Error, st.error().message};
-    if (Status st = work.normalize(now_unix_ms()); !st)
+    if (Status st = work.normalize(); !st)
       return HookFailure{HookFailure::Kind::Error,
                          "actions produced an invalid event: " + st.error().message};
     event = std::move(work);

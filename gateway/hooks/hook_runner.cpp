@@ -42,7 +42,10 @@ HookStats::HookStats(const std::string& hook_name) {
 }
 
 Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats) {
-  int64_t start = now_steady_ns();
+  return invoke_hook(hook, event, stats, now_steady_ns());
+}
+
+Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats, int64_t start_ns) {
   std::optional<HookResult> result;
   try {
     result.emplace(hook.handle(event));
@@ -51,9 +54,9 @@ Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats) {
   } catch (...) {
     result.emplace(HookFailure{HookFailure::Kind::Error, "hook threw an unknown exception"});
   }
-  int64_t elapsed = now_steady_ns() - start;
-  stats.duration->observe_ns(elapsed);
-  return {std::move(*result), elapsed};
+  const int64_t end = now_steady_ns();
+  stats.duration->observe_ns(end - start_ns);
+  return {std::move(*result), end - start_ns, end};
 }
 
 void report_failure(const Hook& hook, const HookStats& stats, const HookFailure& failure,

@@ -34,10 +34,14 @@ struct HookStats {
 struct Invocation {
   HookResult result;
   int64_t duration_ns = 0;
+  int64_t end_ns = 0;  // steady clock when the hook returned
 };
 
 // Runs hook.handle(event) and records its duration. Hook::handle must not throw; if one does
 // anyway (a buggy native hook), the exception becomes an Error failure instead of escaping.
+// `start_ns` is the steady clock just before the call; the chain passes the previous hook's
+// end_ns when nothing ran in between, so N hooks cost N + 1 clock reads instead of 2N.
+Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats, int64_t start_ns);
 Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats);
 
 // Counts the failure, writes ONE warn line (hook, event id, reason, then `consequence`, e.g.

@@ -1,0 +1,42 @@
+#include "gateway/common/metrics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace hookgate::metrics {
+namespace {
+
+TEST(HistogramTest, EachObservationLandsInTheFirstBucketThatHoldsIt) {
+  Histogram h;
+  h.observe_ns(50'000);          // exactly the first bound (le is inclusive)
+  h.observe_ns(50'001);          // just past it: the second bucket
+  h.observe_ns(-5);              // a clock that stepped back counts as zero, never as huge
+  h.observe_ns(3'000'000);       // 3 ms: the 5 ms bucket
+  h.observe_ns(31'000'000'000);  // past the last bound: only +Inf holds it
+  EXPECT_EQ(h.bucket(0), 2u);
+  EXPECT_EQ(h.bucket(1), 1u);
+  EXPECT_EQ(h.bucket(6), 1u);
+  EXPECT_EQ(h.bucket(Histogram::kBounds.size()), 1u);
+  EXPECT_EQ(h.count(), 5u);
+  EXPECT_NEAR(h.sum_seconds(), 0.00005 + 0.000050001 + 0.003 + 31, 1e-9);
+}
+
+TEST(HistogramTest, PrometheusTextAgreesOnInfAndCount) {
+  Histogram& h = histogram("hookgate_test_histogram_seconds", "test", {{"case", "render"}});
+  h.observe_ns(1'000);           // first bucket
+  h.observe_ns(40'000'000'000);  // beyond 30 s
+  const std::string text = Registry::global().render_prometheus();
+  EXPECT_NE(text.find("hookgate_test_histogram_seconds_bucket{case=\"render\",le=\"5e-05\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("hookgate_test_histogram_seconds_bucket{case=\"render\",le=\"30\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("hookgate_test_histogram_seconds_bucket{case=\"render\",le=\"+Inf\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("hookgate_test_histogram_seconds_count{case=\"render\"} 2\n"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace hookgate::metrics
