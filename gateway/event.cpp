@@ -40,12 +40,13 @@ bool has_surrogate(const char* s, size_t n) {
   return false;
 }
 
-std::optional<std::string> unwritable(const JsonValue& root, bool may_hold_surrogates) {
+std::optional<std::string> unwritable(const JsonValue& root, bool may_hold_surrogates,
+                                      size_t max_depth) {
   std::vector<std::pair<const JsonValue*, size_t>> stack{{&root, 1}};
   while (!stack.empty()) {
     auto [v, depth] = stack.back();
     stack.pop_back();
-    if (depth > kMaxDepth) return "nested deeper than " + std::to_string(kMaxDepth) + " levels";
+    if (depth > max_depth) return "nested deeper than " + std::to_string(kMaxDepth) + " levels";
     if (v->IsDouble() && !std::isfinite(v->GetDouble()))
       return std::string("a number is out of range");
     if (may_hold_surrogates && v->IsString() && has_surrogate(v->GetString(), v->GetStringLength()))
@@ -107,7 +108,7 @@ Event::Event() {
   doc_.SetObject();
 }
 
-Result<Event> Event::parse(std::string_view json) {
+Result<Event> Event::parse(std::string_view json, size_t extra_depth) {
   Event ev;
   ev.doc_.Parse<kParseFlags>(json.data(), json.size());
   if (ev.doc_.HasParseError()) {
@@ -117,7 +118,8 @@ Result<Event> Event::parse(std::string_view json) {
   if (!ev.doc_.IsObject()) return make_error("event is not a JSON object");
   // One scan of the text instead of one per string: most events have no \u escape at all.
   const bool escapes = json.find("\\u") != std::string_view::npos;
-  if (auto problem = unwritable(ev.doc_, escapes)) return make_error("invalid JSON: " + *problem);
+  if (auto problem = unwritable(ev.doc_, escapes, kMaxDepth + extra_depth))
+    return make_error("invalid JSON: " + *problem);
   return ev;
 }
 

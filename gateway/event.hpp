@@ -7,6 +7,7 @@
 // simdjson it can mutate and write. See docs/design.md.
 #include <rapidjson/document.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,8 +28,10 @@ class Event {
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
-  // Parses JSON text (strict UTF-8). Fails unless the text is one JSON object.
-  static Result<Event> parse(std::string_view json);
+  // Parses JSON text (strict UTF-8). Fails unless the text is one JSON object. `extra_depth`
+  // allows that many more levels of nesting, for a wrapper (a program hook's answer line) whose
+  // members must obey the event limits themselves.
+  static Result<Event> parse(std::string_view json, size_t extra_depth = 0);
   // Parses and applies the envelope rules (see normalize()).
   static Result<Event> parse_envelope(std::string_view json, int64_t now_unix_ms);
 

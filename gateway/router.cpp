@@ -25,10 +25,14 @@ double epoch_seconds(std::string_view t) {
   }
   time_t secs = timegm(&tm);
   int offset = 0;
-  if (*rest == '+' || *rest == '-') {
-    int hh = 0, mm = 0;
-    if (std::sscanf(rest + 1, "%d:%d", &hh, &mm) == 2)
-      offset = (hh * 60 + mm) * 60 * (*rest == '+' ? 1 : -1);
+  // RFC 3339 offsets are exactly "+hh:mm"; anything else (a publisher's "+99999999:00") is
+  // read as UTC rather than parsed into an overflow.
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if ((*rest == '+' || *rest == '-') && digit(rest[1]) && digit(rest[2]) && rest[3] == ':' &&
+      digit(rest[4]) && digit(rest[5])) {
+    const int hh = (rest[1] - '0') * 10 + (rest[2] - '0');
+    const int mm = (rest[4] - '0') * 10 + (rest[5] - '0');
+    offset = (hh * 60 + mm) * 60 * (*rest == '+' ? 1 : -1);
   }
   return static_cast<double>(secs - offset) + ms / 1000.0;
 }

@@ -222,7 +222,8 @@ struct Dispatcher::Impl {
     bool in_multi = false;
     bool plain = false;  // sent by the built-in client, not libcurl
     std::string retry_after;
-    std::string refused_reason;
+    std::string refused_reason;         // the SSRF refusal of an address libcurl wanted to use
+    bool used_allowed_address = false;  // libcurl opened a socket to an address the policy allows
     int64_t started_ns = 0;
   };
 
@@ -471,6 +472,7 @@ struct Dispatcher::Impl {
         if (transfer->refused_reason.empty()) transfer->refused_reason = allowed.error().message;
         return CURL_SOCKET_BAD;
       }
+      transfer->used_allowed_address = true;
     }
     return ::socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
   }
@@ -683,8 +685,9 @@ struct Dispatcher::Impl {
       if (code != CURLE_OK) {
         const char* error = transfer->handle->error;
         result.transport_error = error[0] != '\0' ? std::string(error) : curl_easy_strerror(code);
-        // Happy eyeballs may refuse one address and fail on another: the refusal explains it.
-        result.final_error = transfer->refused_reason;
+        // A refusal is final only when it left no address to try: if the host also has an
+        // allowed one, its failure (a receiver restarting, a timeout) is retried as usual.
+        if (!transfer->used_allowed_address) result.final_error = transfer->refused_reason;
       }
       finish(std::move(transfer), result);
     }

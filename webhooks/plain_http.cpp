@@ -406,6 +406,7 @@ struct PlainHttpClient::Connection {
   size_t next_address = 0;
   int64_t connect_deadline_ns = 0;  // when the address being tried is given up (0: none)
   std::string refused;              // the SSRF refusal of an address this connection skipped
+  bool tried_allowed = false;       // an address the policy allows was tried
   std::string connect_error;        // why the last address failed
   bool reused = false;              // has carried a request before the current one
   int64_t idle_since_ns = 0;
@@ -608,6 +609,7 @@ void PlainHttpClient::connect_next(Connection& connection) {
       if (connection.refused.empty()) connection.refused = allowed.error().message;
       continue;
     }
+    connection.tried_allowed = true;
     int fd = ::socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
       connection.connect_error = std::string("socket: ") + std::strerror(errno);
@@ -649,7 +651,8 @@ void PlainHttpClient::connect_next(Connection& connection) {
       !connection.connect_error.empty()
           ? connection.connect_error
           : "Failed to connect to " + connection.where() + ": no address may be used";
-  result.final_error = connection.refused;
+  // Final only when the policy refused every address: a failure on an allowed one is retried.
+  if (!connection.tried_allowed) result.final_error = connection.refused;
   complete(connection, std::move(result), false);
 }
 

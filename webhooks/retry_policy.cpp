@@ -51,8 +51,11 @@ std::optional<int64_t> parse_retry_after(std::string_view value, int64_t now_uni
     return std::nullopt;
   time_t when = curl_getdate(text.c_str(), nullptr);
   if (when == static_cast<time_t>(-1)) return std::nullopt;
-  int64_t delay = static_cast<int64_t>(when) * 1000 - now_unix_ms;
-  return std::clamp<int64_t>(delay, 0, max_ms);
+  // Compare in seconds first: a date centuries away would overflow once turned into ms.
+  const int64_t when_s = static_cast<int64_t>(when);
+  if (when_s > (now_unix_ms + max_ms) / 1000 + 1) return max_ms;
+  if (when_s < now_unix_ms / 1000 - 1) return 0;
+  return std::clamp<int64_t>(when_s * 1000 - now_unix_ms, 0, max_ms);
 }
 
 Classification classify_attempt(const AttemptResult& result, int64_t now_unix_ms,

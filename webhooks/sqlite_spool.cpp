@@ -666,6 +666,9 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   for (auto& op : ops) any_txn |= op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune;
 
   std::string failure;  // non-empty: the whole transaction was lost
+  // An outcome whose UPDATE failed while the transaction went on: the file still says pending,
+  // but memory dropped the claim, so the lanes must be rebuilt from the file.
+  bool outcome_unrecorded = false;
   size_t rows = 0;
   const int64_t t0 = now_steady_ns();
   if (any_txn) {
@@ -771,6 +774,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             spdlog::warn("spool {}: recording outcome of {} failed: {}", path_, op.delivery.id,
                          c.error());
             op.applied = false;
+            outcome_unrecorded = true;
             if (sqlite3_get_autocommit(c.db)) failure = c.error();
           } else if (op.applied) {
             ++rows;
@@ -818,7 +822,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   bool ready = false;
   {
     std::scoped_lock lock(disk_mu_, mu_);
-    bool resync = !failure.empty();
+    bool resync = !failure.empty() || outcome_unrecorded;
     for (auto& op_ptr : ops) {
       Op& op = *op_ptr;
       if (op.kind == Op::Kind::Complete) {

@@ -77,8 +77,23 @@ bool is_non_finite_text(const std::string& s) {
   return false;
 }
 
+// YAML values and conditions nest at most this deep. Besides keeping events writable, it stops
+// the walk on an alias that refers to its own anchor (`x: &a [*a]`): yaml-cpp builds such a
+// node as a cycle, and an unbounded recursion over it would overflow the stack.
+constexpr size_t kMaxYamlDepth = 64;
+
+bool too_deep(const YAML::Node& node, size_t depth, const std::string& file,
+              const std::string& what, Diagnostics& errors) {
+  if (depth <= kMaxYamlDepth) return false;
+  errors.push_back({position_of(node, file), what + " nests deeper than " +
+                                                 std::to_string(kMaxYamlDepth) +
+                                                 " levels (or an alias refers to its own anchor)"});
+  return true;
+}
+
 bool yaml_to_json(const YAML::Node& node, JsonValue& out, Allocator& a, const std::string& file,
-                  Diagnostics& errors) {
+                  Diagnostics& errors, size_t depth = 1) {
+  if (too_deep(node, depth, file, "this value", errors)) return false;
   switch (node.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
@@ -139,7 +154,7 @@ bool yaml_to_json(const YAML::Node& node, JsonValue& out, Allocator& a, const st
       bool ok = true;
       for (const auto& item : node) {
         JsonValue v;
-        ok = yaml_to_json(item, v, a, file, errors) && ok;
+        ok = yaml_to_json(item, v, a, file, errors, depth + 1) && ok;
         out.PushBack(v, a);
       }
       return ok;
@@ -160,7 +175,7 @@ bool yaml_to_json(const YAML::Node& node, JsonValue& out, Allocator& a, const st
           continue;
         }
         JsonValue v;
-        ok = yaml_to_json(it.second, v, a, file, errors) && ok;
+        ok = yaml_to_json(it.second, v, a, file, errors, depth + 1) && ok;
         out.AddMember(JsonValue(key.c_str(), static_cast<rapidjson::SizeType>(key.size()), a), v,
                       a);
       }
@@ -252,7 +267,11 @@ struct Condition {
 };
 
 std::optional<Condition> parse_condition(const YAML::Node& node, const std::string& file,
-                                         const std::string& context, Diagnostics& errors) {
+                                         const std::string& context, Diagnostics& errors,
+                                         size_t depth = 1) {
+  // Named by its root (`when`): the full path of a cycle would repeat `.not` 64 times.
+  if (too_deep(node, depth, file, context.substr(0, context.find('.')), errors))
+    return std::nullopt;
   if (!node.IsMap()) {
     errors.push_back({position_of(node, file),
                       context +
@@ -305,7 +324,7 @@ std::optional<Condition> parse_condition(const YAML::Node& node, const std::stri
     r.error(r.pos(), context + ": a condition needs field: or exactly one of all, any, not");
   } else if (r.has("not")) {
     c.op = Condition::Op::Not;
-    if (auto child = parse_condition(r.node("not"), file, context + ".not", errors))
+    if (auto child = parse_condition(r.node("not"), file, context + ".not", errors, depth + 1))
       c.children.push_back(std::move(*child));
   } else {
     const char* key = r.has("all") ? "all" : "any";
@@ -316,7 +335,7 @@ std::optional<Condition> parse_condition(const YAML::Node& node, const std::stri
     } else {
       for (size_t i = 0; i < list.size(); ++i) {
         std::string where = context + "." + key + "[" + std::to_string(i) + "]";
-        if (auto child = parse_condition(list[i], file, where, errors))
+        if (auto child = parse_condition(list[i], file, where, errors, depth + 1))
           c.children.push_back(std::move(*child));
       }
     }

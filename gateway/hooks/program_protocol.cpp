@@ -41,11 +41,10 @@ Result<Event, std::string> replacement_event(std::string_view json) {
 
 Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_kind) {
   const std::string want = R"(want {"hookgate":1,"kind":"veto|transform|observe","events":[...]})";
-  JsonDocument doc;
-  doc.Parse(line.data(), line.size());
-  if (doc.HasParseError() || !doc.IsObject()) {
-    return "invalid handshake line (" + want + "): " + excerpt(line);
-  }
+  // Event::parse: strict and iterative, so a hostile line cannot exhaust the stack.
+  auto parsed = Event::parse(line);
+  if (!parsed) return "invalid handshake line (" + want + "): " + excerpt(line);
+  const JsonDocument& doc = parsed->doc();
   auto version = doc.FindMember("hookgate");
   if (version == doc.MemberEnd()) return "handshake has no \"hookgate\" version (" + want + ")";
   if (!version->value.IsInt() || version->value.GetInt() != 1) {
@@ -84,9 +83,16 @@ std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
   auto garbage = [&] {
     return HookResult(HookFailure{HookFailure::Kind::Error, "garbage answer: " + excerpt(line)});
   };
-  JsonDocument doc;
-  doc.Parse(line.data(), line.size());
-  if (doc.HasParseError() || !doc.IsObject()) return garbage();
+  // The event rules for the whole line (strict UTF-8, iterative parse, no infinities or lone
+  // surrogates, bounded depth with one level for the answer around "event"): a replacement that
+  // passes can always be written back as the webhook body.
+  auto parsed = Event::parse(line, 1);
+  if (!parsed) {
+    return HookResult(
+        HookFailure{HookFailure::Kind::Error,
+                    "garbage answer: " + excerpt(line) + " (" + parsed.error().message + ")"});
+  }
+  const JsonDocument& doc = parsed->doc();
   auto id_it = doc.FindMember("id");
   if (id_it == doc.MemberEnd() || !id_it->value.IsUint64()) return garbage();
   if (id_it->value.GetUint64() != id) {

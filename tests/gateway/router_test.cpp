@@ -55,5 +55,23 @@ TEST(RouterTest, SplunkHecShape) {
   EXPECT_STREQ(d["event"]["data"]["user"].GetString(), "ann");
 }
 
+TEST(RouterTest, SplunkHecTimeHonoursOffsetsAndIgnoresMalformedOnes) {
+  auto w = hook("siem", {"*"}, config::BodyMode::SplunkHec);
+  Router router({w});
+  auto hec_time = [&](const std::string& time) {
+    auto ev = Event::parse_envelope(R"({"type":"auth.failure","time":")" + time + R"("})", 0);
+    EXPECT_TRUE(ev);
+    std::vector<webhooks::Delivery> out;
+    EXPECT_EQ(router.route(*ev, 0, out), 1u);
+    rapidjson::Document d;
+    d.Parse(out[0].body->c_str());
+    return d["time"].GetDouble();
+  };
+  EXPECT_DOUBLE_EQ(hec_time("2024-01-02T08:34:05+05:30"), 1704164645);
+  EXPECT_DOUBLE_EQ(hec_time("2024-01-01T22:04:05-05:00"), 1704164645);
+  // Not an RFC 3339 offset: read as UTC, not parsed into an overflowing number of seconds.
+  EXPECT_DOUBLE_EQ(hec_time("2024-01-02T03:04:05+99999999:00"), 1704164645);
+}
+
 }  // namespace
 }  // namespace hookgate

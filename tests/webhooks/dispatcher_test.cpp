@@ -3,6 +3,7 @@
 #include "webhooks/dispatcher.hpp"
 
 #include <gtest/gtest.h>
+#include <netdb.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
@@ -17,6 +18,7 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/ids.hpp"
 #include "gateway/common/metrics.hpp"
+#include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
 #include "webhooks/memory_store.hpp"
 
@@ -659,6 +661,44 @@ TEST_P(DispatcherTest, DeniedAddressNeverReachesTheReceiver) {
   EXPECT_NE(store_.completions()[0].outcome.error.find(
                 "address 127.0.0.1 refused by SSRF policy: in deny_cidrs (127.0.0.0/8)"),
             std::string::npos);
+}
+
+// True when `host` resolves to both an IPv4 and an IPv6 address (localhost usually does).
+bool resolves_to_both_families(const char* host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host, nullptr, &hints, &found) != 0) return false;
+  bool v4 = false, v6 = false;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    v4 = v4 || a->ai_family == AF_INET;
+    v6 = v6 || a->ai_family == AF_INET6;
+  }
+  freeaddrinfo(found);
+  return v4 && v6;
+}
+
+TEST_P(DispatcherTest, RefusedAddressBesideAnAllowedOneDoesNotMakeAFailureFinal) {
+  if (!resolves_to_both_families("localhost"))
+    GTEST_SKIP() << "localhost does not resolve to both 127.0.0.1 and ::1 here";
+  // ::1 is denied, 127.0.0.1 is allowed but nothing listens there (a receiver restarting): the
+  // attempt fails on the allowed address, so it is retried, not dead-lettered as refused.
+  const std::string name = unique_name();
+  auto w = webhook(name, "http://localhost:" + std::to_string(testing::free_tcp_port()) + "/x");
+  w.deny_cidrs = {"::1/128"};
+  w.retry.initial_backoff_ms = 60'000;  // one attempt is enough to see the decision
+  w.retry.max_backoff_ms = 60'000;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  Delivery sent = add(name);
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  dispatcher.stop(milliseconds(0));
+  auto completion = store_.completions().at(0);
+  EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Retry) << completion.outcome.error;
+  EXPECT_EQ(completion.outcome.error.find("refused by SSRF policy"), std::string::npos)
+      << completion.outcome.error;
+  EXPECT_EQ(store_.get(sent.id)->state, DeliveryState::Pending);
 }
 
 TEST_P(DispatcherTest, StricterPolicyNeverReusesAConnectionOpenedUnderALaxerOne) {

@@ -407,10 +407,12 @@ TEST_F(SqliteSpoolTest, RowidsStayFreshWhenOnlyAPayloadRemainsAtTheEnd) {
   EXPECT_EQ(*y[0].body, "{\"id\":\"y\"}");
 }
 
-// Runs SQL on the spool file through a connection of its own (the spool must be closed).
+// Runs SQL on the spool file through a connection of its own (waiting for the spool's writer if
+// it is open).
 void exec_on(const std::string& path, const char* sql) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
   EXPECT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
   sqlite3_close(db);
 }
@@ -863,6 +865,37 @@ TEST_F(SqliteSpoolTest, AddAsyncDeliveriesCanBeCompletedBeforeTheirCommit) {
   ASSERT_TRUE(b1);
   EXPECT_EQ(b1->state, DeliveryState::Delivered);
   EXPECT_TRUE(spool->claim_due("siem", now_unix_ms() + 1, 10).empty());
+}
+
+TEST_F(SqliteSpoolTest, AnOutcomeSqliteCouldNotRecordLeavesTheDeliveryClaimable) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  // A statement-level error (as SQLITE_FULL or an I/O error can be) that leaves the rest of the
+  // transaction standing: RAISE(ABORT) in a trigger fails only the UPDATE of x1.
+  exec_on(cfg_.path,
+          "CREATE TRIGGER fail_x1 BEFORE UPDATE ON deliveries WHEN OLD.id = 'x1' "
+          "BEGIN SELECT RAISE(ABORT, 'injected'); END;");
+  // The writer notices that commit (another process wrote: it rereads the file) after a batch;
+  // two flushes put it behind us, so the deliveries below are held in memory, not read from the
+  // file, and only the failed outcome can make the spool look at the file again.
+  ASSERT_TRUE(spool->flush());
+  ASSERT_TRUE(spool->flush());
+  ASSERT_TRUE(spool->add({make("x1", "siem"), make("x2", "siem")}));
+  auto claimed = spool->claim_due("siem", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"x1", "x2"}));
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
+  spool->complete(claimed[1], {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->get("x2")->state, DeliveryState::Delivered);
+  EXPECT_EQ(spool->get("x1")->state, DeliveryState::Pending);
+  // The file still says x1 is pending: without a restart it must be handed out again.
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        return ids_of(spool->claim_due("siem", now_unix_ms(), 10)) ==
+               std::vector<std::string>{"x1"};
+      },
+      std::chrono::seconds(3)));
+  EXPECT_EQ(spool->pending_count(), 1u);
 }
 
 TEST_F(SqliteSpoolTest, OnlyClaimsCanBeCompletedAndOnlyOnce) {
