@@ -32,6 +32,15 @@ bool valid_z85_key(const std::string& k) {
   return k.size() == 40 && zmq_z85_decode(bin, k.c_str()) != nullptr;
 }
 
+// One non-comment line of a key file: a bare key (label empty), or "label: key" / "label = key".
+// A whole line that is a Z85 key is a key even when it holds ':' or '=' (both are Z85 digits).
+std::pair<std::string, std::string> key_line(const std::string& line) {
+  if (valid_z85_key(line)) return {"", line};
+  auto sep = line.find_first_of(":=");
+  if (sep == std::string::npos) return {"", line};
+  return {trim(line.substr(0, sep)), trim(line.substr(sep + 1))};
+}
+
 }  // namespace
 
 CurveKeypair generate_curve_keypair() {
@@ -55,10 +64,8 @@ Result<CurveKeypair> read_key_file(const std::string& path) {
   while (std::getline(in, line)) {
     line = trim(line);
     if (line.empty() || line[0] == '#') continue;
-    auto colon = line.find_first_of(":=");
-    std::string key = colon == std::string::npos ? "public" : trim(line.substr(0, colon));
-    std::string value = colon == std::string::npos ? line : trim(line.substr(colon + 1));
-    if (key == "public" || key == "public-key") {
+    auto [key, value] = key_line(line);
+    if (key.empty() || key == "public" || key == "public-key") {
       keys.public_key = value;
     } else if (key == "secret" || key == "secret-key") {
       keys.secret_key = value;
@@ -92,8 +99,7 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
     ++n;
     line = trim(line);
     if (line.empty() || line[0] == '#') continue;
-    auto colon = line.find_first_of(":=");
-    if (colon != std::string::npos) line = trim(line.substr(colon + 1));
+    line = key_line(line).second;
     if (!valid_z85_key(line))
       return make_error(path + ":" + std::to_string(n) + ": not a 40-character Z85 public key");
     allowed.insert(line);
@@ -124,48 +130,57 @@ void ZapAuthenticator::set_allowed(std::set<std::string> allowed_z85) {
 void ZapAuthenticator::run() {
   auto& denied_counter = metrics::counter("hookgate_bus_auth_denied_total",
                                           "Bus connections refused by the CURVE allow-list");
-  while (!stop_) {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) continue;
-    // ZAP request: version, request id, domain, address, identity, mechanism, credentials...
-    std::vector<zmq::message_t> frames;
-    zmq::message_t part;
-    do {
-      if (!socket_.recv(part, zmq::recv_flags::none)) break;
-      frames.push_back(std::move(part));
-    } while (frames.back().more());
-    if (frames.size() < 6) continue;
-    std::string mechanism = frames[5].to_string();
-    std::string client_key;
-    if (mechanism == "CURVE" && frames.size() >= 7 && frames[6].size() == 32) {
-      char z85[41];
-      zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32);
-      client_key = z85;
-    }
-    bool ok;
-    {
-      std::lock_guard lock(mu_);
-      ok = !client_key.empty() && allowed_.count(client_key) > 0;
-    }
-    spdlog::debug("bus: ZAP {} from {}: {}", mechanism, frames[3].to_string(),
-                  ok ? "allowed" : "denied");
-    if (!ok) {
-      denied_.fetch_add(1);
-      denied_counter.inc();
-      spdlog::warn(
-          "bus: refused {} client from {}{}", mechanism, frames[3].to_string(),
-          client_key.empty() ? "" : " (public key " + client_key + " not in allowed_clients)");
-    }
-    std::array<std::string, 6> reply = {"1.0",
-                                        frames[1].to_string(),
-                                        ok ? "200" : "400",
-                                        ok ? "OK" : "client key not allowed",
-                                        ok ? client_key : "",
-                                        ""};
-    for (size_t i = 0; i < reply.size(); ++i) {
-      socket_.send(zmq::buffer(reply[i]),
-                   i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    }
+  try {
+    while (!stop_) answer_one(denied_counter);
+  } catch (const zmq::error_t& e) {
+    // The context is terminating under us (its owner did not stop this handler first): close
+    // the socket so the termination can finish, instead of letting the exception end the process.
+    spdlog::warn("bus: ZAP handler stopping: {}", e.what());
+    socket_.close();
+  }
+}
+
+void ZapAuthenticator::answer_one(metrics::Counter& denied_counter) {
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) return;
+  // ZAP request: version, request id, domain, address, identity, mechanism, credentials...
+  std::vector<zmq::message_t> frames;
+  zmq::message_t part;
+  do {
+    if (!socket_.recv(part, zmq::recv_flags::none)) break;
+    frames.push_back(std::move(part));
+  } while (frames.back().more());
+  if (frames.size() < 6) return;
+  std::string mechanism = frames[5].to_string();
+  std::string client_key;
+  if (mechanism == "CURVE" && frames.size() >= 7 && frames[6].size() == 32) {
+    char z85[41];
+    zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32);
+    client_key = z85;
+  }
+  bool ok;
+  {
+    std::lock_guard lock(mu_);
+    ok = !client_key.empty() && allowed_.count(client_key) > 0;
+  }
+  spdlog::debug("bus: ZAP {} from {}: {}", mechanism, frames[3].to_string(),
+                ok ? "allowed" : "denied");
+  if (!ok) {
+    denied_.fetch_add(1);
+    denied_counter.inc();
+    spdlog::warn(
+        "bus: refused {} client from {}{}", mechanism, frames[3].to_string(),
+        client_key.empty() ? "" : " (public key " + client_key + " not in allowed_clients)");
+  }
+  std::array<std::string, 6> reply = {"1.0",
+                                      frames[1].to_string(),
+                                      ok ? "200" : "400",
+                                      ok ? "OK" : "client key not allowed",
+                                      ok ? client_key : "",
+                                      ""};
+  for (size_t i = 0; i < reply.size(); ++i) {
+    socket_.send(zmq::buffer(reply[i]),
+                 i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   }
 }
 

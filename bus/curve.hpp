@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "config/config.hpp"
+#include "gateway/common/metrics.hpp"
 #include "gateway/common/result.hpp"
 
 namespace hookgate::bus {
@@ -24,7 +25,8 @@ struct CurveKeypair {
 
 CurveKeypair generate_curve_keypair();
 // Key files: lines "public: <z85>" and "secret: <z85>" ('#' comments allowed). A bare 40-character
-// line is read as a public key.
+// Z85 line is read as a public key (Z85 has ':' and '=' in its alphabet, so a line is a key
+// before it is a "label: key" pair).
 std::string format_keypair_file(const CurveKeypair& keys, bool include_secret);
 Result<CurveKeypair> read_key_file(const std::string& path);
 // allowed_clients: a key file (one public key a line) or a folder of *.key / *.pub files.
@@ -41,6 +43,7 @@ class ZapAuthenticator {
 
  private:
   void run();
+  void answer_one(metrics::Counter& denied_counter);  // waits up to 100 ms for one request
   zmq::socket_t socket_;
   std::mutex mu_;
   std::set<std::string> allowed_;
@@ -57,6 +60,20 @@ Status configure_curve_server(zmq::context_t& ctx, zmq::socket_t& sock,
 Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg);
 // Stops the context's authenticator; call before the context is destroyed.
 void stop_zap_authenticator(zmq::context_t& ctx);
+// Calls stop_zap_authenticator(ctx) when it goes out of scope, on every path (a start-up that
+// fails after the authenticator started included: a handler left running would make the
+// context's termination throw in its thread). Declare it after the context and before the
+// sockets, so it runs after they close and before the context terminates.
+class ZapAuthenticatorStopper {
+ public:
+  explicit ZapAuthenticatorStopper(zmq::context_t& ctx) : ctx_(ctx) {}
+  ~ZapAuthenticatorStopper() { stop_zap_authenticator(ctx_); }
+  ZapAuthenticatorStopper(const ZapAuthenticatorStopper&) = delete;
+  ZapAuthenticatorStopper& operator=(const ZapAuthenticatorStopper&) = delete;
+
+ private:
+  zmq::context_t& ctx_;
+};
 // A server public key given as 40 Z85 characters or as a key file (`hookgate keygen` output).
 Result<std::string> read_server_key(const std::string& z85_or_file);
 // Makes `sock` a CURVE client of `server_public` using the client keypair.

@@ -87,6 +87,21 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   r.finish();
 }
 
+constexpr double kMaxRatePerSecond = 1'000'000;
+
+// HOST:PORT (HOST may be empty or a bracketed IPv6 literal); PORT 0 lets the kernel pick.
+bool valid_host_port(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= listen.size() || listen.size() - colon > 6)
+    return false;
+  int port = 0;
+  for (size_t i = colon + 1; i < listen.size(); ++i) {
+    if (listen[i] < '0' || listen[i] > '9') return false;
+    port = port * 10 + (listen[i] - '0');
+  }
+  return port <= 65535;
+}
+
 void read_hooks(MapReader r, HooksConfig& hooks) {
   r.get("enabled", hooks.enabled);
   r.get("directories", hooks.directories);
@@ -120,10 +135,17 @@ void validate_webhook(MapReader& r, WebhookConfig& w) {
   if (w.timeout_ms <= 0) r.error(r.pos("timeout_ms"), r.context() + ".timeout_ms must be positive");
   if (w.max_in_flight < 1)
     r.error(r.pos("max_in_flight"), r.context() + ".max_in_flight must be at least 1");
-  if (w.rate_limit_per_s < 0)
-    r.error(r.pos("rate_limit_per_s"), r.context() + ".rate_limit_per_s must not be negative");
+  // Also refuses inf/nan: "unlimited" is 0, and a token bucket cannot hold infinity.
+  if (!(w.rate_limit_per_s >= 0 && w.rate_limit_per_s <= kMaxRatePerSecond))
+    r.error(r.pos("rate_limit_per_s"),
+            r.context() + ".rate_limit_per_s: expected 0 (no limit) up to " +
+                std::to_string(static_cast<int>(kMaxRatePerSecond)) + " requests a second");
   for (const auto& s : w.secrets) {
-    if (s.empty()) r.error(r.pos("secret"), r.context() + ": a secret is empty");
+    if (s.empty())
+      r.error(r.pos(r.has("secrets") ? "secrets" : "secret"),
+              r.context() +
+                  ": a secret is empty (an unset or empty ${VAR}?); leave the key out to send "
+                  "unsigned");
     register_secret(s);
   }
   for (const auto& [name, value] : w.headers)
@@ -154,7 +176,8 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   std::string secret;
   r.get("secret", secret);
   r.get("secrets", w.secrets);
-  if (!secret.empty()) {
+  // Present but empty (an unset or empty ${VAR}) is an error below, not "send unsigned".
+  if (r.has("secret")) {
     if (r.has("secrets"))
       r.error(r.pos("secret"), context + ": use `secret` or `secrets`, not both");
     w.secrets = {secret};
@@ -246,8 +269,9 @@ void read_admin(MapReader r, AdminConfig& admin) {
   r.get("listen", admin.listen);
   r.get("token", admin.token);
   register_secret(admin.token);
-  if (admin.enabled && admin.listen.rfind(':') == std::string::npos)
-    r.error(r.pos("listen"), "admin.listen: expected HOST:PORT");
+  if (admin.enabled && !valid_host_port(admin.listen))
+    r.error(r.pos("listen"), "admin.listen: expected HOST:PORT with a port from 0 to 65535, got '" +
+                                 admin.listen + "'");
   r.finish();
 }
 
@@ -269,6 +293,8 @@ void read_extensions_alias(MapReader r, Config& cfg) {
   r.get("directories", cfg.hooks.directories);
   r.get("hotReload", cfg.hooks.hot_reload);
   r.get("maxExecutionTime", cfg.hooks.default_timeout_ms);
+  if (cfg.hooks.default_timeout_ms <= 0)
+    r.error(r.pos("maxExecutionTime"), "extensions.maxExecutionTime must be positive");
   r.get("failOpen", cfg.hooks.fail_open);
   YAML::Node hooks = r.node("webhooks");
   if (hooks.IsDefined() && !hooks.IsNull()) {
@@ -285,7 +311,7 @@ void read_extensions_alias(MapReader r, Config& cfg) {
         w.get("url", hook.url);
         std::string secret;
         w.get("secret", secret);
-        if (!secret.empty()) hook.secrets = {secret};
+        if (w.has("secret")) hook.secrets = {secret};
         w.get("timeout", hook.timeout_ms);
         hook.events = {event.empty() ? std::string("*") : event};
         hook.name = "extensions-" + std::to_string(i) + (event.empty() ? "" : "-" + event);

@@ -76,7 +76,9 @@ bool chain_has_observers(const hooks::HookChain& chain) {
 struct Gateway::Impl {
   config::Config cfg;
   zmq::context_t ctx{1};
+  bus::ZapAuthenticatorStopper zap_stopper{ctx};  // after the sockets close, before ctx ends
   std::unique_ptr<bus::Subscriber> sub;
+  std::string bus_endpoint;  // what sub bound to; /status reads it while sub may be closing
   std::unique_ptr<webhooks::DeliveryStore> store;
   struct AddInFlight {  // ingest thread only
     std::future<Status> accepted;
@@ -200,9 +202,25 @@ struct Gateway::Impl {
       return;
     }
     config::Config& n = next.value();
+    const auto& cur_curve = cfg.bus.curve;
+    const auto& new_curve = n.bus.curve;
     if (n.bus.bind != cfg.bus.bind || n.bus.connect != cfg.bus.connect ||
-        n.bus.topics != cfg.bus.topics)
+        n.bus.topics != cfg.bus.topics || new_curve.enabled != cur_curve.enabled ||
+        new_curve.secret_key_file != cur_curve.secret_key_file ||
+        new_curve.server_key != cur_curve.server_key)
       spdlog::warn("reload: bus settings changed; they take effect on restart");
+    // The allow-list is re-read on every reload: removing a compromised publisher's key must not
+    // wait for a restart. A list that cannot be read keeps the running one.
+    if (cur_curve.enabled && !cur_curve.client_mode() && new_curve.enabled &&
+        !new_curve.client_mode()) {
+      if (auto st = bus::ensure_zap_authenticator(ctx, new_curve); !st) {
+        spdlog::error("reload: bus allowed_clients {}: {}; keeping the running allow-list",
+                      new_curve.allowed_clients, st.error().message);
+      } else {
+        cfg.bus.curve.allowed_clients = new_curve.allowed_clients;
+        spdlog::info("reload: bus allow-list re-read from {}", new_curve.allowed_clients);
+      }
+    }
     if (n.spool.path != cfg.spool.path || n.spool.mode != cfg.spool.mode)
       spdlog::warn("reload: spool settings changed; they take effect on restart");
     if (n.admin.listen != cfg.admin.listen)
@@ -378,7 +396,7 @@ struct Gateway::Impl {
     w.Key("ready");
     w.Bool(running.load());
     w.Key("bus");
-    w.String(sub ? sub->bound_endpoint().c_str() : "");
+    w.String(bus_endpoint.c_str());
     w.Key("spool");
     w.StartObject();
     w.Key("mode");
@@ -489,6 +507,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   auto sub = bus::Subscriber::open(g.ctx, g.cfg.bus);
   if (!sub) return sub.error();
   g.sub = std::move(sub.value());
+  g.bus_endpoint = g.sub->bound_endpoint();
 
   if (g.cfg.admin.enabled) {
     AdminHandlers handlers{
@@ -506,7 +525,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   }
   g.dispatcher->start();
   spdlog::info("hookgate {} listening on {}{}{}", HOOKGATE_VERSION,
-               g.sub->bound_endpoint().empty() ? "(connect only)" : g.sub->bound_endpoint(),
+               g.bus_endpoint.empty() ? "(connect only)" : g.bus_endpoint,
                g.admin ? ", admin on port " + std::to_string(g.admin->port()) : std::string(),
                ", " + std::to_string(g.cfg.webhooks.size()) + " webhooks");
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));
@@ -522,7 +541,6 @@ Gateway::~Gateway() {
   impl_->admin.reset();
   impl_->dispatcher.reset();
   impl_->store.reset();
-  bus::stop_zap_authenticator(impl_->ctx);
 }
 
 void Gateway::run() {
@@ -546,7 +564,7 @@ void Gateway::request_hooks_reload() {
   impl_->reload_hooks = true;
 }
 std::string Gateway::bus_endpoint() const {
-  return impl_->sub ? impl_->sub->bound_endpoint() : "";
+  return impl_->bus_endpoint;
 }
 int Gateway::admin_port() const {
   return impl_->admin ? impl_->admin->port() : 0;

@@ -1,5 +1,6 @@
 #include <signal.h>
 
+#include <charconv>
 #include <cstdio>
 #include <zmq.hpp>
 
@@ -30,7 +31,17 @@ int cmd_bus(const std::vector<std::string>& argv) {
   if (!frontend || !backend) return fail("--frontend and --backend are required", 2);
   setup_logging(args.get_or("log-level", "info"), "text");
 
+  int64_t max_message_bytes = 0;
+  {
+    const std::string text = args.get_or("max-message-bytes", "1048576");
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), max_message_bytes);
+    if (ec != std::errc{} || end != text.data() + text.size() || max_message_bytes <= 0)
+      return fail("--max-message-bytes: expected a positive number of bytes, got '" + text + "'",
+                  2);
+  }
+
   zmq::context_t ctx(1);
+  bus::ZapAuthenticatorStopper zap_stopper(ctx);  // runs after the sockets below close
   zmq::socket_t control_in(ctx, zmq::socket_type::pair);
   control_in.bind("inproc://hookgate-bus-control");
   handle_signals([&ctx](int sig) {
@@ -46,8 +57,7 @@ int cmd_bus(const std::vector<std::string>& argv) {
     zmq::socket_t xpub(ctx, zmq::socket_type::xpub);
     xsub.set(zmq::sockopt::linger, 0);
     xpub.set(zmq::sockopt::linger, 0);
-    xsub.set(zmq::sockopt::maxmsgsize,
-             static_cast<int64_t>(std::atoll(args.get_or("max-message-bytes", "1048576").c_str())));
+    xsub.set(zmq::sockopt::maxmsgsize, max_message_bytes);
     if (auto key = args.get("curve-secret-key")) {
       auto allowed = args.get("allowed-clients");
       if (!allowed) return fail("--curve-secret-key needs --allowed-clients", 2);
@@ -72,7 +82,6 @@ int cmd_bus(const std::vector<std::string>& argv) {
       rc = 1;
     }
   }
-  bus::stop_zap_authenticator(ctx);
   spdlog::info("bus proxy stopped");
   return rc;
 }

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "bus/publisher.hpp"
 #include "bus/subscriber.hpp"
@@ -35,6 +36,37 @@ TEST(CurveTest, KeyFilesRoundTrip) {
   EXPECT_EQ(back->secret_key, keys.secret_key);
   write(dir.path / "bad", "public: nope\n");
   EXPECT_FALSE(read_key_file((dir.path / "bad").string()));
+}
+
+// ':' and '=' are Z85 digits: a line that is a whole key is a key, not "label: value".
+TEST(CurveTest, BareKeysMayHoldColonsAndEquals) {
+  TempDir dir;
+  const std::string with_colon = "rq:rM>}U?@Lns47E1%kR.o@n%FcmmsL/@{H8]yf7";
+  std::string with_equals;
+  for (int i = 0; i < 1000 && with_equals.empty(); ++i) {
+    auto k = generate_curve_keypair().public_key;
+    if (k.find('=') != std::string::npos && k.find(':') == std::string::npos) with_equals = k;
+  }
+  ASSERT_FALSE(with_equals.empty());
+  const std::string labelled = generate_curve_keypair().public_key;
+
+  write(dir.path / "allowed",
+        "# one key a line\n" + with_colon + "\n  " + with_equals + "  \nsvc = " + labelled + "\n");
+  auto list = read_allowed_clients((dir.path / "allowed").string());
+  ASSERT_TRUE(list) << list.error().message;
+  EXPECT_EQ(*list, (std::set<std::string>{with_colon, with_equals, labelled}));
+
+  fs::create_directory(dir.path / "clients");
+  write(dir.path / "clients" / "a.pub", with_colon + "\n");
+  write(dir.path / "clients" / "b.pub", "public: " + with_equals + "\n");
+  auto folder = read_allowed_clients((dir.path / "clients").string());
+  ASSERT_TRUE(folder) << folder.error().message;
+  EXPECT_EQ(*folder, (std::set<std::string>{with_colon, with_equals}));
+
+  write(dir.path / "server.pub", with_colon + "\n");
+  auto server = read_server_key((dir.path / "server.pub").string());
+  ASSERT_TRUE(server) << server.error().message;
+  EXPECT_EQ(*server, with_colon);
 }
 
 // libzmq admits any client that knows the server key unless ZAP says no: only listed keys pass.

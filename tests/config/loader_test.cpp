@@ -170,6 +170,44 @@ TEST(ConfigLoaderTest, UnsetVariableIsAnErrorAndSecretsStayOut) {
   for (const auto& d : bad.error()) EXPECT_EQ(d.str().find("very-secret-value"), std::string::npos);
 }
 
+TEST(ConfigLoaderTest, AnEmptySecretIsAnErrorNotUnsignedDelivery) {
+  setenv("HG_EMPTY_SECRET", "", 1);
+  auto cfg = load("webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_EMPTY_SECRET}\n");
+  EXPECT_EQ(first_error(cfg),
+            "test.yaml:4:13: webhooks[0]: a secret is empty (an unset or empty ${VAR}?); leave the "
+            "key out to send unsigned");
+  auto alias = load(
+      "extensions:\n  webhooks:\n    - { hook: a, url: \"http://x/\", secret: "
+      "\"${HG_EMPTY_SECRET}\" }\n");
+  EXPECT_NE(first_error(alias).find("a secret is empty"), std::string::npos) << first_error(alias);
+  // No secret key at all is the way to send unsigned.
+  auto unsigned_ok = load("webhooks:\n  - name: a\n    url: http://x/\n");
+  ASSERT_TRUE(unsigned_ok) << first_error(unsigned_ok);
+  EXPECT_TRUE(unsigned_ok->webhooks[0].secrets.empty());
+}
+
+TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
+  for (const char* rate : {"inf", "nan", "1e400", "-1", "2000000"}) {
+    auto cfg =
+        load(std::string("webhooks:\n  - { name: a, url: \"http://x/\", rate_limit_per_s: ") +
+             rate + " }\n");
+    EXPECT_NE(first_error(cfg).find("rate_limit_per_s: expected 0 (no limit) up to 1000000"),
+              std::string::npos)
+        << rate << ": " << first_error(cfg);
+  }
+  EXPECT_TRUE(load("webhooks:\n  - { name: a, url: \"http://x/\", rate_limit_per_s: 0.5 }\n"));
+  EXPECT_EQ(first_error(load("extensions:\n  maxExecutionTime: 0\n")),
+            "test.yaml:2:21: extensions.maxExecutionTime must be positive");
+  for (const char* listen : {"127.0.0.1:99464", "127.0.0.1:", ":abc", "localhost"}) {
+    EXPECT_NE(first_error(load(std::string("admin: { listen: \"") + listen + "\" }\n"))
+                  .find("admin.listen: expected HOST:PORT with a port from 0 to 65535"),
+              std::string::npos)
+        << listen;
+  }
+  EXPECT_TRUE(load("admin: { listen: \"[::1]:9464\" }\n"));
+  EXPECT_TRUE(load("admin: { listen: \"127.0.0.1:0\" }\n"));
+}
+
 TEST(ConfigLoaderTest, ExtensionsAliasFromSeedDesign) {
   auto cfg = load(R"(extensions:
   enabled: true

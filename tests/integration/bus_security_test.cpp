@@ -1,9 +1,13 @@
 // The bus through the binary: CURVE allow-list on the gateway's socket, and the `hookgate bus`
 // proxy between publishers and subscribers.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
@@ -26,6 +30,16 @@ pid_t spawn_proxy(const std::string& frontend, const std::string& backend,
   argv.push_back(nullptr);
   pid_t pid = -1;
   return posix_spawn(&pid, HOOKGATE_BINARY, nullptr, nullptr, argv.data(), environ) == 0 ? pid : -1;
+}
+
+// `hookgate keygen` for each name (NAME.key and NAME.key.pub in dir), and a clients/ folder.
+bool keygen(const TempDir& dir, std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (run_hookgate({"keygen", "--out", (dir / (std::string(name) + ".key")).string()})
+            .exit_code != 0)
+      return false;
+  std::filesystem::create_directories(dir / "clients");
+  return true;
 }
 
 TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
@@ -97,11 +111,7 @@ TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
 TEST(BusSecurityTest, GatewayConnectsAsCurveClientOfASecuredProxy) {
   TempDir dir;
   HttpReceiver rx;
-  for (const char* name : {"proxy", "gateway", "publisher"})
-    ASSERT_EQ(
-        run_hookgate({"keygen", "--out", (dir / (std::string(name) + ".key")).string()}).exit_code,
-        0);
-  std::filesystem::create_directories(dir / "clients");
+  ASSERT_TRUE(keygen(dir, {"proxy", "gateway", "publisher"}));
   std::filesystem::copy_file(dir / "gateway.key.pub", dir / "clients" / "gateway.pub");
   std::filesystem::copy_file(dir / "publisher.key.pub", dir / "clients" / "publisher.pub");
   int front = free_tcp_port(), back = free_tcp_port();
@@ -133,6 +143,71 @@ TEST(BusSecurityTest, GatewayConnectsAsCurveClientOfASecuredProxy) {
   kill(proxy, SIGTERM);
   int status = 0;
   ASSERT_EQ(waitpid(proxy, &status, 0), proxy);
+}
+
+TEST(BusSecurityTest, AllowListIsReReadOnSighup) {
+  TempDir dir;
+  HttpReceiver rx;
+  ASSERT_TRUE(keygen(dir, {"server", "first", "second"}));
+  std::filesystem::copy_file(dir / "first.key.pub", dir / "clients" / "first.pub");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(
+      "bus:\n  bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\"\n"
+      "  curve: { enabled: true, secret_key_file: ./server.key, allowed_clients: ./clients }\n"
+      "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\nspool: { mode: memory }\n"
+      "webhooks:\n  - name: rx\n    url: " +
+      rx.url() + "\n    events: [\"app.*\"]\n"))
+      << gw.log();
+  auto send = [&](const char* key, const std::string& type) {
+    return run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", type, "--data", "{}",
+                         "--server-key", (dir / "server.key.pub").string(), "--client-key",
+                         (dir / key).string(), "--wait-ms", "1500"});
+  };
+  ASSERT_EQ(send("first.key", "app.before").exit_code, 0);
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+
+  // A compromised publisher is taken off the list, another added: no restart.
+  std::filesystem::remove(dir / "clients" / "first.pub");
+  std::filesystem::copy_file(dir / "second.key.pub", dir / "clients" / "second.pub");
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("bus allow-list re-read", 10s)) << gw.log();
+  EXPECT_NE(send("first.key", "app.revoked").exit_code, 0);
+  ASSERT_EQ(send("second.key", "app.after").exit_code, 0);
+  ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
+  EXPECT_FALSE(rx.wait_for(3, 500ms));
+  EXPECT_EQ(rx.requests()[1].header("x-hookgate-event"), "app.after");
+}
+
+// A start-up step that fails after the CURVE handler started (here the admin port is taken) is
+// reported as such; it used to end in std::terminate from the handler's thread.
+TEST(BusSecurityTest, StartupFailureAfterCurveIsReportedNotAnAbort) {
+  TempDir dir;
+  ASSERT_EQ(run_hookgate({"keygen", "--out", (dir / "server.key").string()}).exit_code, 0);
+  ASSERT_EQ(run_hookgate({"keygen", "--out", (dir / "client.key").string()}).exit_code, 0);
+  const int taken = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(taken, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+
+  dir.write("hookgate.yaml",
+            "bus:\n  bind: \"tcp://127.0.0.1:" + std::to_string(free_tcp_port()) +
+                "\"\n"
+                "  curve: { enabled: true, secret_key_file: ./server.key, allowed_clients: "
+                "./client.key.pub }\n"
+                "admin: { listen: \"127.0.0.1:" +
+                std::to_string(port) + "\" }\nspool: { mode: memory }\n");
+  auto run = run_hookgate({"run", "--config", (dir / "hookgate.yaml").string()});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  const std::string said = run.out + run.err;
+  EXPECT_NE(said.find("for the admin endpoint (address in use?)"), std::string::npos) << said;
+  EXPECT_EQ(said.find("terminate"), std::string::npos) << said;
+  close(taken);
 }
 
 }  // namespace
