@@ -134,7 +134,9 @@ struct Gateway::Impl {
     return {chain, router};
   }
 
-  // Diagnostics raised outside the ingest thread (dispatcher, observers): routed and spooled now.
+  // Diagnostics raised outside the ingest thread (dispatcher, observers): routed and queued for
+  // the spool without waiting for the commit, so a burst of failed attempts never holds the
+  // dispatcher (and every other webhook) on the disk. A failed commit is logged by the spool.
   void emit_async(DiagnosticEvent d) {
     metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
         .inc();
@@ -147,8 +149,7 @@ struct Gateway::Impl {
     Event ev = make_diagnostic_event(d, now_unix_ms());
     std::vector<webhooks::Delivery> out;
     if (r->route(ev, now_unix_ms(), out) == 0) return;
-    if (auto st = store->add(std::move(out)); !st)
-      spdlog::error("spool refused diagnostic {}: {}", d.type, st.error().message);
+    (void)store->add_async(std::move(out));
   }
 
   void load_chain(bool announce) {

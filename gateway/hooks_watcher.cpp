@@ -8,8 +8,25 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
 
 namespace hookgate {
+namespace {
+
+// Names whose changes never change the hooks: hidden files (editor swap files, VCS), backup and
+// temporary files, and logs, pid and lock files a hook may keep beside itself (program hooks run
+// in their directory). Reloading on them would restart every program hook, and a hook that
+// appends to its own log would reload the chain in a loop.
+bool ignorable(std::string_view name) {
+  if (name.empty()) return false;  // the directory itself
+  if (name.front() == '.' || name.back() == '~') return true;
+  for (std::string_view suffix : {".swp", ".swx", ".swo", ".tmp", ".log", ".pid", ".lock"})
+    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
+      return true;
+  return false;
+}
+
+}  // namespace
 
 HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<void()> on_change,
                            std::chrono::milliseconds debounce)
@@ -49,7 +66,7 @@ void HooksWatcher::run() {
   const auto max_wait = debounce_ * 4;
   bool pending = false;
   Clock::time_point first_change, last_change;
-  char buf[8192];
+  alignas(inotify_event) char buf[8192];
   while (true) {
     int timeout = -1;
     if (pending) {
@@ -63,8 +80,17 @@ void HooksWatcher::run() {
     if (n < 0) continue;
     if (fds[1].revents) return;
     if (fds[0].revents & POLLIN) {
-      while (read(fd_, buf, sizeof buf) > 0) {
+      bool relevant = false;
+      ssize_t got;
+      while ((got = read(fd_, buf, sizeof buf)) > 0) {
+        for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= got;) {
+          const auto* event = reinterpret_cast<const inotify_event*>(buf + at);
+          relevant |= (event->mask & IN_Q_OVERFLOW) != 0 ||
+                      !ignorable(event->len > 0 ? std::string_view(event->name) : "");
+          at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+        }
       }
+      if (!relevant) continue;
       last_change = Clock::now();
       if (!pending) first_change = last_change;
       pending = true;

@@ -1,7 +1,9 @@
 #pragma once
 // Watches the hook directories with inotify and calls `on_change` once changes have settled
 // (debounced), so an editor's write-rename-chmod burst causes one reload, not three; a stream of
-// changes that never settles still reloads every 4 debounce periods.
+// changes that never settles still reloads every 4 debounce periods. Changes to hidden, backup,
+// temporary, log, pid and lock files (*.swp, *~, *.tmp, *.log, ...) are ignored: they are not
+// hooks, and a hook that writes its log beside itself must not reload the chain in a loop.
 #include <atomic>
 #include <chrono>
 #include <functional>

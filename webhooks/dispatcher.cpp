@@ -370,6 +370,9 @@ struct Dispatcher::Impl {
       // An unchanged webhook keeps its snapshot, so a transfer can tell whether the settings it
       // ran under are still current (a 410 from a URL since replaced must not pause the new one).
       if (changed) webhook.config = std::make_shared<const config::WebhookConfig>(std::move(cfg));
+      // A reload is how an operator says "the receiver is back": a webhook paused by 410 with
+      // unchanged settings tries again (one still misconfigured stays paused with its reason).
+      if (!changed && webhook.paused) resume_paused(name);
       total_slots += webhook.max_in_flight();
       update_status(webhook, name);
     }
@@ -518,6 +521,12 @@ struct Dispatcher::Impl {
     curl_easy_setopt(easy, CURLOPT_POST, 1L);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(std::max(cfg.timeout_ms, 1)));
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+#if LIBCURL_VERSION_NUM >= 0x075700  // 7.87.0
+    // A lookup that outlives the timeout (a black-holed DNS server) must not hold the one
+    // dispatcher thread until getaddrinfo gives up: without this, libcurl joins its resolver
+    // thread when the transfer ends, stalling every other webhook meanwhile.
+    curl_easy_setopt(easy, CURLOPT_QUICK_EXIT, 1L);
+#endif
 #if LIBCURL_VERSION_NUM >= 0x075500  // 7.85.0
     curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
@@ -769,7 +778,10 @@ struct Dispatcher::Impl {
         webhook.config == transfer->config) {
       webhook.paused = true;
       webhook.pause_reason = "endpoint answered 410 Gone";
-      spdlog::warn("webhook {} paused: endpoint answered 410 Gone", cfg.name);
+      spdlog::warn(
+          "webhook {} paused: endpoint answered 410 Gone; its deliveries wait in the spool until "
+          "a reload (SIGHUP) or restart",
+          cfg.name);
     }
     update_status(webhook, cfg.name);
 

@@ -63,8 +63,9 @@ class Dispatcher {
   // them (they stay pending in the store, attempts unchanged), joins. Idempotent.
   void stop(std::chrono::milliseconds grace);
 
-  // A webhook paused by 410 Gone (or a configuration error) stays paused until its settings
-  // change on reload or this is called. Returns false for an unknown webhook.
+  // A webhook paused by 410 Gone (or a configuration error) stays paused until the next
+  // set_webhooks() (a reload: changed settings are validated afresh, unchanged ones resume) or
+  // this is called. Returns false for an unknown webhook.
   bool resume(const std::string& webhook);
 
   // One entry per configured webhook, in configuration order.

@@ -1466,15 +1466,17 @@ std::optional<Delivery> SqliteSpool::get(const std::string& id) {
 
 size_t SqliteSpool::replay(const std::vector<std::string>& ids) {
   if (ids.empty()) return 0;
-  return tools_ ? replay_direct(ids, false, "") : replay_via_writer(ids, false, "");
+  auto moved = tools_ ? replay_direct(ids, false, "") : replay_via_writer(ids, false, "");
+  if (!moved) spdlog::error("{}", moved.error().message);
+  return moved ? *moved : 0;
 }
 
-size_t SqliteSpool::replay_all_dead(const std::string& webhook) {
+Result<size_t> SqliteSpool::replay_all_dead(const std::string& webhook) {
   return tools_ ? replay_direct({}, true, webhook) : replay_via_writer({}, true, webhook);
 }
 
-size_t SqliteSpool::replay_via_writer(const std::vector<std::string>& ids, bool all_dead,
-                                      const std::string& webhook) {
+Result<size_t> SqliteSpool::replay_via_writer(const std::vector<std::string>& ids, bool all_dead,
+                                              const std::string& webhook) {
   auto op = std::make_unique<Op>();
   op->kind = Op::Kind::Replay;
   op->ids = ids;
@@ -1482,29 +1484,26 @@ size_t SqliteSpool::replay_via_writer(const std::vector<std::string>& ids, bool 
   op->webhook = webhook;
   op->done = std::make_unique<std::promise<Op::Outcome>>();
   auto fut = op->done->get_future();
-  if (!enqueue(std::move(op))) return 0;
+  if (auto st = enqueue(std::move(op)); !st) return st.error();
   auto out = fut.get();
-  if (!out.status) spdlog::warn("{}", out.status.error().message);
+  if (!out.status) return out.status.error();
   return out.count;
 }
 
-size_t SqliteSpool::replay_direct(const std::vector<std::string>& ids, bool all_dead,
-                                  const std::string& webhook) {
+Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, bool all_dead,
+                                          const std::string& webhook) {
   std::lock_guard rl(read_mu_);
-  if (!reader_) return 0;
+  if (!reader_) return make_error("spool " + path_ + " is closed");
   Conn& c = *reader_;
   const int64_t now = now_unix_ms();
   // IMMEDIATE: take the write lock up front (waiting up to busy_timeout for the gateway's
   // writer) instead of failing on upgrade halfway through.
-  if (!c.exec("BEGIN IMMEDIATE")) {
-    spdlog::error("spool {}: replay: {}", path_, c.error());
-    return 0;
-  }
+  if (!c.exec("BEGIN IMMEDIATE")) return make_error("spool " + path_ + ": replay: " + c.error());
   size_t moved = 0;
   if (replay_rows(c, ids, all_dead, webhook, now, moved) && c.exec("COMMIT")) return moved;
-  spdlog::error("spool {}: replay: {}", path_, c.error());
+  auto error = make_error("spool " + path_ + ": replay: " + c.error());
   c.exec("ROLLBACK");
-  return 0;
+  return error;
 }
 
 size_t SqliteSpool::prune(int64_t now_ms) {

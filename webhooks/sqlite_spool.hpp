@@ -94,8 +94,9 @@ class SqliteSpool final : public DeliveryStore {
   std::optional<Delivery> get(const std::string& id) override;
   // Dead → pending, attempts 0, due now (last_error kept as history). Blocks until committed.
   size_t replay(const std::vector<std::string>& ids) override;
-  // `hookgate deliveries replay --all-dead` (webhook "" = every webhook).
-  size_t replay_all_dead(const std::string& webhook = "");
+  // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
+  // replay could not be written (no write permission, the file locked beyond busy_timeout).
+  Result<size_t> replay_all_dead(const std::string& webhook = "");
 
   // Deletes delivered rows last updated before now_ms - retention_ms, and each payload whose
   // last delivery that was; returns how many deliveries. The writer also does this on its own
@@ -182,10 +183,10 @@ class SqliteSpool final : public DeliveryStore {
 
   // Tools mode (no writer thread): statements run on the single connection under read_mu_.
   // Replay as a writer operation (gateway mode): one transaction with the other queued writes.
-  size_t replay_via_writer(const std::vector<std::string>& ids, bool all_dead,
-                           const std::string& webhook);
-  size_t replay_direct(const std::vector<std::string>& ids, bool all_dead,
-                       const std::string& webhook);
+  Result<size_t> replay_via_writer(const std::vector<std::string>& ids, bool all_dead,
+                                   const std::string& webhook);
+  Result<size_t> replay_direct(const std::vector<std::string>& ids, bool all_dead,
+                               const std::string& webhook);
 
   const std::string path_;
   const config::SpoolConfig cfg_;

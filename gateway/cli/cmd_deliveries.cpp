@@ -86,7 +86,9 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   if (sub == "replay") {
     size_t moved;
     if (args.has("all-dead")) {
-      moved = store.replay_all_dead(webhook);
+      auto replayed = store.replay_all_dead(webhook);
+      if (!replayed) return fail(replayed.error().message);
+      moved = *replayed;
     } else {
       std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
       if (ids.empty()) return fail("usage: hookgate deliveries replay ID... | --all-dead", 2);

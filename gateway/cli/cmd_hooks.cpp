@@ -1,5 +1,6 @@
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -46,7 +47,17 @@ int hooks_list(const Args& args) {
   }
   std::printf("%zu loaded, %zu failed; directories searched: %s\n", chain->loaded_count(),
               chain->failed_count(), join(cfg->hooks.directories, " → ").c_str());
-  return chain->failed_count() ? 1 : 0;
+  // Problems no listed file carries (a directory that is not one, or cannot be read), as
+  // `hookgate check` reports them.
+  size_t other_problems = 0;
+  for (const auto& d : errors) {
+    const bool listed = std::any_of(chain->entries().begin(), chain->entries().end(),
+                                    [&](const auto& e) { return e.file.path == d.where.file; });
+    if (listed) continue;
+    std::fprintf(stderr, "%s\n", d.str().c_str());
+    ++other_problems;
+  }
+  return chain->failed_count() + other_problems ? 1 : 0;
 }
 
 int hooks_test(const Args& args) {

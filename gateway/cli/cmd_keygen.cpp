@@ -1,7 +1,11 @@
+#include <fcntl.h>
 #include <openssl/rand.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "bus/curve.hpp"
@@ -9,6 +13,32 @@
 #include "webhooks/signing.hpp"
 
 namespace hookgate::cli {
+namespace {
+
+// Writes `text` to a new file beside `path` created with mode 0600, then renames it over `path`.
+Status write_private_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return make_error("cannot write " + path + ": " + std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const bool ok = done == text.size() && ::fsync(fd) == 0;
+  const int saved = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(ok ? errno : saved);
+    ::unlink(tmp.c_str());
+    return make_error("cannot write " + path + ": " + why);
+  }
+  return {};
+}
+
+}  // namespace
 
 int cmd_keygen(const std::vector<std::string>& argv) {
   Args args(argv, {"webhook-secret"});
@@ -30,13 +60,15 @@ int cmd_keygen(const std::vector<std::string>& argv) {
   auto keys = bus::generate_curve_keypair();
   if (keys.public_key.empty()) return fail("libzmq was built without CURVE support");
   if (auto out = args.get("out")) {
+    // The secret half is created 0600 (never readable by others, not even for a moment) and
+    // must not overwrite a key in place: an existing file is replaced only after it is written.
+    if (auto st = write_private_file(*out, bus::format_keypair_file(keys, true)); !st)
+      return fail(st.error().message);
     {
-      std::ofstream f(*out);
-      if (!f) return fail("cannot write " + *out);
-      f << bus::format_keypair_file(keys, true);
+      std::ofstream pub(*out + ".pub");
+      pub << bus::format_keypair_file(keys, false);
+      if (!pub.flush()) return fail("cannot write " + *out + ".pub");
     }
-    chmod(out->c_str(), 0600);
-    std::ofstream(*out + ".pub") << bus::format_keypair_file(keys, false);
     std::printf("wrote %s (keep it secret) and %s.pub\npublic: %s\n", out->c_str(), out->c_str(),
                 keys.public_key.c_str());
     return 0;

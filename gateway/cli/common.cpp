@@ -22,8 +22,11 @@ Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without
       options_[name.substr(0, eq)] = name.substr(eq + 1);
       continue;
     }
-    bool is_flag = std::find(flags_without_value.begin(), flags_without_value.end(), name) !=
-                   flags_without_value.end();
+    // --help and --version never take a value: `hookgate check --help --config x` must not
+    // read "--config" as one.
+    bool is_flag = name == "help" || name == "version" ||
+                   std::find(flags_without_value.begin(), flags_without_value.end(), name) !=
+                       flags_without_value.end();
     if (!is_flag && i + 1 < args.size()) {
       options_[name] = args[++i];
     } else {
@@ -63,6 +66,10 @@ std::optional<int> check_usage(const Args& args, const std::vector<std::string>&
                                const char* usage) {
   if (args.has("help")) {
     std::printf("%s", usage);
+    return 0;
+  }
+  if (args.has("version")) {  // PRODUCT.md: --version and --help on every verb
+    std::printf("hookgate %s\n", HOOKGATE_VERSION);
     return 0;
   }
   auto bad = args.unknown(known);

@@ -262,6 +262,17 @@ TEST(HookToolsTest, HooksListShowsOrderKindFormSourceOverridesAndLoadErrors) {
                 (dir / "user").string() + " → " + ws);
 }
 
+TEST(HookToolsTest, HooksListReportsADirectoryThatIsNotOne) {
+  TempDir dir;
+  dir.write("hooks", "a file where a folder was meant\n");
+  std::string cfg = dir.write("hookgate.yaml", config("[./hooks]", "  []\n"));
+  auto list = run_hookgate({"hooks", "list", "--config", cfg});
+  EXPECT_EQ(list.exit_code, 1) << list.out << list.err;
+  EXPECT_NE(list.err.find((dir / "hooks").string()), std::string::npos) << list.err;
+  // The same verdict as `hookgate check`.
+  EXPECT_EQ(run_hookgate({"check", "--config", cfg}).exit_code, 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // hookgate hooks new
 

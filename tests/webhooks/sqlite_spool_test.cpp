@@ -169,7 +169,7 @@ TEST_F(SqliteSpoolTest, DeadLettersAreListedAndReplayed) {
   auto back = spool->claim_due("siem", now_unix_ms(), 10);
   ASSERT_EQ(ids_of(back), (std::vector<std::string>{"d1"}));
   EXPECT_EQ(back[0].attempts, 0);
-  EXPECT_EQ(spool->replay_all_dead(), 1u);
+  EXPECT_EQ(spool->replay_all_dead().value(), 1u);
   EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms(), 10)), (std::vector<std::string>{"d2"}));
 }
 

@@ -18,8 +18,10 @@
  * Timeouts: the gateway cannot safely interrupt code running in its own process. When `handle` (or
  * any call) outlives the hook's timeout_ms, the gateway stops waiting, reports a timeout and
  * QUARANTINES the hook: it is never called again until it is reloaded, and the library is never
- * unloaded (the stuck call may still be running). A crash (SIGSEGV, abort) in a native hook takes
- * the gateway down: use a program hook when the code is not trusted.
+ * unloaded (the stuck call may still be running). A crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, abort)
+ * inside a call is caught on the hook's thread and treated the same way: a hook failure, then
+ * quarantine until reload. It cannot contain a bug that corrupts the gateway's memory without
+ * faulting first: use a program hook when the code is not trusted.
  *
  * Strings: every `const char*` the gateway passes is NUL-terminated UTF-8 and valid only during
  * the call. Every `char*` the hook hands back (init's error, result strings, snapshot) is owned by

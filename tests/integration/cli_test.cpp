@@ -1,0 +1,68 @@
+// The command line's common contract (PRODUCT.md "Command line"): --help and --version on every
+// verb, through the real binary.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "tests/support/gateway_process.hpp"
+
+namespace hookgate::testing {
+namespace {
+
+const std::vector<std::vector<std::string>> kVerbs = {{"run"},
+                                                      {"publish"},
+                                                      {"check"},
+                                                      {"hooks", "list"},
+                                                      {"hooks", "test"},
+                                                      {"deliveries", "list"},
+                                                      {"deliveries", "show"},
+                                                      {"deliveries", "replay"},
+                                                      {"bus"},
+                                                      {"keygen"}};
+
+TEST(CliTest, EveryVerbAnswersHelpAndVersion) {
+  for (const auto& verb : kVerbs) {
+    std::string name = verb[0] + (verb.size() > 1 ? " " + verb[1] : "");
+    SCOPED_TRACE(name);
+    auto with = [&](std::vector<std::string> extra) {
+      std::vector<std::string> args = verb;
+      args.insert(args.end(), extra.begin(), extra.end());
+      return run_hookgate(args);
+    };
+    auto help = with({"--help"});
+    EXPECT_EQ(help.exit_code, 0) << help.err;
+    EXPECT_NE(help.out.find("Usage: hookgate " + verb[0]), std::string::npos) << help.out;
+    auto version = with({"--version"});
+    EXPECT_EQ(version.exit_code, 0) << version.err;
+    EXPECT_EQ(version.out, std::string("hookgate ") + HOOKGATE_VERSION + "\n");
+    // Neither takes a value: what follows stays an option of its own.
+    auto before_option = with({"--help", "--config", "/nonexistent.yaml"});
+    EXPECT_EQ(before_option.exit_code, 0) << before_option.err;
+  }
+}
+
+TEST(CliTest, KeygenWritesTheSecretHalfOwnerOnly) {
+  TempDir dir;
+  const auto key = dir / "server.key";
+  dir.write("server.key", "an older key, replaced\n");
+  auto r = run_hookgate({"keygen", "--out", key.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  namespace fs = std::filesystem;
+  EXPECT_EQ(fs::status(key).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_TRUE(fs::exists(dir / "server.key.pub"));
+  std::ifstream in(key);
+  std::string first_line;
+  std::getline(in, first_line);
+  EXPECT_EQ(first_line.rfind("# hookgate CURVE key", 0), 0u) << first_line;
+  // Nothing but the two files is left behind.
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);
+  auto denied = run_hookgate({"keygen", "--out", (dir / "missing-dir" / "k").string()});
+  EXPECT_EQ(denied.exit_code, 1);
+  EXPECT_NE(denied.err.find("cannot write"), std::string::npos) << denied.err;
+}
+
+}  // namespace
+}  // namespace hookgate::testing
