@@ -48,6 +48,8 @@ class Publisher {
   [[nodiscard]] bool wait_for_subscriber(std::chrono::milliseconds timeout);
 
   // Builds a CloudEvent (specversion, UUIDv7 id, source, time) around `data_json` and sends it.
+  // When send_hwm messages are queued it fails at once ("bus send queue is full") rather than
+  // dropping or blocking: nothing was sent, retry it.
   [[nodiscard]] Status publish(std::string_view type, std::string_view data_json,
                                std::string_view source = {});
   // Sends a prepared envelope; missing attributes are filled in first.

@@ -4,6 +4,7 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -40,6 +41,31 @@ bool has_surrogate(const char* s, size_t n) {
   return false;
 }
 
+// The first name an object holds twice, if any. Lookups, edits and removals act on the first
+// member of a name while receivers' parsers keep the last, so a duplicate could carry a value
+// past a redaction (`"password":"x","password":"secret"`) or a second `type` past routing.
+std::optional<std::string_view> duplicate_name(const JsonValue& object) {
+  const auto members = object.GetObject();
+  const size_t n = members.MemberCount();
+  if (n < 2) return std::nullopt;
+  auto name = [](const JsonValue::Member& m) {
+    return std::string_view(m.name.GetString(), m.name.GetStringLength());
+  };
+  if (n <= 16) {  // events' objects are small: pairwise is cheaper than sorting
+    for (auto a = members.begin(); a != members.end(); ++a)
+      for (auto b = a + 1; b != members.end(); ++b)
+        if (name(*a) == name(*b)) return name(*a);
+    return std::nullopt;
+  }
+  std::vector<std::string_view> names;
+  names.reserve(n);
+  for (const auto& m : members) names.push_back(name(m));
+  std::sort(names.begin(), names.end());
+  auto dup = std::adjacent_find(names.begin(), names.end());
+  if (dup != names.end()) return *dup;
+  return std::nullopt;
+}
+
 std::optional<std::string> unwritable(const JsonValue& root, bool may_hold_surrogates,
                                       size_t max_depth) {
   std::vector<std::pair<const JsonValue*, size_t>> stack{{&root, 1}};
@@ -52,6 +78,8 @@ std::optional<std::string> unwritable(const JsonValue& root, bool may_hold_surro
     if (may_hold_surrogates && v->IsString() && has_surrogate(v->GetString(), v->GetStringLength()))
       return std::string("a string holds an unpaired UTF-16 surrogate escape");
     if (v->IsObject()) {
+      if (auto dup = duplicate_name(*v))
+        return "the key \"" + std::string(dup->substr(0, 64)) + "\" appears twice in one object";
       for (const auto& m : v->GetObject()) {
         if (may_hold_surrogates && has_surrogate(m.name.GetString(), m.name.GetStringLength()))
           return std::string("a key holds an unpaired UTF-16 surrogate escape");

@@ -6,6 +6,7 @@
 
 #include <zmq.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <future>
@@ -97,6 +98,7 @@ struct Gateway::Impl {
   std::shared_ptr<const Router> router;
   bool has_observers = false;
 
+  bool subscribes_to_everything = true;  // bus.topics holds "" (sequence gaps mean loss)
   std::atomic<bool> stop{false};
   std::atomic<bool> running{false};
   std::atomic<bool> reload_config{false};
@@ -268,8 +270,11 @@ struct Gateway::Impl {
     return true;
   }
 
-  // Before the chain runs: a hook may rewrite or remove the attributes.
+  // Before the chain runs: a hook may rewrite or remove the attributes. Only when this gateway
+  // subscribes to every topic: with a topic filter, the numbers it skips were filtered out on
+  // purpose (a publisher's XPUB never sends them), not lost.
   void count_sequence_gap(const Event& ev) {
+    if (!subscribes_to_everything) return;
     const JsonValue* stream = ev.find(bus::kStreamAttribute);
     const JsonValue* seq = ev.find(bus::kSequenceAttribute);
     if (stream == nullptr || seq == nullptr || !stream->IsString() || !seq->IsUint64()) return;
@@ -484,7 +489,9 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   Impl& g = *impl;
 
   if (g.cfg.spool.mode == config::SpoolConfig::Mode::Memory) {
-    g.store = std::make_unique<webhooks::MemoryDeliveryStore>();
+    // No retained history: `hookgate deliveries` cannot reach a memory store (it lives in this
+    // process), so delivered and dead deliveries would only hold their bodies in memory.
+    g.store = std::make_unique<webhooks::MemoryDeliveryStore>(0, 0);
     spdlog::warn(
         "spool: memory mode: deliveries are lost if the gateway stops before they are sent");
   } else {
@@ -505,6 +512,13 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   g.dispatcher->set_webhooks(g.cfg.webhooks);
   g.load_chain(false);
 
+  const auto& topics = g.cfg.bus.topics;
+  g.subscribes_to_everything =
+      topics.empty() || std::find(topics.begin(), topics.end(), "") != topics.end();
+  if (!g.subscribes_to_everything)
+    spdlog::info(
+        "bus: topics filter the bus, so gaps in publishers' sequence numbers are not "
+        "counted as dropped messages");
   auto sub = bus::Subscriber::open(g.ctx, g.cfg.bus);
   if (!sub) return sub.error();
   g.sub = std::move(sub.value());

@@ -4,19 +4,22 @@
 #include <rapidjson/writer.h>
 
 #include <ctime>
+#include <optional>
 
 #include "gateway/common/ids.hpp"
 
 namespace hookgate {
 namespace {
 
-// RFC 3339 → epoch seconds with milliseconds (Splunk's `time`); 0 when unparsable.
-double epoch_seconds(std::string_view t) {
+// RFC 3339 → epoch seconds with milliseconds (Splunk's `time`); nullopt when it is not RFC 3339
+// (a "+0200" offset, a space for the T, an epoch number): the caller then uses the time the
+// gateway took the event in, rather than file it hours off or under 1970.
+std::optional<double> epoch_seconds(std::string_view t) {
   std::tm tm{};
   int ms = 0;
   std::string s(t);
   const char* rest = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
-  if (!rest) return 0;
+  if (!rest) return std::nullopt;
   if (*rest == '.') {
     int digits = 0;
     for (++rest; *rest >= '0' && *rest <= '9'; ++rest)
@@ -25,25 +28,32 @@ double epoch_seconds(std::string_view t) {
   }
   time_t secs = timegm(&tm);
   int offset = 0;
-  // RFC 3339 offsets are exactly "+hh:mm"; anything else (a publisher's "+99999999:00") is
-  // read as UTC rather than parsed into an overflow.
+  // RFC 3339 ends in Z or an offset of exactly "+hh:mm"; anything else (a publisher's "+0200"
+  // or "+99999999:00") is not read at all, rather than misread or parsed into an overflow.
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  if ((*rest == '+' || *rest == '-') && digit(rest[1]) && digit(rest[2]) && rest[3] == ':' &&
-      digit(rest[4]) && digit(rest[5])) {
+  if ((*rest == 'Z' || *rest == 'z') && rest[1] == '\0') {
+    offset = 0;
+  } else if ((*rest == '+' || *rest == '-') && digit(rest[1]) && digit(rest[2]) && rest[3] == ':' &&
+             digit(rest[4]) && digit(rest[5]) && rest[6] == '\0') {
     const int hh = (rest[1] - '0') * 10 + (rest[2] - '0');
     const int mm = (rest[4] - '0') * 10 + (rest[5] - '0');
     offset = (hh * 60 + mm) * 60 * (*rest == '+' ? 1 : -1);
+  } else {
+    return std::nullopt;
   }
+  if (secs == static_cast<time_t>(-1)) return std::nullopt;
   return static_cast<double>(secs - offset) + ms / 1000.0;
 }
 
-std::string hec_body(const Event& event, const config::WebhookConfig& w) {
+std::string hec_body(const Event& event, const config::WebhookConfig& w, int64_t now_unix_ms) {
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> out(buf);
   out.StartObject();
   out.Key("time");
   const JsonValue* time = event.find("time");
-  out.Double(time && time->IsString() ? epoch_seconds(time->GetString()) : 0);
+  std::optional<double> seconds;
+  if (time && time->IsString()) seconds = epoch_seconds(time->GetString());
+  out.Double(seconds ? *seconds : static_cast<double>(now_unix_ms) / 1000.0);
   out.Key("host");
   const JsonValue* host = event.find("data.host");
   out.String(host && host->IsString() ? host->GetString() : "hookgate");
@@ -89,7 +99,7 @@ size_t Router::route(const Event& event, int64_t now_unix_ms,
         body = data_body;
         break;
       case config::BodyMode::SplunkHec:
-        body = std::make_shared<const std::string>(hec_body(event, r.webhook));
+        body = std::make_shared<const std::string>(hec_body(event, r.webhook, now_unix_ms));
         break;
     }
     webhooks::Delivery d;

@@ -10,6 +10,9 @@ count = int(sys.argv[2]) if len(sys.argv) > 2 else 5
 ctx = zmq.Context()
 sock = ctx.socket(zmq.XPUB)
 sock.setsockopt(zmq.LINGER, 5000)
+# Past the send HWM an XPUB (like a PUB) drops silently; with NODROP the send fails with
+# zmq.Again instead, and the loop below waits and retries: a burst slows down, nothing is lost.
+sock.setsockopt(zmq.XPUB_NODROP, 1)
 sock.connect(endpoint)
 if not sock.poll(5000):
     sys.exit(f"auth-service: no gateway subscribed on {endpoint}")
@@ -25,7 +28,13 @@ for i in range(count):
                  "reason": "bad password", "password": "hunter2", "token": "eyJhbGciOi...",
                  "user_agent": "kube-probe/1.29" if user.startswith("healthcheck") else "Mozilla/5.0"},
     }
-    sock.send_multipart([b"auth.failure", json.dumps(event).encode()])
+    frames = [b"auth.failure", json.dumps(event).encode()]
+    while True:
+        try:
+            sock.send_multipart(frames, flags=zmq.NOBLOCK)
+            break
+        except zmq.Again:
+            time.sleep(0.001)
     print(f"auth-service: published {event['id']} user={user}", flush=True)
 sock.close()
 ctx.term()

@@ -77,6 +77,24 @@ TEST(EventTest, DottedPathsSetRemoveRename) {
   EXPECT_EQ(copy.to_json(), ev->to_json());
 }
 
+// A second member of one name would slip past a redaction (edits act on the first, receivers
+// read the last) or re-type an event after routing: such text is not an event.
+TEST(EventTest, RejectsDuplicateKeysAtAnyDepth) {
+  auto redaction_bypass =
+      Event::parse(R"({"type":"auth.failure","data":{"password":"x","password":"hunter2"}})");
+  ASSERT_FALSE(redaction_bypass);
+  EXPECT_EQ(redaction_bypass.error().message,
+            "invalid JSON: the key \"password\" appears twice in one object");
+  EXPECT_FALSE(Event::parse(R"({"type":"auth.failure","type":"admin.x"})"));
+  EXPECT_FALSE(Event::parse(R"({"type":"t","data":{"a":[{"k":1,"k":2}]}})"));
+  // Many members take the sorted path; still found, and distinct names still pass.
+  std::string wide = R"({"type":"t","data":{)";
+  for (int i = 0; i < 40; ++i) wide += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+  EXPECT_TRUE(Event::parse(wide + R"("last":0}})"));
+  EXPECT_FALSE(Event::parse(wide + R"("k7":0}})"));
+  EXPECT_TRUE(Event::parse(R"({"type":"t","a":{"k":1},"b":{"k":1}})"));  // same name, two objects
+}
+
 }  // namespace
 }  // namespace hookgate
 

@@ -55,22 +55,27 @@ TEST(RouterTest, SplunkHecShape) {
   EXPECT_STREQ(d["event"]["data"]["user"].GetString(), "ann");
 }
 
-TEST(RouterTest, SplunkHecTimeHonoursOffsetsAndIgnoresMalformedOnes) {
+TEST(RouterTest, SplunkHecTimeHonoursOffsetsAndFallsBackToIntakeTime) {
   auto w = hook("siem", {"*"}, config::BodyMode::SplunkHec);
   Router router({w});
+  constexpr int64_t kIntakeMs = 1'700'000'000'250;
   auto hec_time = [&](const std::string& time) {
     auto ev = Event::parse_envelope(R"({"type":"auth.failure","time":")" + time + R"("})", 0);
     EXPECT_TRUE(ev);
     std::vector<webhooks::Delivery> out;
-    EXPECT_EQ(router.route(*ev, 0, out), 1u);
+    EXPECT_EQ(router.route(*ev, kIntakeMs, out), 1u);
     rapidjson::Document d;
     d.Parse(out[0].body->c_str());
     return d["time"].GetDouble();
   };
   EXPECT_DOUBLE_EQ(hec_time("2024-01-02T08:34:05+05:30"), 1704164645);
   EXPECT_DOUBLE_EQ(hec_time("2024-01-01T22:04:05-05:00"), 1704164645);
-  // Not an RFC 3339 offset: read as UTC, not parsed into an overflowing number of seconds.
-  EXPECT_DOUBLE_EQ(hec_time("2024-01-02T03:04:05+99999999:00"), 1704164645);
+  EXPECT_DOUBLE_EQ(hec_time("2024-01-02T03:04:05.5z"), 1704164645.5);
+  // Not RFC 3339: filed at the time the gateway took the event in, not hours off or in 1970
+  // (and an absurd offset is not parsed into an overflow).
+  for (const char* odd : {"2024-01-02T03:04:05+0200", "2024-01-02 03:04:05Z", "1704164645",
+                          "2024-01-02T03:04:05+99999999:00", "2024-01-02T03:04:05"})
+    EXPECT_DOUBLE_EQ(hec_time(odd), 1700000000.25) << odd;
 }
 
 }  // namespace

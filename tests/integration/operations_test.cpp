@@ -169,6 +169,39 @@ TEST(OperationsTest, SequenceGapsAreCountedAsDroppedBusMessages) {
       << gw.log();
 }
 
+TEST(OperationsTest, TopicFiltersAreNotCountedAsDroppedMessages) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(
+      gw.start("bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\", topics: [\"app.\"] }\n"
+               "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+               "spool: { mode: memory }\nwebhooks:\n  - name: rx\n    url: " +
+               rx.url() + "\n    events: [\"*\"]\n"))
+      << gw.log();
+  zmq::context_t ctx;
+  zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+  pub.set(zmq::sockopt::linger, 5000);
+  pub.connect(gw.bus_endpoint());
+  zmq::message_t sub_msg;
+  pub.set(zmq::sockopt::rcvtimeo, 5000);
+  ASSERT_TRUE(pub.recv(sub_msg));
+  int seq = 0;
+  for (const char* type : {"app.one", "other.skipped", "other.skipped", "app.two"}) {
+    std::string body = R"({"type":")" + std::string(type) +
+                       R"(","source":"test","hookgatestream":"s1","hookgateseq":)" +
+                       std::to_string(++seq) + "}";
+    pub.send(zmq::buffer(std::string(type)), zmq::send_flags::sndmore);
+    pub.send(zmq::buffer(body));
+  }
+  ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
+  EXPECT_FALSE(rx.wait_for(3, 300ms));
+  EXPECT_EQ(
+      metric_value(http_get(gw.admin_port(), "/metrics"), "hookgate_bus_messages_dropped_total"),
+      0u);
+  EXPECT_EQ(gw.log().find("never arrived"), std::string::npos) << gw.log();
+}
+
 TEST(OperationsTest, FloodOfMalformedMessages) {
   TempDir dir;
   HttpReceiver rx;

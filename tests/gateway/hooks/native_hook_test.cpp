@@ -340,16 +340,16 @@ TEST(NativeHookTest, ExampleRedactRemovesSecrets) {
   auto hook = make_native_hook(make_spec(), example("_20_native_redact"), false);
   ASSERT_TRUE(hook) << hook.error();
   EXPECT_EQ((*hook)->spec().kind, HookKind::Transform);
-  Event ev = make_event(
-      R"({"user":"ann","password":"hunter2","token":"t1","pass\u0077ord":"dup","ip":"10.0.0.1"})",
-      "auth.failure");
+  // (A second "password" cannot reach a hook: the gateway refuses duplicate keys at parse,
+  // EventTest.RejectsDuplicateKeysAtAnyDepth.)
+  Event ev = make_event(R"({"user":"ann","password":"hunter2","token":"t1","ip":"10.0.0.1"})",
+                        "auth.failure");
   auto r = (*hook)->handle(ev);
   ASSERT_TRUE(r) << r.error().reason;
   ASSERT_EQ(r->action, Action::Replace);
   EXPECT_EQ(r->replacement->find("data.password"), nullptr);
   EXPECT_EQ(r->replacement->find("data.token"), nullptr);
   EXPECT_EQ(r->replacement->to_json().find("hunter2"), std::string::npos);
-  EXPECT_EQ(r->replacement->to_json().find("dup"), std::string::npos);
   EXPECT_STREQ(r->replacement->find("data.user")->GetString(), "ann");
   EXPECT_STREQ(r->replacement->find("data.ip")->GetString(), "10.0.0.1");
   EXPECT_EQ(r->replacement->id(), ev.id());
