@@ -8,6 +8,7 @@
 
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
+#include "tests/support/raw_publisher.hpp"
 #include "webhooks/signing.hpp"
 
 namespace hookgate::testing {
@@ -181,11 +182,7 @@ TEST(GatewayFlowTest, MalformedBusMessagesAreSurvivedAndCounted) {
       << gw.log();
   zmq::context_t ctx;
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);
-  pub.set(zmq::sockopt::linger, 2000);
-  pub.connect(gw.bus_endpoint());
-  zmq::message_t sub_msg;
-  pub.set(zmq::sockopt::rcvtimeo, 5000);
-  ASSERT_TRUE(pub.recv(sub_msg));
+  ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
   auto send = [&](std::vector<std::string> frames) {
     for (size_t i = 0; i < frames.size(); ++i)
       pub.send(zmq::buffer(frames[i]),

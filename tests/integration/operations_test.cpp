@@ -11,6 +11,7 @@
 #include "bus/publisher.hpp"
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
+#include "tests/support/raw_publisher.hpp"
 
 namespace hookgate::testing {
 namespace {
@@ -143,11 +144,7 @@ TEST(OperationsTest, SequenceGapsAreCountedAsDroppedBusMessages) {
       << gw.log();
   zmq::context_t ctx;
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);
-  pub.set(zmq::sockopt::linger, 5000);
-  pub.connect(gw.bus_endpoint());
-  zmq::message_t sub_msg;
-  pub.set(zmq::sockopt::rcvtimeo, 5000);
-  ASSERT_TRUE(pub.recv(sub_msg));
+  ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
   auto send = [&](const std::string& stream, int seq) {
     std::string body = R"({"type":"app.event","source":"test","hookgatestream":")" + stream +
                        R"(","hookgateseq":)" + std::to_string(seq) + "}";
@@ -181,11 +178,7 @@ TEST(OperationsTest, TopicFiltersAreNotCountedAsDroppedMessages) {
       << gw.log();
   zmq::context_t ctx;
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);
-  pub.set(zmq::sockopt::linger, 5000);
-  pub.connect(gw.bus_endpoint());
-  zmq::message_t sub_msg;
-  pub.set(zmq::sockopt::rcvtimeo, 5000);
-  ASSERT_TRUE(pub.recv(sub_msg));
+  ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
   int seq = 0;
   for (const char* type : {"app.one", "other.skipped", "other.skipped", "app.two"}) {
     std::string body = R"({"type":")" + std::string(type) +
@@ -212,11 +205,8 @@ TEST(OperationsTest, FloodOfMalformedMessages) {
   zmq::context_t ctx;
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);
   pub.set(zmq::sockopt::sndhwm, 0);
+  ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
   pub.set(zmq::sockopt::linger, 10000);
-  pub.connect(gw.bus_endpoint());
-  zmq::message_t sub_msg;
-  pub.set(zmq::sockopt::rcvtimeo, 5000);
-  ASSERT_TRUE(pub.recv(sub_msg));
   const std::vector<std::vector<std::string>> kinds = {
       {"not json"},
       {"a", "b", "c"},
@@ -240,10 +230,8 @@ TEST(OperationsTest, FloodOfMalformedMessages) {
   // refuses them by disconnecting, before they are received or counted.
   {
     zmq::socket_t big(ctx, zmq::socket_type::xpub);
+    ASSERT_TRUE(connect_raw_publisher(big, gw.bus_endpoint()));
     big.set(zmq::sockopt::linger, 1000);
-    big.connect(gw.bus_endpoint());
-    big.set(zmq::sockopt::rcvtimeo, 5000);
-    ASSERT_TRUE(big.recv(sub_msg));
     std::string huge(3 << 20, 'x');
     for (int i = 0; i < 3; ++i) big.send(zmq::buffer(huge), zmq::send_flags::none);
   }
