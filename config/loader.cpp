@@ -8,6 +8,7 @@
 
 #include "config/yaml_reader.hpp"
 #include "gateway/common/log.hpp"
+#include "gateway/common/socket_address.hpp"
 
 namespace hookgate::config {
 namespace fs = std::filesystem;
@@ -88,19 +89,6 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
 }
 
 constexpr double kMaxRatePerSecond = 1'000'000;
-
-// HOST:PORT (HOST may be empty or a bracketed IPv6 literal); PORT 0 lets the kernel pick.
-bool valid_host_port(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  if (colon == std::string::npos || colon + 1 >= listen.size() || listen.size() - colon > 6)
-    return false;
-  int port = 0;
-  for (size_t i = colon + 1; i < listen.size(); ++i) {
-    if (listen[i] < '0' || listen[i] > '9') return false;
-    port = port * 10 + (listen[i] - '0');
-  }
-  return port <= 65535;
-}
 
 void read_hooks(MapReader r, HooksConfig& hooks) {
   r.get("enabled", hooks.enabled);
@@ -269,7 +257,7 @@ void read_admin(MapReader r, AdminConfig& admin) {
   r.get("listen", admin.listen);
   r.get("token", admin.token);
   register_secret(admin.token);
-  if (admin.enabled && !valid_host_port(admin.listen))
+  if (admin.enabled && !split_host_port(admin.listen))
     r.error(r.pos("listen"), "admin.listen: expected HOST:PORT with a port from 0 to 65535, got '" +
                                  admin.listen + "'");
   r.finish();

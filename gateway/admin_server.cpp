@@ -51,12 +51,10 @@ struct AdminDispatch {
 
 Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& listen,
                                                         std::string token, AdminHandlers handlers) {
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos)
-    return make_error("admin.listen: expected HOST:PORT, got " + listen);
-  std::string host = listen.substr(0, colon);
-  int port = std::atoi(listen.c_str() + colon + 1);
-  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  auto host_port = split_host_port(listen);
+  if (!host_port) return make_error("admin.listen: expected HOST:PORT, got " + listen);
+  std::string host = std::move(host_port->host);
+  const uint16_t port = host_port->port;
 
   std::unique_ptr<AdminServer> server(new AdminServer());
   server->token_ = std::move(token);
@@ -64,13 +62,13 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
 
   if (host.empty() || host == "*") host = "0.0.0.0";
   if (host == "localhost") host = "127.0.0.1";
-  auto addr = numeric_socket_address(host, static_cast<uint16_t>(port));
+  auto addr = numeric_socket_address(host, port);
   if (!addr) return make_error("admin.listen: bad IP address " + host);
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
   if (addr->family() == AF_INET6) flags |= MHD_USE_IPv6;
-  server->daemon_ = MHD_start_daemon(
-      flags, static_cast<uint16_t>(port), nullptr, nullptr, &AdminDispatch::handle, server.get(),
-      MHD_OPTION_SOCK_ADDR, addr->get(), MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+  server->daemon_ = MHD_start_daemon(flags, port, nullptr, nullptr, &AdminDispatch::handle,
+                                     server.get(), MHD_OPTION_SOCK_ADDR, addr->get(),
+                                     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
   if (!server->daemon_)
     return make_error("cannot listen on " + listen + " for the admin endpoint (address in use?)");
   const MHD_DaemonInfo* info = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);

@@ -158,15 +158,7 @@ Result<Event> Event::parse_envelope(std::string_view json, int64_t now_ms) {
   return ev;
 }
 
-Status Event::normalize(int64_t now_ms) {
-  return normalize_at(now_ms);
-}
-
-Status Event::normalize() {
-  return normalize_at(std::nullopt);
-}
-
-Status Event::normalize_at(std::optional<int64_t> now_ms) {
+Status Event::normalize(std::optional<int64_t> now_ms) {
   auto& a = doc_.GetAllocator();
   const JsonValue* type = member(doc_, "type");
   if (type == nullptr) return make_error("event has no \"type\"");

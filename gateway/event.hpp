@@ -38,10 +38,9 @@ class Event {
   // Envelope rules: `type` must be a non-empty string; `specversion` if present must be "1.0";
   // `id`/`source`/`time` if present must be strings. Fills specversion "1.0", a UUIDv7 id,
   // source "unknown", time (RFC 3339 UTC) and datacontenttype "application/json" when data is set.
-  Status normalize(int64_t now_unix_ms);
-  // The same, reading the clock only when a default time has to be filled in (hooks that edit an
-  // event that already has one skip the read).
-  Status normalize();
+  // The default time is `now_unix_ms`, or without it the clock, read only when one is needed
+  // (hooks that edit an event that already has a time skip the read).
+  Status normalize(std::optional<int64_t> now_unix_ms = std::nullopt);
 
   Event clone() const;
 
@@ -71,7 +70,6 @@ class Event {
   std::string data_json() const;
 
  private:
-  Status normalize_at(std::optional<int64_t> now_unix_ms);
   std::string_view string_member(const char* name) const;
   JsonDocument doc_;
 };

@@ -31,15 +31,14 @@ std::optional<double> epoch_seconds(std::string_view t) {
   // RFC 3339 ends in Z or an offset of exactly "+hh:mm"; anything else (a publisher's "+0200"
   // or "+99999999:00") is not read at all, rather than misread or parsed into an overflow.
   auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  if ((*rest == 'Z' || *rest == 'z') && rest[1] == '\0') {
-    offset = 0;
-  } else if ((*rest == '+' || *rest == '-') && digit(rest[1]) && digit(rest[2]) && rest[3] == ':' &&
-             digit(rest[4]) && digit(rest[5]) && rest[6] == '\0') {
+  const bool utc = (*rest == 'Z' || *rest == 'z') && rest[1] == '\0';
+  if (!utc) {
+    if (!((*rest == '+' || *rest == '-') && digit(rest[1]) && digit(rest[2]) && rest[3] == ':' &&
+          digit(rest[4]) && digit(rest[5]) && rest[6] == '\0'))
+      return std::nullopt;
     const int hh = (rest[1] - '0') * 10 + (rest[2] - '0');
     const int mm = (rest[4] - '0') * 10 + (rest[5] - '0');
     offset = (hh * 60 + mm) * 60 * (*rest == '+' ? 1 : -1);
-  } else {
-    return std::nullopt;
   }
   if (secs == static_cast<time_t>(-1)) return std::nullopt;
   return static_cast<double>(secs - offset) + ms / 1000.0;

@@ -18,6 +18,29 @@ struct SocketAddress {
   const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
 };
 
+struct HostPort {
+  std::string host;  // as written, brackets of an IPv6 literal removed; may be empty
+  uint16_t port = 0;
+};
+
+// "HOST:PORT" (`admin.listen`): the port all digits, 0 to 65535 (0: the kernel picks); nullopt
+// otherwise. The host is not checked here.
+inline std::optional<HostPort> split_host_port(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 >= listen.size() || listen.size() - colon > 6)
+    return std::nullopt;
+  unsigned port = 0;
+  for (size_t i = colon + 1; i < listen.size(); ++i) {
+    if (listen[i] < '0' || listen[i] > '9') return std::nullopt;
+    port = port * 10 + static_cast<unsigned>(listen[i] - '0');
+  }
+  if (port > 65535) return std::nullopt;
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return HostPort{std::move(host), static_cast<uint16_t>(port)};
+}
+
 // nullopt when `host` is not a literal address (a name, or garbage). IPv6 without brackets.
 inline std::optional<SocketAddress> numeric_socket_address(const std::string& host, uint16_t port) {
   SocketAddress address;

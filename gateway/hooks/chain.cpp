@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <optional>
+#include <string_view>
 
 #include "gateway/common/clock.hpp"
 #include "gateway/hooks/declarative_hook.hpp"
@@ -90,11 +91,11 @@ ChainOutcome HookChain::run(Event& event, const DiagnosticSink& diagnostics,
   // The step is built only when a trace is asked for (`hookgate hooks test`): on the ingest
   // path it would cost string copies per hook per event.
   auto record = [&](const Slot& slot, const char* result, int64_t duration_ns,
-                    std::string detail = {}) {
+                    std::string_view detail = {}) {
     if (!trace) return;
     const HookSpec& spec = slot.hook->spec();
     trace->push_back(
-        ChainStep{spec.name, to_string(spec.kind), result, std::move(detail), duration_ns});
+        ChainStep{spec.name, to_string(spec.kind), result, std::string(detail), duration_ns});
   };
   for (const Slot& slot : sequential_) {
     Hook& hook = *slot.hook;

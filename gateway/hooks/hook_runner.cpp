@@ -41,10 +41,6 @@ HookStats::HookStats(const std::string& hook_name) {
       &metrics::histogram("hookgate_hook_duration_seconds", "Hook run time", {{"hook", hook_name}});
 }
 
-Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats) {
-  return invoke_hook(hook, event, stats, now_steady_ns());
-}
-
 Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats, int64_t start_ns) {
   std::optional<HookResult> result;
   try {

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/common/clock.hpp"
 #include "gateway/common/metrics.hpp"
 #include "gateway/diagnostics.hpp"
 #include "gateway/hooks/hook.hpp"
@@ -41,8 +42,8 @@ struct Invocation {
 // anyway (a buggy native hook), the exception becomes an Error failure instead of escaping.
 // `start_ns` is the steady clock just before the call; the chain passes the previous hook's
 // end_ns when nothing ran in between, so N hooks cost N + 1 clock reads instead of 2N.
-Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats, int64_t start_ns);
-Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats);
+Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats,
+                       int64_t start_ns = now_steady_ns());
 
 // Counts the failure, writes ONE warn line (hook, event id, reason, then `consequence`, e.g.
 // "skipped (on_error: open)") and emits hookgate.hook.failed or hookgate.hook.timeout.

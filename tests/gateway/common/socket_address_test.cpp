@@ -31,5 +31,20 @@ TEST(SocketAddressTest, NamesAndGarbageAreNotLiterals) {
   EXPECT_FALSE(numeric_socket_address("", 80));
 }
 
+TEST(SocketAddressTest, SplitsHostAndPortAndRefusesBadPorts) {
+  auto v4 = split_host_port("127.0.0.1:9464");
+  ASSERT_TRUE(v4);
+  EXPECT_EQ(v4->host, "127.0.0.1");
+  EXPECT_EQ(v4->port, 9464);
+  auto v6 = split_host_port("[::1]:0");
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 0);
+  EXPECT_EQ(split_host_port(":65535")->host, "");
+  for (const char* bad :
+       {"127.0.0.1:99464", "127.0.0.1:65536", "127.0.0.1:", ":abc", "localhost", "h:1x", "h:-1"})
+    EXPECT_FALSE(split_host_port(bad)) << bad;
+}
+
 }  // namespace
 }  // namespace hookgate
