@@ -287,12 +287,14 @@ struct Dispatcher::Impl {
         last_rescan_ms = now_ms;
         for (auto& [name, webhook] : webhooks) webhook->maybe_ready = true;
       }
+      // Answers first: they free in-flight slots for the starts below, and the pass lets those
+      // starts reuse the connections it just saw idle without peeking at them again.
+      drain_plain_completions();
       if (!stopping) start_due_transfers(now_ms);
 
       int running = 0;
       curl_multi_perform(multi, &running);
       drain_completions();
-      drain_plain_completions();
       purge_removed();
 
       if (stopping && (transfers.empty() || now_steady_ns() >= stop_deadline_ns)) break;

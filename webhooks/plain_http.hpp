@@ -103,6 +103,8 @@ class PlainHttpClient {
   void on_connected(Connection& connection);
   void stop_connect_timer(Connection& connection);
   void send_request(Connection& connection);
+  // One epoll pass: advances every connection with activity; what finishes goes to done_.
+  void handle_events();
   void on_event(Connection& connection, uint32_t events);
   void read_response(Connection& connection, uint32_t events);
   void take_resolved();
@@ -115,6 +117,9 @@ class PlainHttpClient {
   void watch_deadline(Connection& connection, int64_t deadline_ns);
 
   int epoll_fd_ = -1;
+  // When the latest poll(), and the latest pass attach() ran itself, began (steady clock).
+  int64_t last_poll_ns_ = 0;
+  int64_t last_pass_ns_ = 0;
   std::shared_ptr<Resolver> resolver_;
   uint64_t next_serial_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;  // by serial
