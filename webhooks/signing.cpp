@@ -1,13 +1,16 @@
+// Before any OpenSSL header: HmacKey uses the SHA256_* calls OpenSSL 3 marks deprecated.
+#define OPENSSL_SUPPRESS_DEPRECATED
 #include "webhooks/signing.hpp"
 #include "gateway/common/text.hpp"
 
-#include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/params.h>
+#include <openssl/sha.h>
 
 #include <array>
 #include <cctype>
+#include <cstring>
 #include <utility>
 
 namespace hookgate::webhooks {
@@ -151,76 +154,56 @@ Result<std::string> standard_webhooks_signature(const std::vector<std::string>& 
   return (*keys)->standard_signature(msg_id, timestamp_s, body);
 }
 
-struct HmacKey::Context {
-  EVP_MAC_CTX* keyed = nullptr;
+// The low-level SHA256_* calls are deprecated in OpenSSL 3 in favour of EVP, whose digest
+// contexts (3.0) cannot be copied without allocating; a SHA256_CTX is a plain struct.
+struct HmacKey::States {
+  SHA256_CTX inner;  // after the key XOR ipad block
+  SHA256_CTX outer;  // after the key XOR opad block
 };
 
-namespace {
-// Fetched once per process: the fetch is a large part of HMAC()'s per-call cost.
-EVP_MAC* hmac_algorithm() {
-  static EVP_MAC* const mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  return mac;
-}
-}  // namespace
-
-HmacKey::HmacKey(std::string_view key) : key_(key) {
-  EVP_MAC* mac = hmac_algorithm();
-  if (mac == nullptr) return;
-  EVP_MAC_CTX* keyed = EVP_MAC_CTX_new(mac);
-  if (keyed == nullptr) return;
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                         OSSL_PARAM_construct_end()};
-  // A non-null pointer even for an empty key: an empty key is legal HMAC input.
-  static const unsigned char kEmpty = 0;
-  const auto* key_data = key.empty() ? &kEmpty : reinterpret_cast<const unsigned char*>(key.data());
-  if (EVP_MAC_init(keyed, key_data, key.size(), params) != 1) {
-    EVP_MAC_CTX_free(keyed);
-    return;
+HmacKey::HmacKey(std::string_view key) : states_(std::make_unique<States>()) {
+  constexpr size_t kBlock = 64;  // SHA-256's block size
+  std::array<unsigned char, kBlock> block{};
+  if (key.size() > kBlock) {
+    SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(), block.data());
+  } else if (!key.empty()) {
+    std::memcpy(block.data(), key.data(), key.size());
   }
-  ctx_ = new Context{keyed};
+  std::array<unsigned char, kBlock> pad{};
+  for (size_t i = 0; i < kBlock; ++i) pad[i] = block[i] ^ 0x36;
+  SHA256_Init(&states_->inner);
+  SHA256_Update(&states_->inner, pad.data(), pad.size());
+  for (size_t i = 0; i < kBlock; ++i) pad[i] = block[i] ^ 0x5c;
+  SHA256_Init(&states_->outer);
+  SHA256_Update(&states_->outer, pad.data(), pad.size());
+  OPENSSL_cleanse(block.data(), block.size());
+  OPENSSL_cleanse(pad.data(), pad.size());
 }
 
 HmacKey::~HmacKey() {
-  reset();
+  if (states_) OPENSSL_cleanse(states_.get(), sizeof(States));
 }
 
-void HmacKey::reset() {
-  if (ctx_ != nullptr) {
-    EVP_MAC_CTX_free(ctx_->keyed);
-    delete ctx_;
-    ctx_ = nullptr;
-  }
-}
-
-HmacKey::HmacKey(HmacKey&& other) noexcept
-    : ctx_(std::exchange(other.ctx_, nullptr)), key_(std::move(other.key_)) {}
+HmacKey::HmacKey(HmacKey&& other) noexcept = default;
 
 HmacKey& HmacKey::operator=(HmacKey&& other) noexcept {
   if (this != &other) {
-    reset();
-    ctx_ = std::exchange(other.ctx_, nullptr);
-    key_ = std::move(other.key_);
+    if (states_) OPENSSL_cleanse(states_.get(), sizeof(States));
+    states_ = std::move(other.states_);
   }
   return *this;
 }
 
 std::string HmacKey::mac(std::initializer_list<std::string_view> parts) const {
-  EVP_MAC_CTX* c = ctx_ != nullptr ? EVP_MAC_CTX_dup(ctx_->keyed) : nullptr;
-  if (c == nullptr) {  // no keyed template: the one-shot path
-    std::string message;
-    for (auto part : parts) message.append(part);
-    return hmac_sha256_raw(key_, message);
-  }
-  for (auto part : parts) {
-    if (!part.empty())
-      EVP_MAC_update(c, reinterpret_cast<const unsigned char*>(part.data()), part.size());
-  }
-  std::array<unsigned char, EVP_MAX_MD_SIZE> out{};
-  size_t length = 0;
-  EVP_MAC_final(c, out.data(), &length, out.size());
-  EVP_MAC_CTX_free(c);
-  return std::string(reinterpret_cast<const char*>(out.data()), length);
+  SHA256_CTX c = states_->inner;
+  for (auto part : parts) SHA256_Update(&c, part.data(), part.size());
+  std::array<unsigned char, SHA256_DIGEST_LENGTH> digest{};
+  SHA256_Final(digest.data(), &c);
+  c = states_->outer;
+  SHA256_Update(&c, digest.data(), digest.size());
+  SHA256_Final(digest.data(), &c);
+  OPENSSL_cleanse(&c, sizeof c);
+  return std::string(reinterpret_cast<const char*>(digest.data()), digest.size());
 }
 
 Result<std::shared_ptr<const SigningKeys>> SigningKeys::make(

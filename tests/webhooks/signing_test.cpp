@@ -253,6 +253,23 @@ TEST(SigningTest, HmacKeyMatchesOneShotHmacForPartsAndEmptyKey) {
   EXPECT_EQ(moved.mac({kGithubPayload}), hmac_sha256_raw(kGithubSecret, kGithubPayload));
 }
 
+// HmacKey schedules the key itself (RFC 2104): a key longer than SHA-256's 64-byte block is
+// hashed first, one of exactly 64 bytes is not.
+TEST(SigningTest, HmacKeyHandlesKeysAroundTheBlockSize) {
+  // RFC 4231 §4.7, test case 6: a 131-byte key.
+  const std::string long_key(131, '\xaa');
+  const std::string message = "Test Using Larger Than Block-Size Key - Hash Key First";
+  ASSERT_EQ(hmac_sha256_hex(long_key, message),
+            "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  EXPECT_EQ(HmacKey(long_key).mac({message}), hmac_sha256_raw(long_key, message));
+  for (size_t size : {63u, 64u, 65u}) {
+    const std::string key(size, 'k');
+    EXPECT_EQ(HmacKey(key).mac({"a message ", "in parts"}),
+              hmac_sha256_raw(key, "a message in parts"))
+        << size << "-byte key";
+  }
+}
+
 TEST(SigningTest, SigningKeysMatchTheReferenceVectorsAndTheUnkeyedHeaderBuild) {
   auto keys = unwrap(SigningKeys::make({kSwSecret, kGithubSecret}));
   ASSERT_NE(keys, nullptr);
