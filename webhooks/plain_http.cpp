@@ -32,8 +32,11 @@ constexpr size_t kMaxLineBytes = 8 * 1024;  // a chunk-size or trailer line
 // CURLOPT_MAXAGE_CONN default does: a middlebox may have dropped them silently.
 constexpr int64_t kMaxIdleNs = 118LL * 1000 * 1000 * 1000;
 // Reusing an idle connection needs a look at its socket first (a close or a stray 408 may have
-// arrived). One epoll pass this recent covers every idle connection of every pool at once.
+// arrived). One epoll pass this recent covers every idle connection of every pool at once...
 constexpr int64_t kFreshLookNs = 1000LL * 1000;
+// ...except one idle this long, whose server's keep-alive timer (5 s and up) may be firing: it
+// gets a look of its own (MSG_PEEK) right before the send. Only quiet webhooks pay for it.
+constexpr int64_t kLongIdleNs = 1000LL * 1000 * 1000;
 constexpr uint64_t kResolverEvent = 0;  // epoll data of the resolver's eventfd
 constexpr int kResolverThreads = 4;
 // A successful lookup is reused this long: reconnects to a flapping endpoint do not each cost a
@@ -496,8 +499,8 @@ void PlainHttpClient::attach(Request request, int64_t started_ns, bool resent) {
     // epoll pass settles it for all idle connections; it replaced a MSG_PEEK per reuse, which
     // at full load was one syscall in three. Connections it closes leave the pool.
     const int64_t last_look_ns = std::max(last_poll_ns_, last_pass_ns_);
-    if (idle->second.back()->idle_since_ns >= last_look_ns ||
-        started_ns - last_look_ns > kFreshLookNs) {
+    if (!idle->second.empty() && (idle->second.back()->idle_since_ns >= last_look_ns ||
+                                  started_ns - last_look_ns > kFreshLookNs)) {
       last_pass_ns_ = now_steady_ns();
       handle_events();
       idle = idle_.find(request.pool);
@@ -508,7 +511,12 @@ void PlainHttpClient::attach(Request request, int64_t started_ns, bool resent) {
       while (!pool.empty() && connection == nullptr) {
         Connection* candidate = pool.back();
         pool.pop_back();
-        if (started_ns - candidate->idle_since_ns > kMaxIdleNs) {
+        const int64_t idle_ns = started_ns - candidate->idle_since_ns;
+        char byte;
+        if (idle_ns > kMaxIdleNs ||
+            (idle_ns >= kLongIdleNs &&
+             (::recv(candidate->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) >= 0 ||
+              (errno != EAGAIN && errno != EWOULDBLOCK)))) {
           stale.push_back(candidate);
         } else {
           connection = candidate;
@@ -787,9 +795,12 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
         AttemptResult result;
         result.http_status = connection.parser.status();
         result.retry_after = connection.parser.retry_after();
-        // Bytes past the response, or a body still unsent, leave the connection unusable.
+        // Bytes past the response, or a body still unsent, leave the connection unusable. So
+        // does a response that ended exactly at a full buffer: more bytes may be queued behind
+        // it, and edge-triggered epoll would not report them again.
         const bool reuse = connection.parser.keep_alive() && !peer_closed &&
                            used == static_cast<size_t>(n) &&
+                           static_cast<size_t>(n) < sizeof buffer &&
                            connection.state == Connection::State::Receiving;
         complete(connection, std::move(result), reuse);
         return;
@@ -903,7 +914,9 @@ void PlainHttpClient::handle_events() {
 }
 
 void PlainHttpClient::poll(int64_t now_ns, std::vector<Completion>& out) {
-  last_poll_ns_ = now_ns;  // anything that arrived on an idle connection before this is handled
+  // Anything that arrived on an idle connection before this is handled below. Never later than
+  // the clock: a caller's future now_ns (forcing timeouts) must not vouch for later arrivals.
+  last_poll_ns_ = std::min(now_ns, now_steady_ns());
   handle_events();
   while (!connect_deadlines_.empty() && connect_deadlines_.begin()->first <= now_ns) {
     Connection& connection = *connect_deadlines_.begin()->second;

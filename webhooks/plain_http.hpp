@@ -17,8 +17,9 @@
 // Host names resolve on up to 4 resolver threads (getaddrinfo), one lookup per name at a time and
 // answers reused for 5 s, so a slow DNS server never blocks the caller; IP literals skip it.
 // Addresses are tried in getaddrinfo's order; one with others behind it gets half the time left,
-// as libcurl does (no happy eyeballs). An idle connection is peeked before reuse: one the server
-// closed or spoke on (a stray 408) is dropped rather than sent on.
+// as libcurl does (no happy eyeballs). An idle connection the server closed or spoke on (a stray
+// 408) is dropped rather than sent on: one epoll pass before a batch of reuses finds those, and a
+// connection idle for a second or more is also peeked at right before the send.
 //
 // Not thread-safe: every call comes from one thread (the dispatcher's). fd() becomes readable
 // when poll() has something to do; the dispatcher waits on it beside libcurl's sockets.

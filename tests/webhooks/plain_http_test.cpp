@@ -321,6 +321,65 @@ TEST_F(PlainHttpTest, AnswerLeftOnAnIdleConnectionIsNotTakenForTheNextRequest) {
   EXPECT_EQ(server.connections(), 2);
 }
 
+// A connection idle for over a second is looked at right before the send, even just after a
+// poll() pass: a server whose keep-alive timer fires may speak in between. The test thread
+// writes the stray answer itself, between the pass and the next request, so it lands inside
+// the millisecond in which a pass would otherwise vouch for the connection.
+TEST_F(PlainHttpTest, AStrayAnswerOnALongIdleConnectionIsSeenEvenRightAfterAPass) {
+  std::atomic<int> first_fd{-1};
+  std::atomic<bool> done{false};
+  ScriptedServer server([&](ScriptedServer& s, int fd, int index) {
+    if (index == 0) {
+      if (s.read(fd).empty()) return;
+      send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+      first_fd = fd;
+      testing::wait_until([&] { return done.load(); }, kWait);  // keeps the fd open
+      return;
+    }
+    while (!s.read(fd).empty()) send_all(fd, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n");
+  });
+  EXPECT_EQ(one(request(server.url(), 1)).http_status, 200);
+  ASSERT_TRUE(testing::wait_until([&] { return first_fd.load() >= 0; }, kWait));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  auto second_request = request(server.url(), 2);
+  std::vector<PlainHttpClient::Completion> none;
+  client_.poll(now_steady_ns(), none);  // the pass: nothing has arrived yet
+  send_all(first_fd.load(), "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n");
+  client_.start(std::move(second_request));
+  auto finished = run(1);
+  done = true;
+  ASSERT_EQ(finished.size(), 1u);
+  EXPECT_EQ(finished.front().result.curl_code, CURLE_OK) << finished.front().result.transport_error;
+  EXPECT_EQ(finished.front().result.http_status, 201);
+  EXPECT_EQ(server.connections(), 2);
+}
+
+// Edge-triggered epoll reports bytes once: a response that ends exactly where a full read buffer
+// (16 KiB) ends may have more bytes queued behind it, which no later event would reveal.
+TEST_F(PlainHttpTest, AResponseEndingAtAFullReadBufferDoesNotLeaveItsConnectionForReuse) {
+  constexpr size_t kReadBuffer = 16384;  // PlainHttpClient::read_response's buffer
+  std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 00000\r\n\r\n";
+  const size_t body = kReadBuffer - head.size();
+  head = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body) + "\r\n\r\n";
+  ASSERT_EQ(head.size() + body, kReadBuffer);
+  const std::string exact = head + std::string(body, 'x');
+  ScriptedServer server([&](ScriptedServer& s, int fd, int index) {
+    if (index == 0) {
+      if (s.read(fd).empty()) return;
+      // The answer and a stray one in one write: both are queued before the client reads.
+      send_all(fd, exact + "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n");
+      s.read(fd);
+      return;
+    }
+    while (!s.read(fd).empty()) send_all(fd, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n");
+  });
+  EXPECT_EQ(one(request(server.url(), 1)).http_status, 200);
+  AttemptResult second = one(request(server.url(), 2));
+  EXPECT_EQ(second.curl_code, CURLE_OK) << second.transport_error;
+  EXPECT_EQ(second.http_status, 201);
+  EXPECT_EQ(server.connections(), 2);
+}
+
 TEST_F(PlainHttpTest, ConcurrentRequestsToOneNameShareALookup) {
   ScriptedServer server(answer_each("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
   const std::string url = "http://localhost:" + std::to_string(server.port()) + "/";
