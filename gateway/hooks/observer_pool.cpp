@@ -44,9 +44,15 @@ bool ObserverPool::submit(ObserverJob job) {
   const char* why = "observer queue full";
   {
     std::lock_guard lock(mu_);
-    if (accepting_ && queue_.size() < capacity_) {
-      queue_.push_back(std::move(job));
-      work_cv_.notify_one();
+    if (accepting_ && queued_ < capacity_) {
+      const Hook* key = job.hook.get();
+      Lane& lane = lanes_[key];
+      lane.jobs.push_back(std::move(job));
+      ++queued_;
+      if (!lane.running && lane.jobs.size() == 1) {
+        ready_.push_back(key);
+        work_cv_.notify_one();
+      }
       return true;
     }
     if (!accepting_) why = "observer pool stopped";
@@ -78,18 +84,31 @@ void ObserverPool::note_drop(size_t n, const char* why) {
 void ObserverPool::worker() {
   std::unique_lock lock(mu_);
   while (true) {
-    work_cv_.wait(lock, [this] { return exit_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // exit_ and nothing left
-    ObserverJob job = std::move(queue_.front());
-    queue_.pop_front();
+    work_cv_.wait(lock, [this] { return exit_ || !ready_.empty(); });
+    if (ready_.empty()) return;  // exit_ and nothing left
+    const Hook* key = ready_.front();
+    ready_.pop_front();
+    Lane& lane = lanes_[key];
+    ObserverJob job = std::move(lane.jobs.front());
+    lane.jobs.pop_front();
+    lane.running = true;
+    --queued_;
     ++active_;
     lock.unlock();
     run(job);
-    job = {};  // release the hook and event outside the lock
+    job = {};  // release the hook and event outside the lock (the key is not dereferenced)
     lock.lock();
     --active_;
     ++completed_;
-    if (queue_.empty() && active_ == 0) idle_cv_.notify_all();
+    Lane& again = lanes_[key];  // the map may have rehashed meanwhile; the lane is still there
+    again.running = false;
+    if (!again.jobs.empty()) {
+      ready_.push_back(key);
+      work_cv_.notify_one();
+    } else {
+      lanes_.erase(key);
+    }
+    if (queued_ == 0 && active_ == 0) idle_cv_.notify_all();
   }
 }
 
@@ -115,23 +134,32 @@ void ObserverPool::run(ObserverJob& job) {
 
 void ObserverPool::stop(std::chrono::milliseconds drain) {
   std::lock_guard stop_lock(stop_mu_);
-  std::deque<ObserverJob> leftover;
+  std::unordered_map<const Hook*, Lane> leftover;
+  size_t left = 0;
   {
     std::unique_lock lock(mu_);
     if (exit_) return;
     accepting_ = false;
-    idle_cv_.wait_for(lock, drain, [this] { return queue_.empty() && active_ == 0; });
-    leftover.swap(queue_);
+    idle_cv_.wait_for(lock, drain, [this] { return queued_ == 0 && active_ == 0; });
+    // Lanes with a run in progress stay (empty): their worker still updates them.
+    for (auto& [key, lane] : lanes_) {
+      left += lane.jobs.size();
+      leftover[key].jobs = std::move(lane.jobs);
+      lane.jobs.clear();
+    }
+    ready_.clear();
+    queued_ = 0;
     exit_ = true;
   }
   work_cv_.notify_all();
-  if (!leftover.empty()) {
-    dropped_total_.inc(leftover.size());
+  leftover.clear();  // releases the hooks and events outside the lock
+  if (left > 0) {
+    dropped_total_.inc(left);
     {
       std::lock_guard lock(mu_);
-      dropped_ += leftover.size();
+      dropped_ += left;
     }
-    spdlog::warn("observer pool stopping: dropped {} queued observer run(s)", leftover.size());
+    spdlog::warn("observer pool stopping: dropped {} queued observer run(s)", left);
   }
   for (auto& t : threads_)
     if (t.joinable()) t.join();
@@ -139,7 +167,7 @@ void ObserverPool::stop(std::chrono::milliseconds drain) {
 
 size_t ObserverPool::queued() const {
   std::lock_guard lock(mu_);
-  return queue_.size();
+  return queued_;
 }
 
 uint64_t ObserverPool::dropped() const {

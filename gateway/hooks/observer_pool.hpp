@@ -3,6 +3,11 @@
 // parallel, never delays delivery). A fixed set of threads drains a BOUNDED queue; when the queue
 // is full the new item is dropped and counted: submit() never blocks the caller for longer than a
 // mutex hand-off. The pool outlives chain generations: each item holds its own HookPtr.
+//
+// Parallel across hooks, one run at a time per hook (a hook handles one call at a time anyway: a
+// program hook's co-process takes turns). A worker only takes a hook's next item once its last
+// run ended, so one slow or hung observer occupies one thread, never all of them waiting for its
+// turn, and the other observers keep running.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -10,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "config/config.hpp"
@@ -63,7 +69,14 @@ class ObserverPool {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // workers: an item arrived, or exit
   std::condition_variable idle_cv_;  // stop(): the queue drained
-  std::deque<ObserverJob> queue_;
+  // Queued items per hook; a hook is in ready_ while it has items and no run in progress.
+  struct Lane {
+    std::deque<ObserverJob> jobs;
+    bool running = false;
+  };
+  std::unordered_map<const Hook*, Lane> lanes_;
+  std::deque<const Hook*> ready_;  // oldest first: hooks take turns in the order they queued
+  size_t queued_ = 0;              // items in lanes_, all hooks together (≤ capacity_)
   size_t active_ = 0;
   bool accepting_ = true;
   bool exit_ = false;

@@ -10,6 +10,7 @@
 
 #include "gateway/hooks/chain.hpp"
 #include "tests/gateway/hooks/hook_test_util.hpp"
+#include "tests/support/gateway_process.hpp"
 
 namespace hookgate::hooks {
 namespace {
@@ -114,6 +115,34 @@ TEST(ObserverPool, StopWithoutGraceDropsWhatIsQueued) {
   opener.join();
   EXPECT_EQ(blocked->calls(), 1);  // the running one finished; the queued four were dropped
   EXPECT_EQ(pool.dropped(), 4u);
+}
+
+// Found in review: with runs taken strictly in queue order, a hung observer's queued runs took
+// every worker (each waiting on the same hook) and starved all other observers.
+TEST(ObserverPool, OneStuckObserverDoesNotHoldUpTheOthers) {
+  Gate gate;
+  auto stuck = fake("pool_stuck", HookKind::Observe, [&](Event&) {
+    gate.wait();
+    return answer(Action::Continue);
+  });
+  std::atomic<int> other_runs{0};
+  auto other = fake("pool_other", HookKind::Observe, [&](Event&) {
+    other_runs.fetch_add(1);
+    return answer(Action::Continue);
+  });
+  ObserverPool pool(2, 100, {});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool.submit(job_for(stuck)));
+  ASSERT_TRUE(gate.wait_for_waiters(1));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(pool.submit(job_for(other)));
+  EXPECT_TRUE(hookgate::testing::wait_until([&] { return other_runs.load() == 5; },
+                                            std::chrono::seconds(5)));
+  EXPECT_EQ(stuck->calls(), 1);  // one run per hook at a time: the other two still queued
+  EXPECT_EQ(pool.queued(), 2u);
+  gate.open();
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_EQ(stuck->calls(), 3);
+  EXPECT_EQ(pool.completed(), 8u);
+  EXPECT_EQ(pool.dropped(), 0u);
 }
 
 TEST(ObserverPool, FailuresAreReportedLikeFailOpenAndNeverVeto) {
