@@ -74,6 +74,16 @@ void register_secret(std::string_view secret) {
   secrets().emplace(secret);
 }
 
+bool holds_secret(std::string_view value) {
+  constexpr size_t kMinContained = 16;
+  std::lock_guard lock(g_secret_mu);
+  for (const auto& s : secrets()) {
+    if (value == s || (s.size() >= kMinContained && value.find(s) != std::string_view::npos))
+      return true;
+  }
+  return false;
+}
+
 std::string redact_secrets(std::string_view text) {
   std::string out(text);
   {

@@ -17,6 +17,9 @@ void setup_logging(std::string_view level, std::string_view format);
 void register_secret(std::string_view secret);
 // Replaces every registered secret in `text` with "[REDACTED]", and strips userinfo from URLs.
 std::string redact_secrets(std::string_view text);
+// Whether `value` is a registered secret, or contains one of 16 characters or more (shorter ones
+// would match ordinary text, such as a PATH). Hook children do not inherit such variables.
+bool holds_secret(std::string_view value);
 // JSON string escaping for hand-built JSON log lines and diagnostics.
 std::string json_escape(std::string_view text);
 

@@ -66,7 +66,12 @@ std::vector<std::string> build_env(const std::vector<std::pair<std::string, std:
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);
-    std::string_view key = entry.substr(0, entry.find('='));
+    const size_t equals = entry.find('=');
+    std::string_view key = entry.substr(0, equals);
+    // A variable that holds a webhook secret, a secret header value or the admin token (the
+    // config's ${VAR}s put them in the environment) stays with the gateway: a hook that dumps
+    // its environment must not be able to leak it.
+    if (equals != std::string_view::npos && holds_secret(entry.substr(equals + 1))) continue;
     bool overridden = false;
     for (const auto& [k, v] : extra) overridden = overridden || k == key;
     if (!overridden) env.emplace_back(entry);

@@ -552,6 +552,36 @@ TEST(OneShotHookTest, SeesEventOnStdinAndEnvironment) {
   EXPECT_TRUE(out.find("data.m")->GetBool());
 }
 
+// Webhook secrets reach the gateway through ${VAR}s in its environment; a hook that dumps its
+// environment (a traceback, `env >&2`) must not be able to leak them, so such variables stay
+// behind. Other variables, and short secrets inside unrelated values, are passed on.
+TEST(OneShotHookTest, VariablesHoldingSecretsAreNotInherited) {
+  register_secret("whsec_dGVzdC1zZWNyZXQtZm9yLWVudi1maWx0ZXI=");
+  register_secret("abcd");
+  ::setenv("HG_TEST_SIEM_SECRET", "whsec_dGVzdC1zZWNyZXQtZm9yLWVudi1maWx0ZXI=", 1);
+  ::setenv("HG_TEST_SECRET_IN_URL",
+           "https://u:whsec_dGVzdC1zZWNyZXQtZm9yLWVudi1maWx0ZXI=@example.com/", 1);
+  ::setenv("HG_TEST_SHORT_SECRET", "abcd", 1);
+  ::setenv("HG_TEST_PLAIN", "/opt/abcdef/bin", 1);
+  auto hook = oneshot(
+      R"(cat >/dev/null; printf '{"type":"env","data":{"siem":"%s","url":"%s","short":"%s","plain":"%s"}}' )"
+      R"("${HG_TEST_SIEM_SECRET-unset}" "${HG_TEST_SECRET_IN_URL-unset}" )"
+      R"("${HG_TEST_SHORT_SECRET-unset}" "${HG_TEST_PLAIN-unset}")");
+  Event ev = make_event("{}", "auth.failure");
+  auto r = hook->handle(ev);
+  ::unsetenv("HG_TEST_SIEM_SECRET");
+  ::unsetenv("HG_TEST_SECRET_IN_URL");
+  ::unsetenv("HG_TEST_SHORT_SECRET");
+  ::unsetenv("HG_TEST_PLAIN");
+  ASSERT_TRUE(r) << r.error().reason;
+  ASSERT_EQ(r->action, Action::Replace);
+  const Event& out = *r->replacement;
+  EXPECT_STREQ(out.find("data.siem")->GetString(), "unset");
+  EXPECT_STREQ(out.find("data.url")->GetString(), "unset");
+  EXPECT_STREQ(out.find("data.short")->GetString(), "unset");  // the whole value is a secret
+  EXPECT_STREQ(out.find("data.plain")->GetString(), "/opt/abcdef/bin");
+}
+
 TEST(OneShotHookTest, ListedExitCodeVetoesWithTrimmedStderr) {
   auto hook = oneshot(R"(cat >/dev/null; printf '  go away, mallory \n\n' >&2; exit 3)", {1, 3});
   Event ev = make_event("{}");
