@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <future>
+#include <optional>
+#include <thread>
 
 #include "bus/curve.hpp"
 #include "bus/sequence_gaps.hpp"
@@ -20,6 +23,7 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/thread_name.hpp"
 #include "gateway/hooks/chain.hpp"
 #include "gateway/hooks/observer_pool.hpp"
 #include "gateway/hooks_watcher.hpp"
@@ -154,9 +158,52 @@ struct Gateway::Impl {
     (void)store->add_async(std::move(out));
   }
 
-  void load_chain(bool announce) {
+  // Reloads build the next chain on their own thread (hg-hook-loader): a program hook's
+  // handshake may take up to its timeout_ms, and stopping the old chain's co-processes up to
+  // 300 ms each, while the ingest thread goes on reading the bus with the running chain. Requests
+  // made during a load coalesce into one more load with the latest settings.
+  std::mutex loader_mu;
+  std::condition_variable loader_cv;
+  std::optional<config::HooksConfig> loader_request;  // guarded by loader_mu
+  bool loader_stopping = false;                       // guarded by loader_mu
+  std::thread loader;
+
+  void request_chain_load(const config::HooksConfig& hooks) {
+    {
+      std::lock_guard lock(loader_mu);
+      loader_request = hooks;
+    }
+    loader_cv.notify_one();
+  }
+
+  void loader_loop() {
+    name_this_thread("hg-hook-loader");
+    std::unique_lock lock(loader_mu);
+    for (;;) {
+      loader_cv.wait(lock, [this] { return loader_stopping || loader_request.has_value(); });
+      if (loader_stopping) return;
+      const config::HooksConfig hooks = std::move(*loader_request);
+      loader_request.reset();
+      lock.unlock();
+      spdlog::info("hooks: reloading (events flow through the running chain meanwhile)");
+      load_chain(hooks, true);
+      lock.lock();
+    }
+  }
+
+  // Idempotent. A load in progress finishes first (bounded by the hooks' timeouts).
+  void stop_loader() {
+    {
+      std::lock_guard lock(loader_mu);
+      loader_stopping = true;
+    }
+    loader_cv.notify_all();
+    if (loader.joinable()) loader.join();
+  }
+
+  void load_chain(const config::HooksConfig& hooks_config, bool announce) {
     config::Diagnostics errors;
-    auto next = hooks::HookChain::load(cfg.hooks, errors);
+    auto next = hooks::HookChain::load(hooks_config, errors);
     for (const auto& e : errors) spdlog::warn("hooks: {}", e.str());
     bool observers_present = chain_has_observers(*next);
     std::shared_ptr<const hooks::HookChain> old;
@@ -195,7 +242,7 @@ struct Gateway::Impl {
   void do_reload_config() {
     if (cfg.file.empty()) {
       spdlog::info("reload: running on embedded defaults, reloading hooks only");
-      load_chain(true);
+      request_chain_load(cfg.hooks);
       return;
     }
     auto next = config::load_config_file(cfg.file);
@@ -233,8 +280,8 @@ struct Gateway::Impl {
     cfg.hooks = n.hooks;
     cfg.log = n.log;
     apply_webhooks(cfg.webhooks);
-    load_chain(true);
-    spdlog::info("reload: configuration reloaded from {} ({} webhooks)", cfg.file,
+    request_chain_load(cfg.hooks);
+    spdlog::info("reload: configuration reloaded from {} ({} webhooks; hooks reloading)", cfg.file,
                  cfg.webhooks.size());
   }
 
@@ -358,7 +405,7 @@ struct Gateway::Impl {
     running = true;
     while (!stop.load(std::memory_order_relaxed)) {
       if (reload_config.exchange(false)) do_reload_config();
-      if (reload_hooks.exchange(false)) load_chain(true);
+      if (reload_hooks.exchange(false)) request_chain_load(cfg.hooks);
       spool_depth.set(static_cast<int64_t>(store->pending_count()));
       // While adds are open, look at them every millisecond even if the bus is quiet, so the
       // accepted/refused counters follow the commits closely.
@@ -510,7 +557,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
       [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
   g.router = std::make_shared<const Router>(g.cfg.webhooks);
   g.dispatcher->set_webhooks(g.cfg.webhooks);
-  g.load_chain(false);
+  g.load_chain(g.cfg.hooks, false);  // before the bus opens: the first event sees the hooks
 
   const auto& topics = g.cfg.bus.topics;
   g.subscribes_to_everything =
@@ -539,6 +586,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
                                                [raw] { raw->reload_hooks = true; });
   }
   g.dispatcher->start();
+  g.loader = std::thread([raw] { raw->loader_loop(); });
   spdlog::info("hookgate {} listening on {}{}{}", HOOKGATE_VERSION,
                g.bus_endpoint.empty() ? "(connect only)" : g.bus_endpoint,
                g.admin ? ", admin on port " + std::to_string(g.admin->port()) : std::string(),
@@ -549,6 +597,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
 Gateway::~Gateway() {
   if (!impl_) return;
   impl_->watcher.reset();
+  impl_->stop_loader();
   impl_->sub.reset();
   if (impl_->observers) impl_->observers->stop(std::chrono::seconds(2));
   if (impl_->dispatcher)
@@ -564,6 +613,7 @@ void Gateway::run() {
                impl_->cfg.spool.shutdown_grace_ms);
   impl_->sub.reset();
   impl_->watcher.reset();
+  impl_->stop_loader();
   impl_->observers->stop(std::chrono::seconds(2));
   impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
   spdlog::info("stopped; {} deliveries remain spooled", impl_->store->pending_count());

@@ -316,5 +316,39 @@ TEST(OperationsTest, HotReloadUnderSteadyStreamAndSighup) {
   EXPECT_EQ(rx.count(), sent.size());
 }
 
+// A reload builds the next chain off the ingest thread: while a new program hook takes its time
+// to answer the handshake (here: never, so the load waits out its 5 s timeout), events keep
+// flowing through the running chain. Before, the bus was not read until the load ended.
+TEST(OperationsTest, ASlowHookLoadDoesNotStopIntake) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks/.keep", "");  // the watched directory exists from the start
+  GatewayProcess gw(dir);
+  std::string cfg = config_with(
+      "hooks: { directories: [./hooks], hot_reload: true }\nwebhooks:\n"
+      "  - name: rx\n    url: " +
+      rx.url() + "\n    events: [\"app.*\"]\n");
+  ASSERT_TRUE(gw.start(cfg)) << gw.log();
+  auto pub = bus::Publisher::connect({.endpoints = {gw.bus_endpoint()}});
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(10s));
+  ASSERT_TRUE(pub.value()->publish("app.before", "{}"));
+  ASSERT_TRUE(rx.wait_for(1, 10s));
+
+  // Silent until killed: its load ends only at the 5 s handshake timeout.
+  dir.write("hooks/_10_silent.sh", "#!/bin/sh\nexec sleep 60\n", /*executable=*/true);
+  ASSERT_TRUE(gw.wait_for_log("hooks: reloading", 10s)) << gw.log();
+  std::this_thread::sleep_for(200ms);  // well inside the load, which waits for the handshake
+  const auto published = std::chrono::steady_clock::now();
+  ASSERT_TRUE(pub.value()->publish("app.during", "{}"));
+  ASSERT_TRUE(rx.wait_for(2, 15s)) << gw.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - published, 2500ms)
+      << "the event waited for the hook load";
+  // The load ends with the hook left out, and the gateway carries on.
+  ASSERT_TRUE(gw.wait_for_log("no handshake line within", 15s)) << gw.log();
+  ASSERT_TRUE(pub.value()->publish("app.after", "{}"));
+  EXPECT_TRUE(rx.wait_for(3, 10s)) << gw.log();
+}
+
 }  // namespace
 }  // namespace hookgate::testing
