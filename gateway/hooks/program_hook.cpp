@@ -129,7 +129,8 @@ class ProgramHook final : public Hook {
 
     for (;;) {
       std::string line;
-      switch (read_line(proc_->stdout_fd(), out_buf_, line, deadline, kMaxAnswerBytes)) {
+      switch (read_line(proc_->stdout_fd(), out_buf_, line, deadline, kMaxAnswerBytes,
+                        proc_->exit_fd())) {
         case ReadStatus::Line:
           break;
         case ReadStatus::Timeout:
@@ -172,7 +173,8 @@ class ProgramHook final : public Hook {
     out_buf_.clear();
 
     std::string line;
-    switch (read_line(proc_->stdout_fd(), out_buf_, line, deadline, kMaxHandshakeBytes)) {
+    switch (read_line(proc_->stdout_fd(), out_buf_, line, deadline, kMaxHandshakeBytes,
+                      proc_->exit_fd())) {
       case ReadStatus::Line:
         break;
       case ReadStatus::Timeout:

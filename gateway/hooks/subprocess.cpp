@@ -260,8 +260,9 @@ WriteStatus write_all(int fd, std::string_view data, int64_t deadline_ns) {
 }
 
 ReadStatus read_line(int fd, std::string& buf, std::string& line, int64_t deadline_ns,
-                     size_t max_line) {
+                     size_t max_line, int exit_fd) {
   size_t scanned = 0;
+  bool exited = false;  // seen by the last poll; what it wrote before is in the pipe by now
   for (;;) {
     size_t nl = buf.find('\n', scanned);
     if (nl != std::string::npos) {
@@ -281,10 +282,12 @@ ReadStatus read_line(int fd, std::string& buf, std::string& line, int64_t deadli
     if (n == 0) return ReadStatus::Eof;
     if (errno == EINTR) continue;
     if (errno != EAGAIN) return ReadStatus::Error;
+    if (exited) return ReadStatus::Eof;
     int left = remaining_ms(deadline_ns);
     if (left <= 0) return ReadStatus::Timeout;
-    pollfd p{fd, POLLIN, 0};
-    ::poll(&p, 1, left);
+    pollfd p[2] = {{fd, POLLIN, 0}, {exit_fd, POLLIN, 0}};
+    if (::poll(p, exit_fd >= 0 ? 2 : 1, left) > 0 && exit_fd >= 0 && (p[1].revents & POLLIN) != 0)
+      exited = true;
   }
 }
 

@@ -84,8 +84,10 @@ WriteStatus write_all(int fd, std::string_view data, int64_t deadline_ns);
 // Reads one '\n'-terminated line from a non-blocking fd, buffering the rest in `buf` for the next
 // call. Lines longer than max_line are an error (the stream is out of sync).
 enum class ReadStatus { Line, Eof, Timeout, TooLong, Error };
+// With exit_fd (Subprocess::exit_fd()), the process's exit ends the wait like EOF once nothing
+// is left to read: a child it forked may hold the pipe open, and no EOF would come.
 ReadStatus read_line(int fd, std::string& buf, std::string& line, int64_t deadline_ns,
-                     size_t max_line);
+                     size_t max_line, int exit_fd = -1);
 
 // Milliseconds left until a steady-clock deadline (0 when passed, capped at INT32_MAX).
 int remaining_ms(int64_t deadline_ns);

@@ -283,6 +283,23 @@ TEST(ProgramHookTest, CrashIsAFailureThenRestartAfterBackoff) {
   EXPECT_NE(std::stoi(snapshot_field(*hook, "pid")), first);
 }
 
+// Found in review: a hook that dies while a child it started still holds its stdout gives no
+// EOF. Its exit ends the wait instead, so it is reported as the crash it is, at once, rather
+// than as a timeout after timeout_ms.
+TEST(ProgramHookTest, CrashWithAChildHoldingStdoutIsACrashNotATimeout) {
+  auto hook = load_proto("{}", 3000);
+  ASSERT_TRUE(hook);
+  pid_t pid = std::stoi(snapshot_field(*hook, "pid"));
+  Event ev = make_event(R"({"do":"crash_leaving_child"})");
+  const int64_t start = now_steady_ns();
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_EQ(r.error().reason, "hook process exited with status 3");
+  EXPECT_LT(elapsed_ms(start), 2000);
+  EXPECT_TRUE(process_gone(pid));
+}
+
 TEST(ProgramHookTest, KilledBetweenRequestsIsACrashNotASigpipe) {
   auto hook = load_proto();
   ASSERT_TRUE(hook);
