@@ -454,7 +454,7 @@ class OneShotHook final : public Hook {
       size_t nl = text.find('\n');
       std::string_view line = trim(text.substr(0, nl));
       if (!line.empty()) {
-        spdlog::warn("hook {} stderr: {}", spec().name, excerpt(line, StderrForwarder::kMaxLine));
+        log_hook_stderr_line(spec().name, excerpt(line, StderrForwarder::kMaxLine));
       }
       if (nl == std::string_view::npos) break;
       text.remove_prefix(nl + 1);

@@ -320,13 +320,17 @@ void StderrForwarder::stop() {
   close_fd(wake_[1]);
 }
 
-void StderrForwarder::emit(std::string_view line) {
-  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-  if (line.empty()) return;
+void log_hook_stderr_line(std::string_view hook, std::string_view line) {
   static auto& lines = metrics::counter("hookgate_hook_stderr_lines_total",
                                         "Lines program and one-shot hooks wrote to stderr");
   lines.inc();
-  spdlog::warn("hook {} stderr: {}", name_, line);
+  spdlog::warn("hook {} stderr: {}", hook, line);
+}
+
+void StderrForwarder::emit(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.empty()) return;
+  log_hook_stderr_line(name_, line);
 }
 
 void StderrForwarder::run() {

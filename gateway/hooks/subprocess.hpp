@@ -92,6 +92,10 @@ ReadStatus read_line(int fd, std::string& buf, std::string& line, int64_t deadli
 // Milliseconds left until a steady-clock deadline (0 when passed, capped at INT32_MAX).
 int remaining_ms(int64_t deadline_ns);
 
+// One line a hook wrote to stderr: a warn record "hook <name> stderr: <line>", counted in
+// hookgate_hook_stderr_lines_total. Both hook forms that have a stderr go through here.
+void log_hook_stderr_line(std::string_view hook, std::string_view line);
+
 // Forwards a hook's stderr to the log, one warn record per line ("hook <name> stderr: ..."),
 // lines cut at kMaxLine bytes. Owns the fd. stop() logs what is still buffered and joins; call it
 // after the process is reaped so nothing it wrote is lost.

@@ -20,6 +20,7 @@
 
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
 
 namespace hookgate::hooks {
 namespace {
@@ -619,6 +620,17 @@ TEST(OneShotHookTest, ListedExitCodeVetoesWithTrimmedStderr) {
   EXPECT_EQ(r->action, Action::Veto);
   EXPECT_LE(r->reason.size(), 1024u + 3u);
   EXPECT_GE(r->reason.size(), 1024u);
+}
+
+TEST(OneShotHookTest, StderrLinesAreLoggedAndCountedLikeAProgramHooks) {
+  const uint64_t before =
+      metrics::Registry::global().counter_value("hookgate_hook_stderr_lines_total", {});
+  auto hook = oneshot(R"(cat >/dev/null; printf 'first\n\nsecond\n' >&2)");
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(metrics::Registry::global().counter_value("hookgate_hook_stderr_lines_total", {}),
+            before + 2);  // the blank line is not one
 }
 
 TEST(OneShotHookTest, UnlistedExitCodeIsAFailure) {
