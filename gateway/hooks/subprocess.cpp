@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 
@@ -358,11 +359,15 @@ void StderrForwarder::run() {
     if (::poll(p, static_cast<nfds_t>(nfds), -1) < 0 && errno != EINTR) break;
     bool stopping = nfds == 2 && (p[1].revents & POLLIN) != 0;
     bool eof = false;
-    for (;;) {  // drain what is there; the fd is non-blocking
+    // Drain what is there (the fd is non-blocking), at most 1 MiB per pass: a process that
+    // escaped the group (setsid) and keeps writing must not keep this loop from seeing stop().
+    size_t budget = size_t{1} << 20;
+    for (;;) {
       char chunk[8192];
       ssize_t n = ::read(fd_, chunk, sizeof chunk);
       if (n > 0) {
         consume(chunk, static_cast<size_t>(n));
+        if ((budget -= std::min(budget, static_cast<size_t>(n))) == 0) break;
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
