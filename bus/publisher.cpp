@@ -1,5 +1,7 @@
 #include "bus/publisher.hpp"
 
+#include <algorithm>
+
 #include "bus/sequence_gaps.hpp"
 #include "bus/wire.hpp"
 #include "gateway/common/clock.hpp"
@@ -42,14 +44,25 @@ Publisher::~Publisher() {
 void Publisher::drain_subscriptions() {
   zmq::message_t msg;
   while (socket_->recv(msg, zmq::recv_flags::dontwait)) {
-    if (msg.size() > 0 && static_cast<const uint8_t*>(msg.data())[0] == 1) subscribed_ = true;
+    if (msg.size() == 0) continue;
+    const auto* bytes = static_cast<const char*>(msg.data());
+    std::string prefix(bytes + 1, msg.size() - 1);
+    auto it = std::find(subscriptions_.begin(), subscriptions_.end(), prefix);
+    if (bytes[0] == 1 && it == subscriptions_.end()) subscriptions_.push_back(std::move(prefix));
+    if (bytes[0] == 0 && it != subscriptions_.end()) subscriptions_.erase(it);
   }
+}
+
+bool Publisher::has_subscriber_for(std::string_view topic) const {
+  for (const auto& prefix : subscriptions_)
+    if (topic.substr(0, prefix.size()) == prefix) return true;
+  return false;
 }
 
 bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   drain_subscriptions();
-  while (!subscribed_) {
+  while (subscriptions_.empty()) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return false;
@@ -81,6 +94,10 @@ Status Publisher::publish(Event& event) {
     event.set(kSequenceAttribute, JsonValue(next_seq_));
   }
   drain_subscriptions();
+  if (!has_subscriber_for(event.type()))
+    return make_error("no subscriber for '" + std::string(event.type()) +
+                      "' on the bus (the gateway is not connected, or its bus.topics leave this "
+                      "type out): nothing was sent, retry once one subscribes");
   std::vector<zmq::message_t> frames;
   encode_message(event, frames);
   try {

@@ -49,7 +49,10 @@ class Publisher {
 
   // Builds a CloudEvent (specversion, UUIDv7 id, source, time) around `data_json` and sends it.
   // When send_hwm messages are queued it fails at once ("bus send queue is full") rather than
-  // dropping or blocking: nothing was sent, retry it.
+  // dropping or blocking: nothing was sent, retry it. It also fails at once when no subscriber
+  // takes this type ("no subscriber for ..."): ZeroMQ would drop the message without a word, as
+  // while the gateway restarts, or when its bus.topics leave the type out. Nothing was sent
+  // either; retry once one subscribes (wait_for_subscriber).
   [[nodiscard]] Status publish(std::string_view type, std::string_view data_json,
                                std::string_view source = {});
   // Sends a prepared envelope; missing attributes are filled in first.
@@ -60,11 +63,14 @@ class Publisher {
  private:
   Publisher() = default;
   void drain_subscriptions();
+  bool has_subscriber_for(std::string_view topic) const;
 
   std::unique_ptr<zmq::context_t> own_ctx_;
   std::unique_ptr<zmq::socket_t> socket_;
   PublisherOptions options_;
-  bool subscribed_ = false;
+  // Topic prefixes subscribed now. The XPUB socket reports a prefix's first subscription and its
+  // last unsubscription, so a set follows it exactly.
+  std::vector<std::string> subscriptions_;
   std::string last_id_;
   std::string stream_id_;  // random per instance: a restarted publisher is a new stream
   uint64_t next_seq_ = 1;  // advances only when a send succeeds, so a refused send is no gap

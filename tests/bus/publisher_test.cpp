@@ -2,9 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "bus/sequence_gaps.hpp"
 #include "bus/subscriber.hpp"
 #include "bus/wire.hpp"
+#include "tests/support/gateway_process.hpp"
 #include "tests/support/receiving_thread.hpp"
 
 namespace hookgate::bus {
@@ -89,11 +93,49 @@ TEST(PublisherTest, TopicFilterSelectsByPrefix) {
   cfg.topics = {"auth."};
   Loopback bus(cfg);
   ASSERT_TRUE(bus.ok());
-  ASSERT_TRUE(bus.pub->publish("user.created", "{}"));
+  // No subscriber takes user.*: the publisher says so instead of letting ZeroMQ drop it.
+  auto refused = bus.pub->publish("user.created", "{}");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("no subscriber for 'user.created'"), std::string::npos)
+      << refused.error().message;
   ASSERT_TRUE(bus.pub->publish("auth.failure", "{}"));
   auto first = bus.next();
   ASSERT_TRUE(first);
   EXPECT_EQ(first->type(), "auth.failure");
+  const JsonValue* seq = first->find(kSequenceAttribute);
+  ASSERT_TRUE(seq != nullptr && seq->IsUint64());
+  EXPECT_EQ(seq->GetUint64(), 1u);  // the refused event took no sequence number
+}
+
+// Found in review: publish() reported success while ZeroMQ dropped the event, with no subscriber
+// yet, or after a subscriber that had connected to a binding publisher went away (a gateway
+// with bus.connect restarting). Both now fail, and say why. (A publisher that connects keeps its
+// queue across the gateway's restart: ZeroMQ holds the pipe and delivers on reconnect.)
+TEST(PublisherTest, PublishFailsWithoutASubscriberAndOnceItHasGone) {
+  zmq::context_t ctx;
+  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_tcp_port());
+  auto pub = Publisher::connect({.bind = endpoint}, &ctx);
+  ASSERT_TRUE(pub);
+  auto refused = pub.value()->publish("app.event", "{}");
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("no subscriber"), std::string::npos);
+
+  config::BusConfig cfg;
+  cfg.bind.reset();
+  cfg.connect = {endpoint};
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub);
+  auto rx = std::make_unique<testing::ReceivingThread>(*sub.value());
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  EXPECT_TRUE(pub.value()->publish("app.event", "{}"));
+  rx.reset();
+  sub.value().reset();  // the subscriber closes; its unsubscription reaches the publisher
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {
+    gone = !pub.value()->publish("app.event", "{}");
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "publish() kept succeeding with no subscriber";
 }
 
 TEST(PublisherTest, RejectsInvalidData) {

@@ -195,6 +195,26 @@ TEST(OperationsTest, TopicFiltersAreNotCountedAsDroppedMessages) {
   EXPECT_EQ(gw.log().find("never arrived"), std::string::npos) << gw.log();
 }
 
+// `hookgate publish` of a type the gateway's bus.topics leave out used to exit 0 while ZeroMQ
+// dropped the event; the publisher library now refuses it and says why.
+TEST(OperationsTest, PublishingATypeNoSubscriberTakesFails) {
+  TempDir dir;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(
+      gw.start("bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\", topics: [\"app.\"] }\n"
+               "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+               "spool: { mode: memory }\nwebhooks: []\n"))
+      << gw.log();
+  auto taken = run_hookgate(
+      {"publish", "--endpoint", gw.bus_endpoint(), "--type", "app.one", "--data", "{}"});
+  EXPECT_EQ(taken.exit_code, 0) << taken.err;
+  auto filtered = run_hookgate(
+      {"publish", "--endpoint", gw.bus_endpoint(), "--type", "other.skipped", "--data", "{}"});
+  EXPECT_EQ(filtered.exit_code, 1);
+  EXPECT_NE(filtered.err.find("no subscriber for 'other.skipped'"), std::string::npos)
+      << filtered.err;
+}
+
 TEST(OperationsTest, FloodOfMalformedMessages) {
   TempDir dir;
   HttpReceiver rx;
