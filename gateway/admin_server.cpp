@@ -1,8 +1,11 @@
 #include "gateway/admin_server.hpp"
 
 #include <microhttpd.h>
+#include <openssl/crypto.h>
 
+#include <cctype>
 #include <cstring>
+#include <string_view>
 
 #include "gateway/common/socket_address.hpp"
 
@@ -13,6 +16,27 @@ using MhdResult = enum MHD_Result;
 #else
 using MhdResult = int;
 #endif
+
+namespace {
+
+// "Bearer TOKEN" (the scheme is case-insensitive, RFC 9110 §11.1), the token compared in constant
+// time so the answer's timing says nothing about how much of a guess was right.
+bool bearer_matches(std::string_view header, const std::string& token) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (header.size() != kScheme.size() + token.size()) return false;
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
+  return CRYPTO_memcmp(header.data() + kScheme.size(), token.data(), token.size()) == 0;
+}
+
+// Connections the admin listener holds at once, and per client address: scrapers and probes need
+// a handful; without a cap, slow clients could take the process's file descriptors.
+constexpr unsigned kMaxAdminConnections = 64;
+constexpr unsigned kMaxAdminConnectionsPerIp = 16;
+// Threads serving requests: a slow /status (native hooks' snapshots) must not hold /healthz.
+constexpr unsigned kAdminThreads = 2;
+
+}  // namespace
 
 struct AdminDispatch {
   static MhdResult respond(MHD_Connection* c, unsigned status, const std::string& body,
@@ -38,7 +62,7 @@ struct AdminDispatch {
     }
     if (!self->token_.empty()) {
       const char* auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-      if (!auth || std::string(auth) != "Bearer " + self->token_)
+      if (!auth || !bearer_matches(auth, self->token_))
         return respond(c, 401, "unauthorized\n", "text/plain");
     }
     if (path == "/metrics" && self->handlers_.metrics)
@@ -66,9 +90,11 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
   if (!addr) return make_error("admin.listen: bad IP address " + host);
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
   if (addr->family() == AF_INET6) flags |= MHD_USE_IPv6;
-  server->daemon_ = MHD_start_daemon(flags, port, nullptr, nullptr, &AdminDispatch::handle,
-                                     server.get(), MHD_OPTION_SOCK_ADDR, addr->get(),
-                                     MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+  server->daemon_ = MHD_start_daemon(
+      flags, port, nullptr, nullptr, &AdminDispatch::handle, server.get(), MHD_OPTION_SOCK_ADDR,
+      addr->get(), MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_THREAD_POOL_SIZE, kAdminThreads,
+      MHD_OPTION_CONNECTION_LIMIT, kMaxAdminConnections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      kMaxAdminConnectionsPerIp, MHD_OPTION_END);
   if (!server->daemon_)
     return make_error("cannot listen on " + listen + " for the admin endpoint (address in use?)");
   const MHD_DaemonInfo* info = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);

@@ -275,6 +275,10 @@ struct Gateway::Impl {
       spdlog::warn("reload: spool settings changed; they take effect on restart");
     if (n.admin.listen != cfg.admin.listen)
       spdlog::warn("reload: admin.listen changed; it takes effect on restart");
+    if (n.admin.token != cfg.admin.token)  // never log either token
+      spdlog::warn(
+          "reload: admin.token changed; it takes effect on restart (the old one is "
+          "still accepted until then)");
     spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.level));
     cfg.webhooks = n.webhooks;
     cfg.hooks = n.hooks;

@@ -88,6 +88,10 @@ TEST(OperationsTest, AdminTokenProtectsMetricsNotHealth) {
   EXPECT_EQ(status, 401);
   http_get(gw.admin_port(), "/metrics", &status, "s3cr3t-admin-token");
   EXPECT_EQ(status, 200);
+  for (const char* wrong : {"s3cr3t-admin-toke", "s3cr3t-admin-token2", "S3cr3t-admin-token"}) {
+    http_get(gw.admin_port(), "/metrics", &status, wrong);
+    EXPECT_EQ(status, 401) << wrong;
+  }
   http_get(gw.admin_port(), "/healthz", &status);
   EXPECT_EQ(status, 200);
 }
