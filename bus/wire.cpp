@@ -49,11 +49,14 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
   // The topic may become the event's type; a type must be text like the rest of the envelope.
   if (!valid_utf8(topic)) return Rejection{"topic frame is not valid UTF-8"};
 
+  // What a rejection names (type, id) came from the sender: logs and diagnostics get a short,
+  // printable copy, never the raw text (up to 2 MiB, control characters included).
+  constexpr size_t kNamedMax = 200;
   auto parsed = Event::parse(json);
   if (!parsed)
     return Rejection{
         "payload is not a JSON object (" + parsed.error().message + "): " + printable_prefix(json),
-        std::string(topic)};
+        printable_prefix(topic, kNamedMax)};
   Event ev = std::move(parsed).value();
   auto type_it = ev.doc().FindMember("type");
   if (!topic.empty()) {
@@ -64,11 +67,12 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
                    topic) {
       return Rejection{
           "topic frame '" + printable_prefix(topic) + "' does not match the envelope's type",
-          std::string(topic), std::string(ev.id())};
+          printable_prefix(topic, kNamedMax), printable_prefix(ev.id(), kNamedMax)};
     }
   }
   if (auto st = ev.normalize(now_unix_ms); !st)
-    return Rejection{st.error().message, std::string(ev.type()), std::string(ev.id())};
+    return Rejection{st.error().message, printable_prefix(ev.type(), kNamedMax),
+                     printable_prefix(ev.id(), kNamedMax)};
   return ev;
 }
 

@@ -66,6 +66,10 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   if (bus.max_message_bytes < 64)
     r.error(r.pos("max_message_bytes"), "bus.max_message_bytes must be at least 64");
   if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
+  if (r.has("topics") && bus.topics.empty())
+    r.error(r.pos("topics"),
+            "bus.topics is empty, so the gateway would receive nothing; list prefixes, or [\"\"] "
+            "(the default) for every type");
   if (bus.curve.client_mode()) {
     // One socket is either a CURVE server or a CURVE client: with server_key it connects.
     if (bus.curve.secret_key_file.empty())

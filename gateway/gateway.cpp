@@ -46,11 +46,12 @@ constexpr size_t kMaxOpenDeliveries = 2048;
 // turn into a flood of log lines (the counters still see every message).
 class LogLimiter {
  public:
-  explicit LogLimiter(int per_second) : per_second_(per_second) {}
+  // `what` names the suppressed lines: "bus: N more <what> not logged".
+  LogLimiter(int per_second, const char* what) : per_second_(per_second), what_(what) {}
   bool allow() {
     int64_t now = now_steady_ns() / 1000000000;
     if (now != second_) {
-      if (suppressed_ > 0) spdlog::warn("bus: {} more rejected messages not logged", suppressed_);
+      if (suppressed_ > 0) spdlog::warn("bus: {} more {} not logged", suppressed_, what_);
       second_ = now;
       used_ = 0;
       suppressed_ = 0;
@@ -65,6 +66,7 @@ class LogLimiter {
 
  private:
   int per_second_;
+  const char* what_;
   int64_t second_ = 0;
   int used_ = 0;
   uint64_t suppressed_ = 0;
@@ -108,8 +110,8 @@ struct Gateway::Impl {
   std::atomic<bool> reload_config{false};
   std::atomic<bool> reload_hooks{false};
 
-  LogLimiter reject_log{20};
-  LogLimiter gap_log{20};
+  LogLimiter reject_log{20, "rejected messages"};
+  LogLimiter gap_log{20, "sequence gaps"};
   bus::SequenceGaps sequence_gaps;  // ingest thread only
   metrics::Counter& dropped = metrics::counter(
       "hookgate_bus_messages_dropped_total",

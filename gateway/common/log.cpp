@@ -1,5 +1,7 @@
 #include "gateway/common/log.hpp"
 
+#include <algorithm>
+
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
@@ -35,12 +37,37 @@ class JsonFormatter final : public spdlog::formatter {
   }
 };
 
+// One record, one line: control characters that came from outside (an event's source, a hook's
+// output) are written as \n, \r or \xNN, so they cannot forge or hide log lines. Tabs stay.
+std::string escape_controls(std::string text) {
+  auto is_control = [](unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; };
+  if (std::none_of(text.begin(), text.end(), [&](char c) { return is_control(c); })) return text;
+  std::string out;
+  out.reserve(text.size() + 16);
+  for (unsigned char c : text) {
+    if (!is_control(c)) {
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xf]);
+    }
+  }
+  return out;
+}
+
 class RedactingTextFormatter final : public spdlog::formatter {
  public:
   RedactingTextFormatter()
       : inner_(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v")) {}
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    std::string redacted = redact_secrets(std::string_view(msg.payload.data(), msg.payload.size()));
+    std::string redacted =
+        escape_controls(redact_secrets(std::string_view(msg.payload.data(), msg.payload.size())));
     spdlog::details::log_msg copy = msg;
     copy.payload = redacted;
     inner_->format(copy, dest);

@@ -208,6 +208,16 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
   EXPECT_TRUE(load("admin: { listen: \"127.0.0.1:0\" }\n"));
 }
 
+// Found in review: `topics: []` subscribed to nothing, silently.
+TEST(ConfigLoaderTest, AnEmptyTopicListIsRefused) {
+  EXPECT_NE(first_error(load("bus:\n  topics: []\n")).find("test.yaml:2:11: bus.topics is empty"),
+            std::string::npos)
+      << first_error(load("bus:\n  topics: []\n"));
+  auto all = load("bus:\n  topics: [\"\"]\n");
+  ASSERT_TRUE(all) << first_error(all);
+  EXPECT_EQ(all->bus.topics, std::vector<std::string>{""});
+}
+
 TEST(ConfigLoaderTest, ExtensionsAliasFromSeedDesign) {
   auto cfg = load(R"(extensions:
   enabled: true

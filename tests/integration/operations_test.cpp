@@ -219,6 +219,27 @@ TEST(OperationsTest, PublishingATypeNoSubscriberTakesFails) {
       << filtered.err;
 }
 
+// Found in review: a rejected message's topic went into the text log raw, so a publisher could
+// forge log lines with an embedded newline. Control characters are now escaped in every record.
+TEST(OperationsTest, ControlCharactersFromTheBusCannotForgeLogLines) {
+  TempDir dir;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(
+      gw.start("bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
+               "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+               "spool: { mode: memory }\nwebhooks: []\n"))
+      << gw.log();
+  zmq::context_t ctx;
+  zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+  ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
+  const std::string topic = "app.x\n2026-01-01T00:00:00.000 info forged line";
+  pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+  pub.send(zmq::buffer(std::string("not json")));
+  ASSERT_TRUE(gw.wait_for_log("rejected message", 10s)) << gw.log();
+  EXPECT_EQ(gw.log().find("\n2026-01-01T00:00:00.000 info forged"), std::string::npos) << gw.log();
+  EXPECT_NE(gw.log().find("app.x"), std::string::npos) << gw.log();
+}
+
 TEST(OperationsTest, FloodOfMalformedMessages) {
   TempDir dir;
   HttpReceiver rx;
