@@ -1,10 +1,13 @@
 #include <signal.h>
 
 #include <charconv>
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <zmq.hpp>
 
 #include "bus/curve.hpp"
+#include "bus/subscriber.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
 
@@ -17,13 +20,15 @@ int cmd_bus(const std::vector<std::string>& argv) {
   const char* usage =
       "Usage: hookgate bus --frontend EP --backend EP [--curve-secret-key FILE --allowed-clients "
       "PATH]\n"
-      "                    [--max-message-bytes N]\n"
+      "                    [--max-message-bytes N] [--hwm N]\n"
       "Publishers connect to the frontend, subscribers to the backend. With CURVE, both sides "
       "require\n"
-      "a client key listed in --allowed-clients.\n";
+      "a client key listed in --allowed-clients. --hwm (default 100000) is how many messages each "
+      "side\n"
+      "queues; a burst beyond it is dropped (and shows as a sequence gap at the gateway).\n";
   if (auto code = check_usage(args,
                               {"frontend", "backend", "curve-secret-key", "allowed-clients",
-                               "max-message-bytes", "log-level"},
+                               "max-message-bytes", "hwm", "log-level"},
                               usage))
     return *code;
   auto frontend = args.get("frontend");
@@ -31,14 +36,22 @@ int cmd_bus(const std::vector<std::string>& argv) {
   if (!frontend || !backend) return fail("--frontend and --backend are required", 2);
   setup_logging(args.get_or("log-level", "info"), "text");
 
-  int64_t max_message_bytes = 0;
-  {
-    const std::string text = args.get_or("max-message-bytes", "1048576");
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), max_message_bytes);
-    if (ec != std::errc{} || end != text.data() + text.size() || max_message_bytes <= 0)
-      return fail("--max-message-bytes: expected a positive number of bytes, got '" + text + "'",
-                  2);
-  }
+  auto positive = [&](const char* name, const char* fallback) -> std::optional<int64_t> {
+    const std::string text = args.get_or(name, fallback);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc{} || end != text.data() + text.size() || value <= 0) return std::nullopt;
+    return value;
+  };
+  const auto max_message_bytes = positive("max-message-bytes", "1048576");
+  if (!max_message_bytes)
+    return fail("--max-message-bytes: expected a positive number of bytes, got '" +
+                    args.get_or("max-message-bytes", "") + "'",
+                2);
+  const auto hwm = positive("hwm", "100000");
+  if (!hwm || *hwm > INT32_MAX)
+    return fail(
+        "--hwm: expected a positive number of messages, got '" + args.get_or("hwm", "") + "'", 2);
 
   zmq::context_t ctx(1);
   bus::ZapAuthenticatorStopper zap_stopper(ctx);  // runs after the sockets below close
@@ -57,7 +70,12 @@ int cmd_bus(const std::vector<std::string>& argv) {
     zmq::socket_t xpub(ctx, zmq::socket_type::xpub);
     xsub.set(zmq::sockopt::linger, 0);
     xpub.set(zmq::sockopt::linger, 0);
-    xsub.set(zmq::sockopt::maxmsgsize, max_message_bytes);
+    xsub.set(zmq::sockopt::rcvhwm, static_cast<int>(*hwm));
+    xpub.set(zmq::sockopt::sndhwm, static_cast<int>(*hwm));
+    // Like the gateway's own socket: frames up to twice the limit pass, so a slightly oversize
+    // event is rejected (and counted) by the gateway instead of cutting its publisher's
+    // connection here, with whatever was queued behind it.
+    xsub.set(zmq::sockopt::maxmsgsize, bus::kOversizeHardCapFactor * *max_message_bytes);
     if (auto key = args.get("curve-secret-key")) {
       auto allowed = args.get("allowed-clients");
       if (!allowed) return fail("--curve-secret-key needs --allowed-clients", 2);
