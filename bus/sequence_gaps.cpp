@@ -11,10 +11,18 @@ uint64_t SequenceGaps::observe(std::string_view stream, uint64_t seq) {
     last_.emplace(std::string(stream), seq);
     return 0;
   }
-  if (seq <= it->second) return 0;
-  const uint64_t gap = seq - it->second - 1;
+  const uint64_t last = it->second;
+  // A jump no queue could explain (a third-party publisher that restarted with the same stream
+  // id, or a bogus number) starts the stream over instead of counting millions as lost, or
+  // hiding the real gaps below the old maximum.
+  if ((seq > last && seq - last > kMaxPlausibleGap) ||
+      (seq < last && last - seq > kMaxPlausibleGap)) {
+    it->second = seq;
+    return 0;
+  }
+  if (seq <= last) return 0;  // repeated or late (the same stream over two paths)
   it->second = seq;
-  return gap;
+  return seq - last - 1;
 }
 
 }  // namespace hookgate::bus

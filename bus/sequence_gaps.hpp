@@ -21,6 +21,9 @@ class SequenceGaps {
   // Streams remembered at most; past it the table starts over (a gap right after that is missed,
   // never invented).
   static constexpr size_t kMaxStreams = 10000;
+  // A jump (either way) beyond this is taken as the stream starting over, not as lost messages:
+  // no HWM holds a million messages, so such a number is a reused stream id or a bogus stamp.
+  static constexpr uint64_t kMaxPlausibleGap = uint64_t{1} << 20;
 
   // Records `seq` of `stream`; returns how many numbers were skipped since the last one seen
   // (0 for the first message seen of a stream, and for a repeated or late number).

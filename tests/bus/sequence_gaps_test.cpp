@@ -26,6 +26,23 @@ TEST(SequenceGapsTest, FirstSightOfAStreamAndLateNumbersCountNothing) {
   EXPECT_EQ(gaps.observe("restarted-gateway-sees-this-late", 5003), 1u);
 }
 
+// Found in review: one bogus number (seq 1, then 2^63) added ~9.2e18 to the dropped counter, and
+// a publisher that restarted with the same stream id had its real gaps hidden below the old
+// maximum. Implausible jumps start the stream over.
+TEST(SequenceGapsTest, ImplausibleJumpsStartTheStreamOver) {
+  SequenceGaps gaps;
+  EXPECT_EQ(gaps.observe("s", 1), 0u);
+  EXPECT_EQ(gaps.observe("s", uint64_t{1} << 63), 0u);  // not 9.2e18 lost messages
+  EXPECT_EQ(gaps.observe("s", (uint64_t{1} << 63) + 3), 2u);
+  SequenceGaps restarted;
+  EXPECT_EQ(restarted.observe("svc", 5'000'000), 0u);
+  EXPECT_EQ(restarted.observe("svc", 1), 0u);  // the publisher started over with the same id
+  EXPECT_EQ(restarted.observe("svc", 4), 2u);  // its real gaps count again
+  EXPECT_EQ(restarted.observe("svc", 3), 0u);  // a late number still counts nothing
+  EXPECT_EQ(restarted.observe("svc", 4 + SequenceGaps::kMaxPlausibleGap),
+            SequenceGaps::kMaxPlausibleGap - 1);  // the largest gap still believed
+}
+
 TEST(SequenceGapsTest, TableIsBoundedAndStartsOverWithoutInventingGaps) {
   SequenceGaps gaps;
   for (size_t i = 0; i < SequenceGaps::kMaxStreams; ++i)
