@@ -270,8 +270,7 @@ void read_admin(MapReader r, AdminConfig& admin) {
 void read_log(MapReader r, LogConfig& log) {
   r.get("level", log.level);
   r.get("format", log.format);
-  static const std::set<std::string> levels = {"trace", "debug", "info", "warn", "error", "off"};
-  if (!levels.count(log.level))
+  if (!is_log_level(log.level))
     r.error(r.pos("level"), "log.level: expected one of trace, debug, info, warn, error, off");
   if (log.format != "text" && log.format != "json")
     r.error(r.pos("format"), "log.format: expected text or json");

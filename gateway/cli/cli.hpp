@@ -31,11 +31,17 @@ class Args {
 // Loads --config FILE, or the embedded defaults (base dir: the working directory) when absent.
 // Prints diagnostics as FILE:LINE:COL: message to stderr.
 std::optional<config::Config> load_config_or_report(const Args& args);
+// The value of --NAME (or `fallback` when absent) as a whole positive number; nullopt when it is
+// anything else ("3s", "abc", "0", "-1"), for the caller to report as a usage error.
+std::optional<int64_t> positive_option(const Args& args, const std::string& name,
+                                       const std::string& fallback);
 // Prints "hookgate: error: <message>" to stderr and returns exit code 1 (2 for usage errors).
 int fail(const std::string& message, int code = 1);
-// Returns 2 with a usage line if `args` has unknown options or --help was asked (then 0).
+// Returns 2 with a usage line if `args` has unknown options, or arguments that are not options
+// where the verb takes none (`hookgate run hookgate.yaml` must not run on the embedded defaults),
+// or --help was asked (then 0).
 std::optional<int> check_usage(const Args& args, const std::vector<std::string>& known,
-                               const char* usage);
+                               const char* usage, bool takes_arguments = false);
 
 int cmd_run(const std::vector<std::string>& argv);
 int cmd_publish(const std::vector<std::string>& argv);

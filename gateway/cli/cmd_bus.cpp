@@ -1,6 +1,5 @@
 #include <signal.h>
 
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -34,21 +33,17 @@ int cmd_bus(const std::vector<std::string>& argv) {
   auto frontend = args.get("frontend");
   auto backend = args.get("backend");
   if (!frontend || !backend) return fail("--frontend and --backend are required", 2);
+  if (auto level = args.get("log-level"); level && !is_log_level(*level))
+    return fail(
+        "--log-level: expected trace, debug, info, warn, error or off, got '" + *level + "'", 2);
   setup_logging(args.get_or("log-level", "info"), "text");
 
-  auto positive = [&](const char* name, const char* fallback) -> std::optional<int64_t> {
-    const std::string text = args.get_or(name, fallback);
-    int64_t value = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec != std::errc{} || end != text.data() + text.size() || value <= 0) return std::nullopt;
-    return value;
-  };
-  const auto max_message_bytes = positive("max-message-bytes", "1048576");
+  const auto max_message_bytes = positive_option(args, "max-message-bytes", "1048576");
   if (!max_message_bytes)
     return fail("--max-message-bytes: expected a positive number of bytes, got '" +
                     args.get_or("max-message-bytes", "") + "'",
                 2);
-  const auto hwm = positive("hwm", "100000");
+  const auto hwm = positive_option(args, "hwm", "100000");
   if (!hwm || *hwm > INT32_MAX)
     return fail(
         "--hwm: expected a positive number of messages, got '" + args.get_or("hwm", "") + "'", 2);

@@ -30,7 +30,8 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       "       hookgate deliveries replay ID... | --all-dead [--webhook NAME] [--config FILE]\n"
       "Works on the spool file of --config (or ./hookgate-spool.db), also while the gateway "
       "runs.\n";
-  if (auto code = check_usage(args, {"config", "state", "webhook", "limit", "all-dead"}, usage))
+  if (auto code = check_usage(args, {"config", "state", "webhook", "limit", "all-dead"}, usage,
+                              /*takes_arguments=*/true))
     return *code;
   if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
   auto cfg = load_config_or_report(args);
@@ -54,7 +55,11 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       state = webhooks::DeliveryState::Delivered;
     else if (!s.empty())
       return fail("--state must be pending, dead or delivered", 2);
-    size_t limit = static_cast<size_t>(std::atol(args.get_or("limit", "100").c_str()));
+    const auto limit_option = positive_option(args, "limit", "100");
+    if (!limit_option)
+      return fail(
+          "--limit: expected a positive number of rows, got '" + args.get_or("limit", "") + "'", 2);
+    const auto limit = static_cast<size_t>(*limit_option);
     auto rows = store.list(state, webhook, limit);
     std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK",
                 "EVENT TYPE", "EVENT ID", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");

@@ -225,7 +225,8 @@ int cmd_hooks(const std::vector<std::string>& argv) {
       "       hookgate hooks test --config FILE --event EVENT.json\n"
       "       hookgate hooks new NAME --form yaml|program|native [--kind veto|transform|observe] "
       "[--dir DIR]\n";
-  if (auto code = check_usage(args, {"config", "event", "form", "kind", "dir"}, usage))
+  if (auto code = check_usage(args, {"config", "event", "form", "kind", "dir"}, usage,
+                              /*takes_arguments=*/true))
     return *code;
   if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
   const std::string& sub = args.positional()[0];

@@ -1,3 +1,4 @@
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -47,7 +48,12 @@ int cmd_publish(const std::vector<std::string>& argv) {
   }
   auto pub = bus::Publisher::connect(std::move(options));
   if (!pub) return fail(pub.error().message);
-  int wait_ms = std::atoi(args.get_or("wait-ms", "3000").c_str());
+  const auto wait_option = positive_option(args, "wait-ms", "3000");
+  if (!wait_option || *wait_option > INT32_MAX)
+    return fail("--wait-ms: expected a positive number of milliseconds, got '" +
+                    args.get_or("wait-ms", "") + "'",
+                2);
+  const int wait_ms = static_cast<int>(*wait_option);
   if (!pub.value()->wait_for_subscriber(std::chrono::milliseconds(wait_ms)))
     return fail("no subscriber on " + *endpoint + " within " + std::to_string(wait_ms) +
                 " ms (is the gateway running? is this client's key allowed?)");

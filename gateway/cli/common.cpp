@@ -1,6 +1,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
@@ -57,13 +58,22 @@ std::vector<std::string> Args::unknown(const std::vector<std::string>& known) co
   return out;
 }
 
+std::optional<int64_t> positive_option(const Args& args, const std::string& name,
+                                       const std::string& fallback) {
+  const std::string text = args.get_or(name, fallback);
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc{} || end != text.data() + text.size() || value <= 0) return std::nullopt;
+  return value;
+}
+
 int fail(const std::string& message, int code) {
   std::fprintf(stderr, "hookgate: error: %s\n", message.c_str());
   return code;
 }
 
 std::optional<int> check_usage(const Args& args, const std::vector<std::string>& known,
-                               const char* usage) {
+                               const char* usage, bool takes_arguments) {
   if (args.has("help")) {
     std::printf("%s", usage);
     return 0;
@@ -75,6 +85,11 @@ std::optional<int> check_usage(const Args& args, const std::vector<std::string>&
   auto bad = args.unknown(known);
   if (!bad.empty()) {
     std::fprintf(stderr, "hookgate: unknown option %s\n%s", bad.front().c_str(), usage);
+    return 2;
+  }
+  if (!takes_arguments && !args.positional().empty()) {
+    std::fprintf(stderr, "hookgate: unexpected argument '%s' (options start with --)\n%s",
+                 args.positional().front().c_str(), usage);
     return 2;
   }
   return std::nullopt;

@@ -82,6 +82,12 @@ class RedactingTextFormatter final : public spdlog::formatter {
 
 }  // namespace
 
+bool is_log_level(std::string_view level) {
+  for (std::string_view name : {"trace", "debug", "info", "warn", "error", "off"})
+    if (level == name) return true;
+  return false;
+}
+
 void setup_logging(std::string_view level, std::string_view format) {
   auto logger = std::make_shared<spdlog::logger>("hookgate",
                                                  std::make_shared<spdlog::sinks::stderr_sink_mt>());

@@ -13,6 +13,8 @@ namespace hookgate {
 
 // level: trace|debug|info|warn|error|off; format: text|json. Logs go to stderr.
 void setup_logging(std::string_view level, std::string_view format);
+// Whether `level` is one of the names above (spdlog reads any other name as "off").
+bool is_log_level(std::string_view level);
 // Registers values that must never appear in logs (webhook secrets, header values marked secret).
 void register_secret(std::string_view secret);
 // Replaces every registered secret in `text` with "[REDACTED]", and strips userinfo from URLs.

@@ -43,6 +43,23 @@ TEST(CliTest, EveryVerbAnswersHelpAndVersion) {
   }
 }
 
+// Found in review: `hookgate run hookgate.yaml` (no --config) ran on the embedded defaults, and
+// numbers such as --wait-ms 3s were read as 3; an unknown --log-level silenced every log line.
+TEST(CliTest, StrayArgumentsBadNumbersAndLevelsAreUsageErrors) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"run", "hookgate.yaml"},
+           {"check", "hookgate.yaml"},
+           {"keygen", "extra"},
+           {"run", "--log-level", "verbose"},
+           {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--wait-ms", "3s"},
+           {"bus", "--frontend", "tcp://127.0.0.1:0", "--backend", "tcp://127.0.0.1:0", "--hwm",
+            "0"}}) {
+    auto r = run_hookgate(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << " " << args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find("hookgate: "), std::string::npos) << r.err;
+  }
+}
+
 TEST(CliTest, KeygenWritesTheSecretHalfOwnerOnly) {
   TempDir dir;
   const auto key = dir / "server.key";
