@@ -24,22 +24,38 @@ const char* state_name(webhooks::DeliveryState s) {
 int cmd_deliveries(const std::vector<std::string>& argv) {
   Args args(argv, {"all-dead"});
   const char* usage =
-      "Usage: hookgate deliveries list [--config FILE] [--state pending|dead|delivered] [--webhook "
-      "NAME] [--limit N]\n"
-      "       hookgate deliveries show ID [--config FILE]\n"
-      "       hookgate deliveries replay ID... | --all-dead [--webhook NAME] [--config FILE]\n"
+      "Usage: hookgate deliveries list [--config FILE | --spool FILE] [--state "
+      "pending|dead|delivered] [--webhook NAME] [--limit N]\n"
+      "       hookgate deliveries show ID [--config FILE | --spool FILE]\n"
+      "       hookgate deliveries replay ID... | --all-dead [--webhook NAME] [--config FILE | "
+      "--spool FILE]\n"
       "Works on the spool file of --config (or ./hookgate-spool.db), also while the gateway "
-      "runs.\n";
-  if (auto code = check_usage(args, {"config", "state", "webhook", "limit", "all-dead"}, usage,
-                              /*takes_arguments=*/true))
+      "runs.\n"
+      "--spool names the file directly: the config is not read, so its ${VAR}s (secrets) need not "
+      "be set.\n";
+  if (auto code =
+          check_usage(args, {"config", "spool", "state", "webhook", "limit", "all-dead"}, usage,
+                      /*takes_arguments=*/true))
     return *code;
   if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
-  auto cfg = load_config_or_report(args);
-  if (!cfg) return 1;
-  if (cfg->spool.mode == config::SpoolConfig::Mode::Memory)
-    return fail("spool.mode is memory: there is no spool file to inspect");
-  auto spool = webhooks::SqliteSpool::open(cfg->spool, /*read_only_tools=*/true);
-  if (!spool) return fail("spool " + cfg->spool.path + ": " + spool.error().message);
+  if (args.has("spool") && args.has("config")) return fail("give --config or --spool, not both", 2);
+  config::SpoolConfig spool_cfg;
+  if (auto path = args.get("spool")) {
+    spool_cfg.path = *path;
+  } else {
+    auto cfg = load_config_or_report(args);
+    if (!cfg) {
+      std::fprintf(stderr,
+                   "hookgate: (to inspect the spool without the config's variables set, pass "
+                   "--spool FILE)\n");
+      return 1;
+    }
+    if (cfg->spool.mode == config::SpoolConfig::Mode::Memory)
+      return fail("spool.mode is memory: there is no spool file to inspect");
+    spool_cfg = cfg->spool;
+  }
+  auto spool = webhooks::SqliteSpool::open(spool_cfg, /*read_only_tools=*/true);
+  if (!spool) return fail("spool " + spool_cfg.path + ": " + spool.error().message);
   auto& store = *spool.value();
   const std::string& sub = args.positional()[0];
   std::string webhook = args.get_or("webhook", "");

@@ -75,6 +75,32 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
   EXPECT_EQ(d["spool"]["depth"].GetUint64(), 0u);
 }
 
+// Found in review: during an incident the deliveries CLI needed every ${VAR} of the config (the
+// webhook secrets, say) although it only reads the spool. --spool names the file directly.
+TEST(OperationsTest, DeliveriesCliReadsTheSpoolWithoutTheConfigsVariables) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(
+      config_with("webhooks:\n  - name: rx\n    url: " + rx.url() + "\n    events: [\"*\"]\n")))
+      << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  gw.signal(SIGTERM);
+  ASSERT_EQ(gw.wait_exit(10s), 0);
+
+  auto without_env = run_hookgate({"deliveries", "list", "--config", gw.config_path()});
+  EXPECT_EQ(without_env.exit_code, 1);
+  EXPECT_NE(without_env.err.find("HG_BUS_PORT"), std::string::npos) << without_env.err;
+  EXPECT_NE(without_env.err.find("--spool FILE"), std::string::npos) << without_env.err;
+  auto direct = run_hookgate(
+      {"deliveries", "list", "--spool", (dir / "spool.db").string(), "--state", "delivered"});
+  EXPECT_EQ(direct.exit_code, 0) << direct.err;
+  EXPECT_NE(direct.out.find("user.created"), std::string::npos) << direct.out;
+  auto both = run_hookgate({"deliveries", "list", "--spool", "x.db", "--config", "y.yaml"});
+  EXPECT_EQ(both.exit_code, 2);
+}
+
 TEST(OperationsTest, AdminTokenProtectsMetricsNotHealth) {
   TempDir dir;
   GatewayProcess gw(dir);
