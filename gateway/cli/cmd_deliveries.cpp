@@ -2,6 +2,7 @@
 
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/clock.hpp"
+#include "gateway/common/log.hpp"
 #include "webhooks/sqlite_spool.hpp"
 
 namespace hookgate::cli {
@@ -38,6 +39,9 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                       /*takes_arguments=*/true))
     return *code;
   if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
+  // The spool's own warnings and errors (a file busy past its timeout) go to stderr, with the
+  // redaction every log line gets; stdout stays the listing.
+  setup_logging("warn", "text");
   if (args.has("spool") && args.has("config")) return fail("give --config or --spool, not both", 2);
   config::SpoolConfig spool_cfg;
   if (auto path = args.get("spool")) {
@@ -113,10 +117,24 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     } else {
       std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
       if (ids.empty()) return fail("usage: hookgate deliveries replay ID... | --all-dead", 2);
-      moved = store.replay(ids);
+      // One by one, so every ID that was not replayed is named (a typo, or not dead).
+      moved = 0;
+      std::vector<std::string> missed;
+      for (const auto& id : ids) {
+        if (store.replay({id}) == 1) {
+          ++moved;
+        } else {
+          missed.push_back(id);
+        }
+      }
+      std::printf("%zu dead deliveries queued again\n", moved);
+      for (const auto& id : missed)
+        std::fprintf(stderr, "hookgate: %s was not replayed: no dead delivery with that id\n",
+                     id.c_str());
+      return missed.empty() ? 0 : 1;
     }
     std::printf("%zu dead deliveries queued again\n", moved);
-    return moved == 0 && !args.has("all-dead") ? 1 : 0;
+    return 0;
   }
   return fail("unknown sub-verb '" + sub + "'\n" + usage, 2);
 }

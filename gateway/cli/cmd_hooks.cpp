@@ -126,6 +126,16 @@ int hooks_new(const Args& args) {
   fs::path dir = args.get_or("dir", "hooks");
   std::error_code ec;
   fs::create_directories(dir, ec);
+  if (ec) return fail("cannot create " + dir.string() + ": " + ec.message());
+  // Writes a whole file or says why not: a template that was not written must not print
+  // "created".
+  auto write_file = [](const fs::path& file, const std::string& text) -> std::optional<int> {
+    std::ofstream out(file);
+    out << text;
+    out.close();
+    if (!out) return fail("cannot write " + file.string());
+    return std::nullopt;
+  };
   fs::path path;
   std::string body;
   if (form == "yaml") {
@@ -171,22 +181,24 @@ int hooks_new(const Args& args) {
   } else if (form == "native") {
     fs::path folder = dir / (name + "-src");
     fs::create_directories(folder, ec);
+    if (ec) return fail("cannot create " + folder.string() + ": " + ec.message());
     path = folder / (name + ".cpp");
     if (fs::exists(path))
       return fail(path.string() + " already exists");  // keep its CMakeLists.txt
-    std::ofstream(folder / "CMakeLists.txt")
-        << "cmake_minimum_required(VERSION 3.22)\nproject(" << name << " CXX)\n"
-        << "set(CMAKE_CXX_STANDARD 17)\n"
-        << "set(HOOKGATE_SDK_DIR \"" HOOKGATE_SDK_DIR
-           "\" CACHE PATH \"folder holding hookgate_hook.hpp\")\n"
-        << "add_library(" << name << " MODULE " << name << ".cpp)\n"
-        << "target_include_directories(" << name << " PRIVATE ${HOOKGATE_SDK_DIR})\n"
-        << "set_target_properties(" << name << " PROPERTIES PREFIX \"\")\n"
-        << "# Build: cmake -S . -B build && cmake --build build\n"
-        << "# Install beside this folder with a rename, never by overwriting a library a running "
-           "gateway has\n"
-        << "# loaded: cp build/" << name << ".so ../." << name << ".so.new && mv ../." << name
-        << ".so.new ../" << name << ".so\n";
+    std::ostringstream cmake;
+    cmake << "cmake_minimum_required(VERSION 3.22)\nproject(" << name << " CXX)\n"
+          << "set(CMAKE_CXX_STANDARD 17)\n"
+          << "set(HOOKGATE_SDK_DIR \"" HOOKGATE_SDK_DIR
+             "\" CACHE PATH \"folder holding hookgate_hook.hpp\")\n"
+          << "add_library(" << name << " MODULE " << name << ".cpp)\n"
+          << "target_include_directories(" << name << " PRIVATE ${HOOKGATE_SDK_DIR})\n"
+          << "set_target_properties(" << name << " PROPERTIES PREFIX \"\")\n"
+          << "# Build: cmake -S . -B build && cmake --build build\n"
+          << "# Install beside this folder with a rename, never by overwriting a library a running "
+             "gateway has\n"
+          << "# loaded: cp build/" << name << ".so ../." << name << ".so.new && mv ../." << name
+          << ".so.new ../" << name << ".so\n";
+    if (auto code = write_file(folder / "CMakeLists.txt", cmake.str())) return *code;
     body = "// " + name + ": a native " + kind +
            " hook. Build with the CMakeLists.txt beside this file.\n"
            "#include \"hookgate_hook.hpp\"\n\n"
@@ -205,10 +217,12 @@ int hooks_new(const Args& args) {
     return fail("--form must be yaml, program or native", 2);
   }
   if (fs::exists(path)) return fail(path.string() + " already exists");
-  std::ofstream(path) << body;
-  if (form == "program")
+  if (auto code = write_file(path, body)) return *code;
+  if (form == "program") {
     fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
-                    fs::perm_options::add);
+                    fs::perm_options::add, ec);
+    if (ec) return fail("cannot make " + path.string() + " executable: " + ec.message());
+  }
   std::printf("created %s\n", path.string().c_str());
   if (form == "native")
     std::printf(

@@ -60,6 +60,15 @@ TEST(CliTest, StrayArgumentsBadNumbersAndLevelsAreUsageErrors) {
   }
 }
 
+// Found in review: `hooks new` printed "created" and exited 0 when it could not write the file.
+TEST(CliTest, HooksNewFailsWhenItCannotWrite) {
+  for (const char* form : {"yaml", "program", "native"}) {
+    auto r = run_hookgate({"hooks", "new", "x", "--form", form, "--dir", "/proc/hookgate-no"});
+    EXPECT_EQ(r.exit_code, 1) << form << ": " << r.out << r.err;
+    EXPECT_EQ(r.out.find("created"), std::string::npos) << form << ": " << r.out;
+  }
+}
+
 TEST(CliTest, KeygenWritesTheSecretHalfOwnerOnly) {
   TempDir dir;
   const auto key = dir / "server.key";

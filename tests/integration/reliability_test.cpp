@@ -318,6 +318,13 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
   ASSERT_NE(dead.out.find(event_id), std::string::npos) << dead.out;
   EXPECT_NE(dead.out.find("503"), std::string::npos) << dead.out;
 
+  // Replaying an id that is no dead delivery (a typo) names it and fails, touching nothing.
+  auto typo = run_hookgate(
+      {"deliveries", "replay", "msg_0000doesnotexist", "--config", gw.config_path()}, "", gw.env());
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_NE(typo.err.find("msg_0000doesnotexist was not replayed"), std::string::npos) << typo.err;
+  EXPECT_NE(typo.out.find("0 dead deliveries queued again"), std::string::npos) << typo.out;
+
   status = 200;
   auto replay = run_hookgate({"deliveries", "replay", "--all-dead", "--config", gw.config_path()},
                              "", gw.env());
