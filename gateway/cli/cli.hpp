@@ -35,6 +35,8 @@ std::optional<config::Config> load_config_or_report(const Args& args);
 // anything else ("3s", "abc", "0", "-1"), for the caller to report as a usage error.
 std::optional<int64_t> positive_option(const Args& args, const std::string& name,
                                        const std::string& fallback);
+// A usage error (exit 2) when --log-level names no level; nullopt when it is absent or valid.
+std::optional<int> check_log_level(const Args& args);
 // Prints "hookgate: error: <message>" to stderr and returns exit code 1 (2 for usage errors).
 int fail(const std::string& message, int code = 1);
 // Returns 2 with a usage line if `args` has unknown options, or arguments that are not options

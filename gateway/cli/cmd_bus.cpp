@@ -33,9 +33,7 @@ int cmd_bus(const std::vector<std::string>& argv) {
   auto frontend = args.get("frontend");
   auto backend = args.get("backend");
   if (!frontend || !backend) return fail("--frontend and --backend are required", 2);
-  if (auto level = args.get("log-level"); level && !is_log_level(*level))
-    return fail(
-        "--log-level: expected trace, debug, info, warn, error or off, got '" + *level + "'", 2);
+  if (auto code = check_log_level(args)) return *code;
   setup_logging(args.get_or("log-level", "info"), "text");
 
   const auto max_message_bytes = positive_option(args, "max-message-bytes", "1048576");

@@ -19,9 +19,7 @@ int cmd_run(const std::vector<std::string>& argv) {
                       "Runs the gateway in the foreground. SIGTERM/SIGINT: stop intake, finish or\n"
                       "spool in-flight deliveries, exit 0. SIGHUP: reload config and hooks.\n"))
     return *code;
-  if (auto level = args.get("log-level"); level && !is_log_level(*level))
-    return fail(
-        "--log-level: expected trace, debug, info, warn, error or off, got '" + *level + "'", 2);
+  if (auto code = check_log_level(args)) return *code;
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;
   setup_logging(args.get_or("log-level", cfg->log.level), cfg->log.format);

@@ -8,6 +8,7 @@
 
 #include "config/loader.hpp"
 #include "gateway/cli/cli.hpp"
+#include "gateway/common/log.hpp"
 
 namespace hookgate::cli {
 
@@ -65,6 +66,13 @@ std::optional<int64_t> positive_option(const Args& args, const std::string& name
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc{} || end != text.data() + text.size() || value <= 0) return std::nullopt;
   return value;
+}
+
+std::optional<int> check_log_level(const Args& args) {
+  auto level = args.get("log-level");
+  if (!level || is_log_level(*level)) return std::nullopt;
+  return fail("--log-level: expected trace, debug, info, warn, error or off, got '" + *level + "'",
+              2);
 }
 
 int fail(const std::string& message, int code) {
