@@ -1,5 +1,7 @@
 #include "bus/wire.hpp"
 
+#include "bus/sequence_gaps.hpp"
+
 namespace hookgate::bus {
 namespace {
 
@@ -30,6 +32,17 @@ std::string printable_prefix(std::string_view bytes, size_t max = 64) {
     out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
   if (bytes.size() > max) out += "...";
   return out;
+}
+
+// Copies the stream stamp of a parsed but rejected envelope into `rej`.
+Rejection with_sequence(const Event& ev, Rejection rej) {
+  const JsonValue* stream = ev.find(kStreamAttribute);
+  const JsonValue* seq = ev.find(kSequenceAttribute);
+  if (stream != nullptr && seq != nullptr && stream->IsString() && seq->IsUint64()) {
+    rej.stream.assign(stream->GetString(), stream->GetStringLength());
+    rej.sequence = seq->GetUint64();
+  }
+  return rej;
 }
 
 }  // namespace
@@ -65,14 +78,15 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
     } else if (!type_it->value.IsString() ||
                std::string_view(type_it->value.GetString(), type_it->value.GetStringLength()) !=
                    topic) {
-      return Rejection{
-          "topic frame '" + printable_prefix(topic) + "' does not match the envelope's type",
-          printable_prefix(topic, kNamedMax), printable_prefix(ev.id(), kNamedMax)};
+      return with_sequence(
+          ev, Rejection{"topic frame '" + printable_prefix(topic) +
+                            "' does not match the envelope's type",
+                        printable_prefix(topic, kNamedMax), printable_prefix(ev.id(), kNamedMax)});
     }
   }
   if (auto st = ev.normalize(now_unix_ms); !st)
-    return Rejection{st.error().message, printable_prefix(ev.type(), kNamedMax),
-                     printable_prefix(ev.id(), kNamedMax)};
+    return with_sequence(ev, Rejection{st.error().message, printable_prefix(ev.type(), kNamedMax),
+                                       printable_prefix(ev.id(), kNamedMax)});
   return ev;
 }
 

@@ -5,6 +5,7 @@
 #include <zmq.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,10 @@ struct Rejection {
   std::string reason;
   std::string event_type;  // when it could be read
   std::string event_id;
+  // The publisher library's stream stamp, when the envelope parsed and carried one: a rejected
+  // message still arrived, so its number is no gap.
+  std::string stream;
+  std::optional<uint64_t> sequence;
 };
 
 // Decodes and normalizes one received message. With two frames the topic must equal the envelope's

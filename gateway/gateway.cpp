@@ -305,6 +305,7 @@ struct Gateway::Impl {
       if (reject_log.allow())
         spdlog::warn("bus: rejected message{}: {}",
                      rej.event_type.empty() ? "" : " of type '" + rej.event_type + "'", rej.reason);
+      if (rej.sequence) count_sequence_gap(rej.stream, *rej.sequence, "?");
       sink(DiagnosticEvent{.type = diag::kEventRejected,
                            .event_id = rej.event_id,
                            .event_type = rej.event_type,
@@ -327,19 +328,24 @@ struct Gateway::Impl {
   // subscribes to every topic: with a topic filter, the numbers it skips were filtered out on
   // purpose (a publisher's XPUB never sends them), not lost.
   void count_sequence_gap(const Event& ev) {
-    if (!subscribes_to_everything) return;
     const JsonValue* stream = ev.find(bus::kStreamAttribute);
     const JsonValue* seq = ev.find(bus::kSequenceAttribute);
     if (stream == nullptr || seq == nullptr || !stream->IsString() || !seq->IsUint64()) return;
-    const std::string_view id(stream->GetString(), stream->GetStringLength());
-    const uint64_t lost = sequence_gaps.observe(id, seq->GetUint64());
+    count_sequence_gap(std::string_view(stream->GetString(), stream->GetStringLength()),
+                       seq->GetUint64(), ev.source());
+  }
+
+  // `source` is "?" for a rejected message (its envelope is not trusted).
+  void count_sequence_gap(std::string_view stream, uint64_t seq, std::string_view source) {
+    if (!subscribes_to_everything) return;
+    const uint64_t lost = sequence_gaps.observe(stream, seq);
     if (lost == 0) return;
     dropped.inc(lost);
     if (gap_log.allow())
       spdlog::warn(
           "bus: {} message(s) from publisher stream {} (source '{}') never arrived: "
           "hookgateseq jumped to {}",
-          lost, id, ev.source(), seq->GetUint64());
+          lost, stream, source, seq);
   }
 
   // Processes `frames` and whatever else is queued (up to kMaxBatch messages) as one batch:

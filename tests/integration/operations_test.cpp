@@ -197,6 +197,33 @@ TEST(OperationsTest, SequenceGapsAreCountedAsDroppedBusMessages) {
       << gw.log();
 }
 
+// A message the gateway rejects still arrived: its sequence number is not a gap. Only the
+// numbers that never came are counted as dropped, so each bad message is counted once.
+TEST(OperationsTest, ARejectedMessageIsNotAlsoCountedAsDropped) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with(webhook_rx(rx.url(), "app.*")))) << gw.log();
+  zmq::context_t ctx;
+  zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+  ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
+  auto send = [&](const std::string& topic, const std::string& type, int seq) {
+    std::string body = R"({"type":")" + type +
+                       R"(","source":"test","hookgatestream":"s1","hookgateseq":)" +
+                       std::to_string(seq) + "}";
+    pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+    pub.send(zmq::buffer(body));
+  };
+  send("app.event", "app.event", 1);
+  send("app.event", "app.other", 2);  // topic and type disagree: rejected
+  send("app.event", "app.event", 3);
+  send("app.event", "app.event", 5);  // 4 lost
+  ASSERT_TRUE(rx.wait_for(3, 10s)) << gw.log();
+  const std::string metrics = http_get(gw.admin_port(), "/metrics");
+  EXPECT_EQ(metric_value(metrics, "hookgate_events_rejected_total"), 1u) << metrics;
+  EXPECT_EQ(metric_value(metrics, "hookgate_bus_messages_dropped_total"), 1u) << metrics;
+}
+
 TEST(OperationsTest, TopicFiltersAreNotCountedAsDroppedMessages) {
   TempDir dir;
   HttpReceiver rx;
