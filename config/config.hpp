@@ -109,6 +109,11 @@ struct AdminConfig {
 struct LogConfig {
   std::string level = "info";
   std::string format = "text";
+  // `hookgate run --log-level`: never read from YAML; outranks `level`, across reloads too.
+  std::string level_override;
+  const std::string& effective_level() const {
+    return level_override.empty() ? level : level_override;
+  }
 };
 
 struct Config {

@@ -281,7 +281,8 @@ struct Gateway::Impl {
       spdlog::warn(
           "reload: admin.token changed; it takes effect on restart (the old one is "
           "still accepted until then)");
-    spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.level));
+    n.log.level_override = cfg.log.level_override;
+    spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.effective_level()));
     cfg.webhooks = n.webhooks;
     cfg.hooks = n.hooks;
     cfg.log = n.log;

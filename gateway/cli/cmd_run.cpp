@@ -22,7 +22,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (auto code = check_log_level(args)) return *code;
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;
-  setup_logging(args.get_or("log-level", cfg->log.level), cfg->log.format);
+  cfg->log.level_override = args.get_or("log-level", "");
+  setup_logging(cfg->log.effective_level(), cfg->log.format);
   if (cfg->file.empty()) spdlog::info("no --config given: running on embedded defaults");
 
   // Signals first: every thread the gateway starts inherits the blocked mask.

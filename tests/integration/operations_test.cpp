@@ -224,6 +224,29 @@ TEST(OperationsTest, ARejectedMessageIsNotAlsoCountedAsDropped) {
   EXPECT_EQ(metric_value(metrics, "hookgate_bus_messages_dropped_total"), 1u) << metrics;
 }
 
+// `run --log-level` outranks the config's `log.level`, across SIGHUP reloads too: an operator
+// who started a gateway with debug logging to chase a problem keeps it after a reload.
+TEST(OperationsTest, CommandLineLogLevelSurvivesAReload) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  gw.set_run_args({"--log-level", "debug"});
+  // The missing hooks folder is logged at debug level on every chain load.
+  ASSERT_TRUE(gw.start(config_with("log: { level: warn }\nhooks: { directories: [./absent] }\n" +
+                                   webhook_rx(rx.url()))))
+      << gw.log();
+  const std::string line = "hooks directory";
+  auto count = [&] {
+    const std::string log = gw.log();
+    size_t n = 0;
+    for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
+    return n;
+  };
+  ASSERT_TRUE(wait_until([&] { return count() == 1; }, 10s)) << gw.log();
+  gw.signal(SIGHUP);
+  EXPECT_TRUE(wait_until([&] { return count() == 2; }, 10s)) << gw.log();
+}
+
 TEST(OperationsTest, TopicFiltersAreNotCountedAsDroppedMessages) {
   TempDir dir;
   HttpReceiver rx;

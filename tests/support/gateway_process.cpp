@@ -154,7 +154,9 @@ bool GatewayProcess::launch(std::chrono::milliseconds timeout) {
 
 bool GatewayProcess::launch_once(std::chrono::milliseconds timeout) {
   log_offset_ = read_file(log_path_).size();
-  pid_ = spawn({HOOKGATE_BINARY, "run", "--config", config_path_}, log_path_, log_path_, "", env());
+  std::vector<std::string> args{HOOKGATE_BINARY, "run", "--config", config_path_};
+  args.insert(args.end(), run_args_.begin(), run_args_.end());
+  pid_ = spawn(args, log_path_, log_path_, "", env());
   if (pid_ < 0) return false;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {

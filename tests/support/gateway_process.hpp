@@ -50,6 +50,8 @@ class GatewayProcess {
   // times out.
   bool start(const std::string& config_yaml,
              std::chrono::milliseconds timeout = std::chrono::seconds(15));
+  // Arguments added after `run --config FILE` on every later start (e.g. {"--log-level", "debug"}).
+  void set_run_args(std::vector<std::string> args) { run_args_ = std::move(args); }
   // Starts again with the config already written (after a crash or a stop).
   bool restart(std::chrono::milliseconds timeout = std::chrono::seconds(15));
   void signal(int sig);
@@ -80,6 +82,7 @@ class GatewayProcess {
   int admin_port_;
   pid_t pid_ = -1;
   size_t log_offset_ = 0;  // where the current run's log begins
+  std::vector<std::string> run_args_;
 };
 
 // Polls `cond` every 5 ms until it holds or `timeout` passes; its last value.
