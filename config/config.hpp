@@ -98,6 +98,9 @@ struct SpoolConfig {
   std::string synchronous = "NORMAL";  // NORMAL survives process crashes; FULL survives power loss
   int64_t retention_ms = 24LL * 3600 * 1000;  // delivered rows kept this long, then pruned
   int64_t shutdown_grace_ms = 5000;
+  // Memory mode only: pending deliveries one webhook may hold before its new ones are dropped
+  // (counted in hookgate_deliveries_dropped_total); 0 = no bound.
+  int64_t memory_max_pending = 100000;
 };
 
 struct AdminConfig {

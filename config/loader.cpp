@@ -252,6 +252,11 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
     r.error(r.pos("synchronous"), "spool.synchronous: expected NORMAL or FULL");
   r.get("retention_ms", spool.retention_ms);
   r.get("shutdown_grace_ms", spool.shutdown_grace_ms);
+  r.get("memory_max_pending", spool.memory_max_pending);
+  for (auto [key, value] : {std::pair<const char*, int64_t>{"retention_ms", spool.retention_ms},
+                            {"shutdown_grace_ms", spool.shutdown_grace_ms},
+                            {"memory_max_pending", spool.memory_max_pending}})
+    if (value < 0) r.error(r.pos(key), std::string("spool.") + key + " must not be negative");
   spool.path = resolve_path(spool.path, base_dir);
   r.finish();
 }

@@ -551,7 +551,8 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   if (g.cfg.spool.mode == config::SpoolConfig::Mode::Memory) {
     // No retained history: `hookgate deliveries` cannot reach a memory store (it lives in this
     // process), so delivered and dead deliveries would only hold their bodies in memory.
-    g.store = std::make_unique<webhooks::MemoryDeliveryStore>(0, 0);
+    g.store = std::make_unique<webhooks::MemoryDeliveryStore>(
+        0, 0, static_cast<size_t>(g.cfg.spool.memory_max_pending));
     spdlog::warn(
         "spool: memory mode: deliveries are lost if the gateway stops before they are sent");
   } else {

@@ -2,10 +2,31 @@
 
 #include <set>
 
+#include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
+
 namespace hookgate::webhooks {
 
-MemoryDeliveryStore::MemoryDeliveryStore(size_t keep_delivered, size_t keep_dead)
-    : keep_delivered_(keep_delivered), keep_dead_(keep_dead) {}
+MemoryDeliveryStore::MemoryDeliveryStore(size_t keep_delivered, size_t keep_dead,
+                                         size_t max_pending_per_webhook)
+    : keep_delivered_(keep_delivered),
+      keep_dead_(keep_dead),
+      max_pending_per_webhook_(max_pending_per_webhook) {}
+
+void MemoryDeliveryStore::drop_locked(const std::string& webhook, WebhookQueue& queue) {
+  ++dropped_;
+  ++queue.dropped_in_episode;
+  metrics::counter("hookgate_deliveries_dropped_total",
+                   "Deliveries a memory-mode spool dropped: the webhook's queue was full",
+                   {{"webhook", webhook}})
+      .inc();
+  if (queue.dropping) return;
+  queue.dropping = true;
+  spdlog::warn(
+      "webhook {}: memory queue full ({} pending, spool.memory_max_pending); dropping its new "
+      "deliveries until it drains",
+      webhook, queue.pending);
+}
 
 void MemoryDeliveryStore::enqueue_locked(Record& record, bool ready) {
   QueueEntry entry{record.delivery.id, ++record.queue_generation};
@@ -43,6 +64,16 @@ void MemoryDeliveryStore::retire_locked(const std::string& id, DeliveryState sta
   record.delivery.state = state;
   record.claimed = false;
   --pending_;
+  auto& queue = queues_[record.delivery.webhook];
+  --queue.pending;
+  if (queue.dropping && queue.pending <= max_pending_per_webhook_ / 4 * 3) {
+    spdlog::info(
+        "webhook {}: memory queue down to {} pending; taking new deliveries again ({} "
+        "dropped while full)",
+        record.delivery.webhook, queue.pending, queue.dropped_in_episode);
+    queue.dropping = false;
+    queue.dropped_in_episode = 0;
+  }
   auto& order = state == DeliveryState::Delivered ? delivered_order_ : dead_order_;
   const size_t keep = state == DeliveryState::Delivered ? keep_delivered_ : keep_dead_;
   order.push_back(id);
@@ -79,9 +110,17 @@ Status MemoryDeliveryStore::add(std::vector<Delivery> batch) {
       const bool pending = delivery.state == DeliveryState::Pending;
       const bool ready = delivery.next_attempt_ms <= 0;
       std::string id = delivery.id;
+      if (pending && max_pending_per_webhook_ > 0) {
+        auto& queue = queues_[delivery.webhook];
+        if (queue.pending >= max_pending_per_webhook_) {
+          drop_locked(delivery.webhook, queue);
+          continue;
+        }
+      }
       auto& record = records_.emplace(id, Record{std::move(delivery)}).first->second;
       if (pending) {
         ++pending_;
+        ++queues_[record.delivery.webhook].pending;
         any_pending = true;
         enqueue_locked(record, ready);
       } else {
@@ -170,6 +209,11 @@ size_t MemoryDeliveryStore::pending_count() {
   return pending_;
 }
 
+uint64_t MemoryDeliveryStore::dropped_count() {
+  std::lock_guard lock(mu_);
+  return dropped_;
+}
+
 void MemoryDeliveryStore::set_on_ready(std::function<void()> on_ready) {
   std::lock_guard lock(mu_);
   on_ready_ = std::move(on_ready);
@@ -207,6 +251,7 @@ size_t MemoryDeliveryStore::replay(const std::vector<std::string>& ids) {
       delivery.attempts = 0;
       delivery.next_attempt_ms = 0;
       ++pending_;
+      ++queues_[delivery.webhook].pending;
       enqueue_locked(it->second, /*ready=*/true);
       ++moved;
     }

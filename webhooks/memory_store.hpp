@@ -21,8 +21,12 @@ namespace hookgate::webhooks {
 class MemoryDeliveryStore final : public DeliveryStore {
  public:
   // Delivered deliveries are forgotten except for the newest `keep_delivered` (for `deliveries
-  // list`); dead ones are kept for replay up to `keep_dead`, oldest dropped first.
-  explicit MemoryDeliveryStore(size_t keep_delivered = 1000, size_t keep_dead = 100000);
+  // list`); dead ones are kept for replay up to `keep_dead`, oldest dropped first. A webhook
+  // holding `max_pending_per_webhook` pending deliveries (0: no bound) takes no new ones: they are
+  // dropped and counted (`spool.memory_max_pending`), so a receiver that stays down cannot grow
+  // the store without end, and other webhooks keep theirs.
+  explicit MemoryDeliveryStore(size_t keep_delivered = 1000, size_t keep_dead = 100000,
+                               size_t max_pending_per_webhook = 0);
 
   Status add(std::vector<Delivery> batch) override;
   std::vector<Delivery> claim_due(const std::string& webhook, int64_t now_ms,
@@ -32,6 +36,8 @@ class MemoryDeliveryStore final : public DeliveryStore {
   std::optional<int64_t> next_due(const std::string& webhook) override;
   size_t pending_count() override;
   void set_on_ready(std::function<void()> on_ready) override;
+  // Deliveries dropped by the per-webhook bound since the start.
+  uint64_t dropped_count();
 
   // Oldest first; webhook "" = all webhooks; limit 0 = no limit.
   std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,
@@ -62,6 +68,11 @@ class MemoryDeliveryStore final : public DeliveryStore {
   struct WebhookQueue {
     std::deque<QueueEntry> ready;
     std::priority_queue<DelayedEntry, std::vector<DelayedEntry>, std::greater<>> delayed;
+    size_t pending = 0;  // this webhook's pending deliveries, claimed ones included
+    // Dropping since the bound was hit: one warning when it starts, one when it ends (the queue
+    // back at 3/4 of the bound), not one per delivery.
+    bool dropping = false;
+    uint64_t dropped_in_episode = 0;
   };
 
   // Puts a pending, unclaimed record in its webhook's ready FIFO (or delayed heap).
@@ -70,16 +81,20 @@ class MemoryDeliveryStore final : public DeliveryStore {
   void promote_due_locked(WebhookQueue& queue, int64_t now_ms);
   void drop_stale_locked(WebhookQueue& queue);
   void retire_locked(const std::string& id, DeliveryState state);
+  // Counts and reports one delivery refused by the per-webhook bound.
+  void drop_locked(const std::string& webhook, WebhookQueue& queue);
   void notify_ready();
 
   const size_t keep_delivered_;
   const size_t keep_dead_;
+  const size_t max_pending_per_webhook_;
   std::mutex mu_;
   std::map<std::string, Record> records_;  // by id: ids are time-ordered, so is this map
   std::unordered_map<std::string, WebhookQueue> queues_;
   std::deque<std::string> delivered_order_;  // oldest first, for trimming
   std::deque<std::string> dead_order_;
   size_t pending_ = 0;
+  uint64_t dropped_ = 0;
   uint64_t sequence_ = 0;
   std::function<void()> on_ready_;
 };

@@ -27,6 +27,7 @@ TEST(ConfigLoaderTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(cfg->hooks.directories.back(), "/etc/hg/hooks");
   EXPECT_EQ(cfg->spool.path, "/etc/hg/hookgate-spool.db");
   EXPECT_EQ(cfg->admin.listen, "127.0.0.1:9464");
+  EXPECT_EQ(cfg->spool.memory_max_pending, 100000);
 }
 
 TEST(ConfigLoaderTest, FullProductExample) {
@@ -204,6 +205,15 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
               std::string::npos)
         << listen;
   }
+  EXPECT_EQ(first_error(load("spool:\n  retention_ms: -1\n")),
+            "test.yaml:2:17: spool.retention_ms must not be negative");
+  EXPECT_EQ(first_error(load("spool: { mode: memory, memory_max_pending: -5 }\n")),
+            "test.yaml:1:44: spool.memory_max_pending must not be negative");
+  EXPECT_NE(first_error(load("spool: { shutdown_grace_ms: -100 }\n")).find("must not be negative"),
+            std::string::npos);
+  auto memory = load("spool: { mode: memory, memory_max_pending: 0 }\n");
+  ASSERT_TRUE(memory);
+  EXPECT_EQ(memory->spool.memory_max_pending, 0);
   EXPECT_TRUE(load("admin: { listen: \"[::1]:9464\" }\n"));
   EXPECT_TRUE(load("admin: { listen: \"127.0.0.1:0\" }\n"));
 }

@@ -81,6 +81,34 @@ TEST(ReliabilityTest, ReceiverDownThenUpGetsEverything) {
   EXPECT_EQ(received_event_ids(rx), sent);
 }
 
+// Memory mode is fire-and-forget, but not boundless: a webhook whose receiver stays down holds at
+// most spool.memory_max_pending deliveries; the rest are dropped, counted and logged once, while
+// a healthy webhook beside it gets every event.
+TEST(ReliabilityTest, MemoryModeBoundsADeadWebhooksQueue) {
+  TempDir dir;
+  HttpReceiver healthy;
+  const int down = free_tcp_port();
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for("http://127.0.0.1:" + std::to_string(down) + "/",
+                                  "    retry: { max_attempts: 100, initial_backoff_ms: 5000 }\n"
+                                  "  - name: healthy\n    url: " +
+                                      healthy.url() + "\n    events: [\"app.*\"]\n",
+                                  "spool: { mode: memory, memory_max_pending: 5 }\n")))
+      << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  // One at a time, so the healthy webhook's own queue never holds more than one.
+  for (size_t i = 0; i < 20; ++i) {
+    ASSERT_TRUE(pub->publish("app.event", "{}"));
+    ASSERT_TRUE(healthy.wait_for(i + 1, 10s)) << gw.log();
+  }
+  EXPECT_TRUE(wait_until(
+      [&] { return metric(gw, "hookgate_deliveries_dropped_total{webhook=\"sink\"}") == 15; }, 5s))
+      << http_get(gw.admin_port(), "/metrics");
+  EXPECT_EQ(metric(gw, "hookgate_deliveries_dropped_total{webhook=\"healthy\"}"), 0u);
+  EXPECT_TRUE(gw.wait_for_log("webhook sink: memory queue full (5 pending", 1s)) << gw.log();
+}
+
 TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
   TempDir dir;
   int port = free_tcp_port();

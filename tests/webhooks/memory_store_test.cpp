@@ -44,6 +44,31 @@ TEST(MemoryStoreTest, ClaimsInFifoOrderPerWebhookUpToTheLimit) {
   EXPECT_EQ(store.pending_count(), 4u);  // in flight still counts as pending
 }
 
+// A receiver that stays down must not grow a memory store without end: past its bound a
+// webhook's new deliveries are dropped and counted, other webhooks keep theirs, and a slot freed
+// by a delivery is taken again.
+TEST(MemoryStoreTest, APerWebhookBoundDropsNewDeliveriesOfThatWebhookOnly) {
+  MemoryDeliveryStore store(0, 0, /*max_pending_per_webhook=*/3);
+  ASSERT_TRUE(store.add({make("m1"), make("m2"), make("m3"), make("m4"), make("m5", "b")}).ok());
+  ASSERT_TRUE(store.add({make("m6"), make("m7", "b")}).ok());
+  EXPECT_EQ(store.pending_count(), 5u);
+  EXPECT_EQ(store.dropped_count(), 2u);
+  EXPECT_FALSE(store.get("m4").has_value());
+  EXPECT_FALSE(store.get("m6").has_value());
+  auto claimed = store.claim_due("a", 1000, 10);
+  EXPECT_EQ(ids(claimed), (std::vector<std::string>{"m1", "m2", "m3"}));
+  EXPECT_EQ(ids(store.claim_due("b", 1000, 10)), (std::vector<std::string>{"m5", "m7"}));
+  // A retry keeps its slot; a delivered one frees it.
+  store.complete(claimed[0], retry_at(2000));
+  ASSERT_TRUE(store.add({make("m8")}).ok());
+  EXPECT_EQ(store.dropped_count(), 3u);
+  store.complete(claimed[1], kDelivered);
+  store.complete(claimed[2], kDead);
+  ASSERT_TRUE(store.add({make("m9"), make("m10"), make("m11")}).ok());
+  EXPECT_EQ(store.dropped_count(), 4u);
+  EXPECT_EQ(ids(store.claim_due("a", 3000, 10)), (std::vector<std::string>{"m9", "m10", "m1"}));
+}
+
 TEST(MemoryStoreTest, RejectsDuplicateAndIncompleteBatchesWhole) {
   MemoryDeliveryStore store;
   ASSERT_TRUE(store.add({make("m1")}).ok());
