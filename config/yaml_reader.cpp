@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 namespace hookgate::config {
@@ -82,6 +83,21 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
   return out;
 }
 
+// yaml-cpp keeps every copy of a repeated key and lookups find the first, so a second block
+// would vanish silently: each repeat is an error at its own position.
+void report_duplicate_keys(const YAML::Node& map, const std::string& file,
+                           const std::string& context, Diagnostics& errors) {
+  std::map<std::string, int> first_line;
+  for (auto it : map) {
+    if (!it.first.IsScalar()) continue;
+    const Position at = position_of(it.first, file);
+    auto [seen, fresh] = first_line.emplace(it.first.Scalar(), at.line);
+    if (!fresh)
+      errors.push_back({at, "duplicate key '" + it.first.Scalar() + "' in " + context +
+                                " (first at line " + std::to_string(seen->second) + ")"});
+  }
+}
+
 MapReader::MapReader(YAML::Node node, std::string file, std::string context, Diagnostics& errors)
     : node_(std::move(node)),
       file_(std::move(file)),
@@ -91,6 +107,7 @@ MapReader::MapReader(YAML::Node node, std::string file, std::string context, Dia
     error(pos(), context_ + " must be a mapping");
     valid_ = false;
   }
+  if (valid_ && node_ && node_.IsMap()) report_duplicate_keys(node_, file_, context_, errors_);
 }
 
 YAML::Node MapReader::find(const char* key) {
@@ -225,6 +242,7 @@ void MapReader::get(const char* key, std::vector<std::pair<std::string, std::str
     return;
   }
   out.clear();
+  report_duplicate_keys(v, file_, context_ + "." + key, errors_);
   for (auto it : v) {
     if (!it.first.IsScalar() || !it.second.IsScalar()) {
       error(position_of(it.first, file_), context_ + "." + key + ": expected string: string pairs");

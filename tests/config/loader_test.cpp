@@ -83,6 +83,24 @@ TEST(ConfigLoaderTest, UnknownKeyReportedAtItsPosition) {
   EXPECT_NE(first_error(top).find("test.yaml:1:1: unknown key 'webhook'"), std::string::npos);
 }
 
+// Found in review: yaml-cpp keeps both copies of a repeated key and the first one won, so a
+// second `webhooks:` block (or a second `secret:`) vanished without a word.
+TEST(ConfigLoaderTest, DuplicateKeysAreErrorsAtTheSecondOne) {
+  auto top = load(
+      "webhooks:\n  - {name: a, url: \"http://x/\"}\nwebhooks:\n  - {name: b, url: "
+      "\"http://y/\"}\n");
+  EXPECT_EQ(first_error(top),
+            "test.yaml:3:1: duplicate key 'webhooks' in config (first at line 1)");
+  auto nested = load("webhooks:\n  - name: a\n    url: \"http://x/\"\n    url: \"http://y/\"\n");
+  EXPECT_EQ(first_error(nested),
+            "test.yaml:4:5: duplicate key 'url' in webhooks[0] (first at line 3)");
+  auto headers =
+      load("webhooks:\n  - name: a\n    url: \"http://x/\"\n    headers: { X-A: 1, X-A: 2 }\n");
+  EXPECT_NE(first_error(headers).find("test.yaml:4:24: duplicate key 'X-A' in webhooks[0].headers"),
+            std::string::npos)
+      << first_error(headers);
+}
+
 TEST(ConfigLoaderTest, SyntaxErrorHasLineAndColumn) {
   auto cfg = load("bus:\n  bind: [unclosed\nhooks: {}\n");
   std::string e = first_error(cfg);
