@@ -99,6 +99,11 @@ constexpr const char* kReplayOne =
 constexpr const char* kReplayAll =
     "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
     "WHERE state = 2 AND (?1 = '' OR webhook = ?1)";  // deliveries_dead
+// The CLI's chunk of kReplayAll (?3 rows), one transaction each.
+constexpr const char* kReplayAllChunk =
+    "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
+    "WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY deliveries_dead "
+    "WHERE state = 2 AND (?1 = '' OR webhook = ?1) LIMIT ?3)";
 constexpr const char* kPrune =
     "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
     "deliveries_prune WHERE state = 1 AND updated_ms < ?1 LIMIT ?2) RETURNING payload";
@@ -672,7 +677,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   size_t rows = 0;
   const int64_t t0 = now_steady_ns();
   if (any_txn) {
-    if (!c.exec("BEGIN IMMEDIATE")) failure = c.error();
+    if (!begin_waiting(c)) failure = c.error();
     for (auto& op_ptr : ops) {
       if (!failure.empty()) break;
       Op& op = *op_ptr;
@@ -1496,14 +1501,51 @@ Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, b
   if (!reader_) return make_error("spool " + path_ + " is closed");
   Conn& c = *reader_;
   const int64_t now = now_unix_ms();
+  size_t moved = 0;
+  auto failed = [&] {
+    auto error = make_error("spool " + path_ + ": replay: " + c.error() +
+                            (moved > 0 ? " (" + std::to_string(moved) + " replayed before)" : ""));
+    if (!sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
+    return error;
+  };
   // IMMEDIATE: take the write lock up front (waiting up to busy_timeout for the gateway's
   // writer) instead of failing on upgrade halfway through.
-  if (!c.exec("BEGIN IMMEDIATE")) return make_error("spool " + path_ + ": replay: " + c.error());
-  size_t moved = 0;
-  if (replay_rows(c, ids, all_dead, webhook, now, moved) && c.exec("COMMIT")) return moved;
-  auto error = make_error("spool " + path_ + ": replay: " + c.error());
-  c.exec("ROLLBACK");
-  return error;
+  if (!all_dead) {
+    if (!c.exec("BEGIN IMMEDIATE") || !replay_rows(c, ids, false, webhook, now, moved) ||
+        !c.exec("COMMIT"))
+      return failed();
+    return moved;
+  }
+  // Every dead letter, in chunks: a single UPDATE of a large backlog would hold the write lock
+  // for seconds while the gateway's writer waits.
+  sqlite3_stmt* s = c.stmt(kReplayAllChunk);
+  if (s == nullptr) return failed();
+  for (;;) {
+    if (!c.exec("BEGIN IMMEDIATE")) return failed();
+    size_t changed = 0;
+    {
+      StmtScope scope(s);
+      bind_text(s, 1, webhook);
+      sqlite3_bind_int64(s, 2, now);
+      sqlite3_bind_int64(s, 3, static_cast<int64_t>(tuning_.replay_chunk_rows));
+      if (sqlite3_step(s) != SQLITE_DONE) return failed();
+      changed = static_cast<size_t>(sqlite3_changes(c.db));
+    }
+    if (!c.exec("COMMIT")) return failed();
+    moved += changed;
+    if (changed < tuning_.replay_chunk_rows) return moved;
+  }
+}
+
+bool SqliteSpool::begin_waiting(Conn& c) {
+  for (int retry = 0;; ++retry) {
+    if (c.exec("BEGIN IMMEDIATE")) return true;
+    if (sqlite3_errcode(c.db) != SQLITE_BUSY || retry >= tuning_.busy_retries) return false;
+    spdlog::warn(
+        "spool {}: another process (a `hookgate deliveries` command?) has held the write lock "
+        "for {} ms; intake waits for it",
+        path_, int64_t{tuning_.busy_timeout_ms} * (retry + 1));
+  }
 }
 
 size_t SqliteSpool::prune(int64_t now_ms) {

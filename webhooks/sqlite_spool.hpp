@@ -48,6 +48,11 @@ struct SqliteSpoolTuning {
   int64_t prune_interval_ms = 60000;    // how often delivered rows past retention are pruned
   int64_t poll_interval_ms = 200;       // writer idle tick: external-change check, pruning
   int busy_timeout_ms = 5000;           // waiting for the other process's write lock
+  // The writer waits this many more busy timeouts (warning each time) before it gives a batch
+  // up: a refused batch is events the gateway cannot accept, so a CLI command's long
+  // transaction must not cost them.
+  int busy_retries = 11;
+  size_t replay_chunk_rows = 5000;  // `deliveries replay --all-dead`: rows per transaction
 };
 
 class SqliteSpool final : public DeliveryStore {
@@ -185,6 +190,8 @@ class SqliteSpool final : public DeliveryStore {
   // Replay as a writer operation (gateway mode): one transaction with the other queued writes.
   Result<size_t> replay_via_writer(const std::vector<std::string>& ids, bool all_dead,
                                    const std::string& webhook);
+  // BEGIN IMMEDIATE, waiting out another process's write lock up to tuning_.busy_retries times.
+  bool begin_waiting(Conn& c);
   Result<size_t> replay_direct(const std::vector<std::string>& ids, bool all_dead,
                                const std::string& webhook);
 

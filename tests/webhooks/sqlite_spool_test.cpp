@@ -788,6 +788,7 @@ TEST_F(SqliteSpoolTest, DeliveriesAreClaimableWhileTheirCommitIsInFlight) {
 TEST_F(SqliteSpoolTest, AFailedCommitWithdrawsWhatAddPublished) {
   SqliteSpoolTuning tuning;
   tuning.busy_timeout_ms = 2000;  // how long the writer waits for the lock before giving up
+  tuning.busy_retries = 0;
   auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
   ASSERT_TRUE(spool->add({make("kept", "siem"), make("audit-warm", "audit")}));
@@ -818,6 +819,53 @@ TEST_F(SqliteSpoolTest, AFailedCommitWithdrawsWhatAddPublished) {
   ASSERT_TRUE(spool->add({make("after", "siem")}));
   EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms() + 1, 10)),
             std::vector<std::string>{"after"});
+}
+
+// Found in review: a `hookgate deliveries replay` holding the write lock past busy_timeout made
+// the writer refuse whole batches, and the gateway then dropped those events. The writer waits
+// out a lock held by another process (up to busy_retries more timeouts) instead.
+TEST_F(SqliteSpoolTest, TheWriterWaitsOutAnotherProcesssLongTransaction) {
+  SqliteSpoolTuning tuning;
+  tuning.busy_timeout_ms = 100;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  auto lock = std::make_unique<ForeignWriteLock>(cfg_.path);
+  std::thread holder([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));  // seven busy timeouts
+    lock->release();
+  });
+  auto adding = spool->add_async({make("waited", "siem")});
+  EXPECT_TRUE(adding.get());
+  holder.join();
+  EXPECT_TRUE(spool->get("waited"));
+}
+
+// A replay of every dead letter from the CLI moves them in chunks, each its own transaction, so
+// the gateway's writer never waits for all of them at once; every one of them is moved.
+TEST_F(SqliteSpoolTest, ReplayAllDeadFromTheCliMovesEveryChunk) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  std::vector<Delivery> dead;
+  for (int i = 0; i < 2500; ++i) {
+    Delivery d = make("dead-" + std::to_string(i), i % 2 == 0 ? "siem" : "audit");
+    d.state = DeliveryState::Dead;
+    dead.push_back(std::move(d));
+  }
+  ASSERT_TRUE(spool->add(std::move(dead)));
+  ASSERT_TRUE(spool->flush());
+  SqliteSpoolTuning tuning;
+  tuning.replay_chunk_rows = 100;
+  auto cli = open(/*tools=*/true, tuning);
+  ASSERT_TRUE(cli);
+  auto moved = cli->replay_all_dead("siem");
+  ASSERT_TRUE(moved) << moved.error().message;
+  EXPECT_EQ(moved.value(), 1250u);
+  EXPECT_EQ(cli->list(DeliveryState::Dead, "", 0).size(), 1250u);
+  EXPECT_EQ(cli->list(DeliveryState::Pending, "siem", 0).size(), 1250u);
+  auto rest = cli->replay_all_dead();
+  ASSERT_TRUE(rest);
+  EXPECT_EQ(rest.value(), 1250u);
+  EXPECT_TRUE(cli->list(DeliveryState::Dead, "", 0).empty());
 }
 
 // The gateway's path: add_async() returns at once, the deliveries are claimed and their outcomes
