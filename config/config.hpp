@@ -9,6 +9,10 @@
 
 namespace hookgate::config {
 
+// The longest duration any setting may name (backoffs, Retry-After clamp, shutdown grace): 30
+// days. Far beyond any sane value, and far from overflowing when added to a clock in ns.
+inline constexpr int64_t kMaxDurationMs = 30LL * 24 * 3600 * 1000;
+
 // Where a value came from, for error messages. line/column are 1-based; 0 = unknown.
 struct Position {
   std::string file;

@@ -63,8 +63,8 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
     bus.curve.server_key = resolve_path(bus.curve.server_key, base_dir);
   curve.finish();
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
-  if (bus.max_message_bytes < 64)
-    r.error(r.pos("max_message_bytes"), "bus.max_message_bytes must be at least 64");
+  if (bus.max_message_bytes < 64 || bus.max_message_bytes > (int64_t{256} << 20))
+    r.error(r.pos("max_message_bytes"), "bus.max_message_bytes: expected 64 up to 268435456");
   if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
   if (r.has("topics") && bus.topics.empty())
     r.error(r.pos("topics"),
@@ -93,6 +93,7 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
 }
 
 constexpr double kMaxRatePerSecond = 1'000'000;
+constexpr double kMinRatePerSecond = 0.001;
 
 void read_hooks(MapReader r, HooksConfig& hooks) {
   r.get("enabled", hooks.enabled);
@@ -128,9 +129,11 @@ void validate_webhook(MapReader& r, WebhookConfig& w) {
   if (w.max_in_flight < 1)
     r.error(r.pos("max_in_flight"), r.context() + ".max_in_flight must be at least 1");
   // Also refuses inf/nan: "unlimited" is 0, and a token bucket cannot hold infinity.
-  if (!(w.rate_limit_per_s >= 0 && w.rate_limit_per_s <= kMaxRatePerSecond))
+  // Below kMinRatePerSecond the bucket's wait (1 / rate) would overflow a ms count.
+  if (!(w.rate_limit_per_s == 0 ||
+        (w.rate_limit_per_s >= kMinRatePerSecond && w.rate_limit_per_s <= kMaxRatePerSecond)))
     r.error(r.pos("rate_limit_per_s"),
-            r.context() + ".rate_limit_per_s: expected 0 (no limit) up to " +
+            r.context() + ".rate_limit_per_s: expected 0 (no limit), or 0.001 up to " +
                 std::to_string(static_cast<int>(kMaxRatePerSecond)) + " requests a second");
   for (const auto& s : w.secrets) {
     if (s.empty())
@@ -151,9 +154,15 @@ void read_retry(MapReader r, RetryConfig& retry) {
   r.get("max_retry_after_ms", retry.max_retry_after_ms);
   if (retry.max_attempts < 1)
     r.error(r.pos("max_attempts"), r.context() + ".max_attempts must be at least 1");
-  if (retry.initial_backoff_ms < 0 || retry.max_backoff_ms < retry.initial_backoff_ms)
-    r.error(r.pos("max_backoff_ms"),
-            r.context() + ": need 0 <= initial_backoff_ms <= max_backoff_ms");
+  // 0 would keep every backoff at 0: all attempts within a second.
+  if (retry.initial_backoff_ms < 1 || retry.max_backoff_ms < retry.initial_backoff_ms ||
+      retry.max_backoff_ms > kMaxDurationMs)
+    r.error(r.pos("max_backoff_ms"), r.context() +
+                                         ": need 1 <= initial_backoff_ms <= max_backoff_ms <= " +
+                                         std::to_string(kMaxDurationMs) + " (30 days)");
+  if (retry.max_retry_after_ms < 0 || retry.max_retry_after_ms > kMaxDurationMs)
+    r.error(r.pos("max_retry_after_ms"), r.context() + ".max_retry_after_ms: expected 0 to " +
+                                             std::to_string(kMaxDurationMs) + " (30 days)");
   r.finish();
 }
 
@@ -257,6 +266,8 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
                             {"shutdown_grace_ms", spool.shutdown_grace_ms},
                             {"memory_max_pending", spool.memory_max_pending}})
     if (value < 0) r.error(r.pos(key), std::string("spool.") + key + " must not be negative");
+  if (spool.shutdown_grace_ms > kMaxDurationMs)
+    r.error(r.pos("shutdown_grace_ms"), "spool.shutdown_grace_ms: at most 30 days");
   spool.path = resolve_path(spool.path, base_dir);
   r.finish();
 }

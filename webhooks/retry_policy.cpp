@@ -38,7 +38,7 @@ std::optional<int64_t> parse_retry_after(std::string_view value, int64_t now_uni
                                          int64_t max_ms) {
   std::string text(trim(value));
   if (text.empty()) return std::nullopt;
-  max_ms = std::max<int64_t>(max_ms, 0);
+  max_ms = std::clamp<int64_t>(max_ms, 0, kMaxRetryAfterMs);
   if (std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); })) {
     // Delta-seconds; anything longer than the clamp needs no exact value (and may overflow).
     if (text.size() > 12) return max_ms;
@@ -121,9 +121,10 @@ RetryDecision decide_outcome(const Delivery& delivery, const Classification& cla
                                  std::to_string(std::max(retry.max_attempts, 1)) +
                                  "), last: " + classification.reason;
       } else {
-        int64_t delay = classification.retry_after_ms
-                            ? *classification.retry_after_ms
-                            : jittered_backoff_ms(retry, attempts_made, rng);
+        // Retry-After is a lower bound: it may lengthen the backoff, never shorten it (a
+        // `Retry-After: 0` would otherwise burn every attempt within a second).
+        const int64_t delay = std::max(classification.retry_after_ms.value_or(0),
+                                       jittered_backoff_ms(retry, attempts_made, rng));
         decision.outcome = {Kind::Retry, now_unix_ms + delay, classification.reason};
       }
       break;

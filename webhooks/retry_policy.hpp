@@ -39,6 +39,8 @@ struct Classification {
 // Parses a Retry-After value: delta-seconds ("120") or an HTTP-date (IMF-fixdate, RFC 850 or
 // asctime). Returns the delay in ms from `now_unix_ms` (0 for dates in the past), clamped to
 // `max_ms`; nullopt when the value is empty or unparseable.
+// The clamp never exceeds this, whatever `max_ms` says (a due time must not overflow).
+inline constexpr int64_t kMaxRetryAfterMs = config::kMaxDurationMs;
 std::optional<int64_t> parse_retry_after(std::string_view value, int64_t now_unix_ms,
                                          int64_t max_ms);
 

@@ -210,8 +210,9 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
     auto cfg =
         load(std::string("webhooks:\n  - { name: a, url: \"http://x/\", rate_limit_per_s: ") +
              rate + " }\n");
-    EXPECT_NE(first_error(cfg).find("rate_limit_per_s: expected 0 (no limit) up to 1000000"),
-              std::string::npos)
+    EXPECT_NE(
+        first_error(cfg).find("rate_limit_per_s: expected 0 (no limit), or 0.001 up to 1000000"),
+        std::string::npos)
         << rate << ": " << first_error(cfg);
   }
   EXPECT_TRUE(load("webhooks:\n  - { name: a, url: \"http://x/\", rate_limit_per_s: 0.5 }\n"));
@@ -229,6 +230,25 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
             "test.yaml:1:44: spool.memory_max_pending must not be negative");
   EXPECT_NE(first_error(load("spool: { shutdown_grace_ms: -100 }\n")).find("must not be negative"),
             std::string::npos);
+  for (const char* retry : {"max_retry_after_ms: -1", "max_retry_after_ms: 9223372036854775807",
+                            "initial_backoff_ms: 0", "max_backoff_ms: 9223372036854775807"}) {
+    EXPECT_NE(
+        first_error(load(std::string("webhooks:\n  - { name: a, url: \"http://x/\", retry: { ") +
+                         retry + " } }\n"))
+            .find("webhooks[0].retry"),
+        std::string::npos)
+        << retry;
+  }
+  EXPECT_NE(first_error(load("spool: { shutdown_grace_ms: 9223372036854775807 }\n"))
+                .find("spool.shutdown_grace_ms"),
+            std::string::npos);
+  EXPECT_NE(first_error(load("bus: { max_message_bytes: 9223372036854775807 }\n"))
+                .find("bus.max_message_bytes"),
+            std::string::npos);
+  EXPECT_NE(
+      first_error(load("webhooks:\n  - { name: a, url: \"http://x/\", rate_limit_per_s: 1e-20 }\n"))
+          .find("rate_limit_per_s"),
+      std::string::npos);
   auto memory = load("spool: { mode: memory, memory_max_pending: 0 }\n");
   ASSERT_TRUE(memory);
   EXPECT_EQ(memory->spool.memory_max_pending, 0);

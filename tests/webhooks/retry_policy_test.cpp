@@ -184,6 +184,32 @@ TEST(RetryPolicyTest, DecisionHonoursRetryAfter) {
   EXPECT_EQ(decision.outcome.next_attempt_ms, kNowMs + 30000);
 }
 
+// Found in review: `Retry-After: 0` (or a date in the past) made every retry due at once, so a
+// throttling endpoint burned all attempts in a second. Retry-After is a lower bound on the
+// backoff, never a way around it.
+TEST(RetryPolicyTest, ARetryAfterShorterThanTheBackoffDoesNotShortenIt) {
+  std::mt19937_64 rng(7);
+  Classification now_please{Verdict::Retry, "HTTP 503", 0};
+  int64_t total = 0;
+  for (int i = 0; i < 200; ++i) {
+    auto decision =
+        decide_outcome(delivery_with_attempts(3), now_please, kNowMs, retry_config(), rng);
+    ASSERT_EQ(decision.outcome.kind, AttemptOutcome::Kind::Retry);
+    EXPECT_GE(decision.outcome.next_attempt_ms, kNowMs);
+    EXPECT_LE(decision.outcome.next_attempt_ms, kNowMs + 800);  // the cap after 4 failures
+    total += decision.outcome.next_attempt_ms - kNowMs;
+  }
+  EXPECT_GT(total / 200, 200);  // full jitter over 0..800 ms, not 0
+}
+
+// A clamp of any size cannot overflow the due time (found in review: INT64_MAX "always honour").
+TEST(RetryPolicyTest, AHugeRetryAfterClampStaysInRange) {
+  EXPECT_EQ(parse_retry_after("99999999999999", kNowMs, INT64_MAX), kMaxRetryAfterMs);
+  EXPECT_EQ(parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", kNowMs, INT64_MAX),
+            kMaxRetryAfterMs);
+  EXPECT_EQ(parse_retry_after("7", kNowMs, INT64_MAX), 7000);
+}
+
 TEST(RetryPolicyTest, DecisionIsDeadAfterMaxAttempts) {
   std::mt19937_64 rng(7);
   auto retry = retry_config();  // 5 attempts
