@@ -60,6 +60,12 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
       return out;
     }
     std::string_view inner = text.substr(i + 2, close - i - 2);
+    if (inner.find("${") != std::string_view::npos) {
+      errors.push_back({where,
+                        "nested ${...} inside a ${VAR:-default} is not supported; the "
+                        "default must be plain text"});
+      return out;
+    }
     std::string_view name = inner;
     std::optional<std::string_view> fallback;
     if (auto sep = inner.find(":-"); sep != std::string_view::npos) {
@@ -134,7 +140,9 @@ Position MapReader::pos(const char* key) const {
   if (valid_ && node_ && node_.IsMap()) {
     for (auto it : node_)
       if (it.first.IsScalar() && it.first.Scalar() == key) {
-        auto p = position_of(it.second, file_);
+        // A null value has no text of its own (yaml-cpp places it after any comments): the
+        // key is where the operator looks.
+        auto p = it.second.IsNull() ? Position{} : position_of(it.second, file_);
         return p.line ? p : position_of(it.first, file_);
       }
   }
@@ -215,7 +223,13 @@ void MapReader::get(const char* key, double& out) {
 
 void MapReader::get(const char* key, std::vector<std::string>& out) {
   YAML::Node v = find(key);
-  if (!v.IsDefined() || v.IsNull()) return;
+  if (!v.IsDefined()) return;
+  // A key with every item commented out must not fall back to the default ("*", everything).
+  if (v.IsNull()) {
+    error(pos(key),
+          context_ + "." + key + ": no value (list at least one item, or leave the key out)");
+    return;
+  }
   if (v.IsScalar()) {
     out = {expand_env(v.Scalar(), position_of(v, file_), errors_)};
     return;

@@ -301,5 +301,25 @@ TEST(ExpandEnvTest, DefaultsAndEscapes) {
   EXPECT_EQ(errors.size(), 1u);
 }
 
+// Found in review: the default ended at the first `}`, so `${A:-${B}}` with A unset became the
+// literal text "${B}" plus a stray "}" (a guessable signing secret), without a word.
+TEST(ExpandEnvTest, ANestedVariableInADefaultIsAnError) {
+  Diagnostics errors;
+  setenv("HG_NESTED_B", "x", 1);
+  unsetenv("HG_NESTED_A");
+  expand_env("${HG_NESTED_A:-${HG_NESTED_B}}", {"f.yaml", 3, 9}, errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].message.find("nested ${...}"), std::string::npos) << errors[0].message;
+}
+
+// Found in review: `events:` with every item commented out read as "no key", i.e. every event.
+TEST(ConfigLoaderTest, AListKeyWithNoValueIsAnError) {
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: \"http://x/\"\n    events:\n"
+                             "    # - auth.failure\n")),
+            "test.yaml:4:5: webhooks[0].events: no value (list at least one item, or leave the "
+            "key out)");
+  EXPECT_NE(first_error(load("bus:\n  topics:\n")).find("bus.topics: no value"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hookgate::config
