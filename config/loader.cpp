@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -293,6 +294,17 @@ void read_log(MapReader r, LogConfig& log) {
   r.finish();
 }
 
+// An alias webhook's name, from what the entry is rather than where it sits: deliveries are
+// queued by name, so a name that moved with the list position would hand one endpoint's backlog
+// to another. The URL is hashed (FNV-1a), never spelled out: it may carry a token.
+std::string alias_webhook_name(const std::string& event, const std::string& url) {
+  uint32_t hash = 2166136261u;
+  for (unsigned char c : url) hash = (hash ^ c) * 16777619u;
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", hash);
+  return "extensions-" + (event.empty() ? std::string("all") : event) + "-" + hex;
+}
+
 // The seed design's spelling (PRODUCT.md "Operations"): extensions: {enabled, directories,
 // hotReload, maxExecutionTime, failOpen, webhooks: [{hook, url, secret, timeout}]}.
 void read_extensions_alias(MapReader r, Config& cfg) {
@@ -321,7 +333,8 @@ void read_extensions_alias(MapReader r, Config& cfg) {
         if (w.has("secret")) hook.secrets = {secret};
         w.get("timeout", hook.timeout_ms);
         hook.events = {event.empty() ? std::string("*") : event};
-        hook.name = "extensions-" + std::to_string(i) + (event.empty() ? "" : "-" + event);
+        w.get("name", hook.name);
+        if (hook.name.empty()) hook.name = alias_webhook_name(event, hook.url);
         std::replace_if(
             hook.name.begin(), hook.name.end(),
             [](unsigned char c) { return !(std::isalnum(c) || c == '_' || c == '-' || c == '.'); },

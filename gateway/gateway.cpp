@@ -239,6 +239,22 @@ struct Gateway::Impl {
       router = next;
     }
     dispatcher->set_webhooks(webhooks);
+    report_unconfigured_backlogs(webhooks);
+  }
+
+  // Deliveries stay with the webhook name they were made for; after a rename or a removal they
+  // wait in the spool for that name to come back, which an operator must hear about.
+  void report_unconfigured_backlogs(const std::vector<config::WebhookConfig>& webhooks) {
+    for (const auto& [name, count] : store->pending_by_webhook()) {
+      const bool configured = std::any_of(webhooks.begin(), webhooks.end(),
+                                          [&](const auto& w) { return w.name == name; });
+      if (!configured)
+        spdlog::warn(
+            "spool holds {} pending deliveries for webhook '{}', which is not configured: they "
+            "wait there until a webhook of that name is configured again (hookgate deliveries "
+            "list --webhook {})",
+            count, name, name);
+    }
   }
 
   void do_reload_config() {
@@ -571,6 +587,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
       [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
   g.router = std::make_shared<const Router>(g.cfg.webhooks);
   g.dispatcher->set_webhooks(g.cfg.webhooks);
+  g.report_unconfigured_backlogs(g.cfg.webhooks);
   g.load_chain(g.cfg.hooks, false);  // before the bus opens: the first event sees the hooks
 
   const auto& topics = g.cfg.bus.topics;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -76,6 +77,9 @@ class DeliveryStore {
   virtual std::optional<Delivery> get(const std::string& id) = 0;
   // Moves dead deliveries back to pending with attempts reset; returns how many moved.
   virtual size_t replay(const std::vector<std::string>& ids) = 0;
+  // Pending deliveries per webhook name (committed ones, for a durable store), so the gateway
+  // can name those of webhooks the config no longer has. A store that cannot tell returns none.
+  virtual std::map<std::string, size_t> pending_by_webhook() { return {}; }
 };
 
 }  // namespace hookgate::webhooks

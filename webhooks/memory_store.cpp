@@ -209,6 +209,14 @@ size_t MemoryDeliveryStore::pending_count() {
   return pending_;
 }
 
+std::map<std::string, size_t> MemoryDeliveryStore::pending_by_webhook() {
+  std::map<std::string, size_t> out;
+  std::lock_guard lock(mu_);
+  for (const auto& [name, queue] : queues_)
+    if (queue.pending > 0) out[name] = queue.pending;
+  return out;
+}
+
 uint64_t MemoryDeliveryStore::dropped_count() {
   std::lock_guard lock(mu_);
   return dropped_;

@@ -44,6 +44,7 @@ class MemoryDeliveryStore final : public DeliveryStore {
                              size_t limit) override;
   std::optional<Delivery> get(const std::string& id) override;
   size_t replay(const std::vector<std::string>& ids) override;
+  std::map<std::string, size_t> pending_by_webhook() override;
 
  private:
   struct Record {

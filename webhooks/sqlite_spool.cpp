@@ -1458,6 +1458,18 @@ std::vector<Delivery> SqliteSpool::list(std::optional<DeliveryState> state,
   return out;
 }
 
+std::map<std::string, size_t> SqliteSpool::pending_by_webhook() {
+  std::map<std::string, size_t> out;
+  std::lock_guard rl(read_mu_);
+  if (!reader_) return out;
+  sqlite3_stmt* s = reader_->stmt(kLanes);
+  if (s == nullptr) return out;
+  StmtScope scope(s);
+  while (sqlite3_step(s) == SQLITE_ROW)
+    out[column_text(s, 0)] = static_cast<size_t>(sqlite3_column_int64(s, 2));
+  return out;
+}
+
 std::optional<Delivery> SqliteSpool::get(const std::string& id) {
   std::lock_guard rl(read_mu_);
   if (!reader_) return std::nullopt;

@@ -99,6 +99,7 @@ class SqliteSpool final : public DeliveryStore {
   std::optional<Delivery> get(const std::string& id) override;
   // Dead → pending, attempts 0, due now (last_error kept as history). Blocks until committed.
   size_t replay(const std::vector<std::string>& ids) override;
+  std::map<std::string, size_t> pending_by_webhook() override;
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
   // replay could not be written (no write permission, the file locked beyond busy_timeout).
   Result<size_t> replay_all_dead(const std::string& webhook = "");

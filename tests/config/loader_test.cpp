@@ -290,6 +290,26 @@ TEST(ConfigLoaderTest, ExtensionsAliasFromSeedDesign) {
   EXPECT_EQ(cfg->webhooks[0].secrets.at(0), "abcdef");
 }
 
+// Found in review: alias webhooks were named by list position, and queued deliveries follow the
+// name, so inserting an entry sent another endpoint's backlog to the new URL. The name now comes
+// from the entry itself (or an explicit `name:`), so reordering changes nothing.
+TEST(ConfigLoaderTest, ExtensionsAliasNamesDoNotDependOnPosition) {
+  const std::string a = "    - { hook: auth_failure, url: \"https://a.example/\" }\n";
+  const std::string b = "    - { hook: auth_failure, url: \"https://b.example/\" }\n";
+  auto before = load("extensions:\n  webhooks:\n" + a);
+  auto after = load("extensions:\n  webhooks:\n" + b + a);
+  ASSERT_TRUE(before) << first_error(before);
+  ASSERT_TRUE(after) << first_error(after);
+  EXPECT_EQ(before->webhooks[0].name, after->webhooks[1].name);
+  EXPECT_NE(after->webhooks[0].name, after->webhooks[1].name);
+  EXPECT_EQ(before->webhooks[0].name.rfind("extensions-auth_failure-", 0), 0u)
+      << before->webhooks[0].name;
+  auto named = load(
+      "extensions:\n  webhooks:\n    - { name: siem, hook: auth_failure, url: \"https://a/\" }\n");
+  ASSERT_TRUE(named) << first_error(named);
+  EXPECT_EQ(named->webhooks[0].name, "siem");
+}
+
 TEST(ExpandEnvTest, DefaultsAndEscapes) {
   Diagnostics errors;
   setenv("HG_X", "1", 1);

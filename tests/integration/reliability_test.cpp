@@ -321,6 +321,41 @@ TEST(ReliabilityTest, SighupChangesAddsAndRemovesWebhooksKeepingTheQueue) {
   EXPECT_TRUE(gw.running());
 }
 
+// Found in review: renaming or removing a webhook left its queued deliveries in the spool without
+// a word (never sent, never dead, not replayable). They stay (a rename back sends them), and the
+// gateway says so at start and on every reload, naming the webhook and the count.
+TEST(ReliabilityTest, DeliveriesOfAnUnconfiguredWebhookAreReported) {
+  TempDir dir;
+  const std::string dead_url = "http://127.0.0.1:" + std::to_string(free_tcp_port()) + "/";
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(dead_url, "    retry: { max_attempts: 1000 }\n"))) << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pub->publish("app.event", "{}"));
+  ASSERT_TRUE(wait_until([&] { return metric(gw, "hookgate_events_accepted_total") >= 3; }, 10s))
+      << gw.log();
+  pub.reset();
+  gw.signal(SIGTERM);
+  ASSERT_EQ(gw.wait_exit(15s), 0) << gw.log();
+
+  // Restart with the webhook renamed: the 3 deliveries of "sink" stay, and the log says so.
+  std::string renamed = config_for(dead_url);
+  renamed.replace(renamed.find("name: sink"), 10, "name: siem");
+  dir.write("hookgate.yaml", renamed);
+  ASSERT_TRUE(gw.restart()) << gw.log();
+  const std::string warning =
+      "spool holds 3 pending deliveries for webhook 'sink', which is not configured";
+  EXPECT_TRUE(gw.wait_for_log(warning, 5s)) << gw.log();
+  gw.signal(SIGHUP);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        const std::string log = gw.log();
+        return log.find(warning) != log.rfind(warning);  // said again after the reload
+      },
+      10s))
+      << gw.log();
+}
+
 TEST(ReliabilityTest, DeadLetterThenReplay) {
   TempDir dir;
   HttpReceiver rx;
