@@ -2,12 +2,16 @@
 """A webhook receiver that verifies hookgate's signatures the way receivers do, and prints each
 delivery. Standard library only (the `standardwebhooks`/`svix` libraries compute the same thing).
 
-    HOOKGATE_SECRET=whsec_... python3 receiver.py --port 8787
+    HOOKGATE_QUICKSTART_SECRET=whsec_... python3 receiver.py --port 8787
+
+The variable is the one examples/quickstart/hookgate.yaml signs with, so one export serves both
+(HOOKGATE_SECRET is still read when it is the only one set).
 """
 import argparse, base64, hashlib, hmac, json, os, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SECRET = os.environ.get("HOOKGATE_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+SECRET = (os.environ.get("HOOKGATE_QUICKSTART_SECRET") or os.environ.get("HOOKGATE_SECRET")
+          or "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 TOLERANCE_S = 300
 
 
