@@ -206,9 +206,11 @@ TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {
     return r;
   });
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_for(slow.url(), "    timeout_ms: 20000\n",
-                                  "spool: { path: ./spool.db, shutdown_grace_ms: 300 }\n")))
-      << gw.log();
+  std::string yaml =
+      config_for(slow.url(), "", "spool: { path: ./spool.db, shutdown_grace_ms: 300 }\n");
+  const std::string timeout = "timeout_ms: 2000\n";
+  yaml.replace(yaml.find(timeout), timeout.size(), "timeout_ms: 20000\n");  // outlasts the grace
+  ASSERT_TRUE(gw.start(yaml)) << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
   std::set<std::string> sent;
