@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gateway/cli/cli.hpp"
+#include "gateway/hooks/native_hook.hpp"
 
 namespace {
 
@@ -43,6 +44,11 @@ int main(int argc, char** argv) {
   }
   std::string verb = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
+  // Not a user verb: the child side of a native hook's load probe (gateway/hooks/native_hook.hpp).
+  if (verb == "__probe-native" && rest.size() == 1)
+    return hookgate::hooks::run_native_load_probe(rest[0]);
+  // Every verb that loads hooks (run, check, hooks) opens native libraries in a probe first.
+  hookgate::hooks::set_native_load_probe("/proc/self/exe");
   using namespace hookgate::cli;
   if (verb == "run") return cmd_run(rest);
   if (verb == "publish") return cmd_publish(rest);

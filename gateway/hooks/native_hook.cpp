@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -17,7 +18,10 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -26,6 +30,7 @@
 #include "gateway/common/thread_name.hpp"
 #include "gateway/hooks/program_protocol.hpp"
 #include "gateway/hooks/sdk/hookgate_hook.h"
+#include "gateway/hooks/subprocess.hpp"
 
 namespace hookgate::hooks {
 namespace {
@@ -531,10 +536,80 @@ void* open_library(const std::string& path) {
 
 }  // namespace
 
+namespace {
+
+struct ProbeState {
+  std::mutex mu;
+  std::string executable;
+  // Files (device, inode, mtime) that loaded cleanly in a probe: a reload does not probe again.
+  std::set<std::tuple<dev_t, ino_t, int64_t>> passed;
+};
+
+ProbeState& probe_state() {
+  static ProbeState state;
+  return state;
+}
+
+// Loads `path` in a probe process; the reason when loading it here would not be safe.
+std::optional<std::string> probe_native_library(const std::string& path, int timeout_ms) {
+  ProbeState& state = probe_state();
+  std::string executable;
+  std::tuple<dev_t, ino_t, int64_t> identity{};
+  {
+    std::lock_guard lock(state.mu);
+    if (state.executable.empty()) return std::nullopt;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // dlopen() says what is wrong
+    identity = {st.st_dev, st.st_ino,
+                int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
+    if (state.passed.count(identity) > 0) return std::nullopt;
+    executable = state.executable;
+  }
+  auto child = Subprocess::spawn({.argv = {executable, "__probe-native", path}});
+  if (!child) return "cannot start a load probe for " + path + ": " + child.error();
+  child.value()->close_stdin();
+  // Loading takes longer than a call: the probe is a fresh process that maps its libraries.
+  const int wait_ms = std::max(timeout_ms, 10000);
+  if (!child.value()->wait_exited(wait_ms)) {
+    child.value()->terminate(0, 100);
+    return "loading did not finish within " + std::to_string(wait_ms) +
+           " ms in a probe process (a static constructor or " + HOOKGATE_HOOK_ENTRY_NAME +
+           "() that blocks?); not loaded";
+  }
+  const int status = child.value()->terminate(0, 0);
+  if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3)) {
+    // 3: no hook in there; the in-process dlopen()/dlsym() reports exactly why.
+    if (WEXITSTATUS(status) == 0) {
+      std::lock_guard lock(state.mu);
+      state.passed.insert(identity);
+    }
+    return std::nullopt;
+  }
+  return "crashed while loading in a probe process (" + describe_wait_status(status) +
+         "): a static constructor or " + HOOKGATE_HOOK_ENTRY_NAME + "() faults; not loaded";
+}
+
+}  // namespace
+
+void set_native_load_probe(std::string executable) {
+  std::lock_guard lock(probe_state().mu);
+  probe_state().executable = std::move(executable);
+}
+
+int run_native_load_probe(const std::string& so_path) {
+  void* lib = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) return 3;
+  void* sym = ::dlsym(lib, HOOKGATE_HOOK_ENTRY_NAME);
+  if (sym == nullptr) return 3;
+  return reinterpret_cast<hookgate_hook_entry_fn>(sym)() == nullptr ? 3 : 0;
+}
+
 LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_sets_kind) {
   spec.form = HookForm::Native;
   // Without a slash dlopen() would search the library path instead of opening this file.
   std::string path = so_path.find('/') == std::string::npos ? "./" + so_path : so_path;
+  if (auto refused = probe_native_library(path, spec.timeout_ms))
+    return "cannot load " + so_path + ": " + *refused;
   void* lib = open_library(path);
   if (lib == nullptr) {
     const char* err = ::dlerror();

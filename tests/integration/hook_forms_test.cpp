@@ -674,5 +674,24 @@ TEST(HookFormsTest, NativeCrashIsAHookFailureAndQuarantinesTheHook) {
   EXPECT_NE(status.find("quarantined after a crash (SIGABRT)"), std::string::npos) << status;
 }
 
+// Found in review: a native library is opened inside the gateway, so a static constructor that
+// faults used to end the gateway at load. Each library is now opened in a probe process first:
+// this one is refused with the reason, and the gateway runs on without it.
+TEST(HookFormsTest, ANativeLibraryThatCrashesWhileLoadingIsRefused) {
+  Rig rig;
+  rig.dir().write("hooks/_10_boom.yaml",
+                  "kind: transform\nlibrary: " + std::string(HOOKGATE_INTEGRATION_NATIVE_DIR) +
+                      "/crash_on_load.so\n");
+  std::string why;
+  ASSERT_TRUE(rig.start(why)) << why;
+  const std::string id = rig.publish("m.load", R"({"n":1})");
+  ASSERT_FALSE(id.empty());
+  ASSERT_TRUE(wait_until([&] { return !deliveries_of(rig.events(), id).empty(); }, 10s))
+      << rig.gateway().log();
+  EXPECT_TRUE(rig.gateway().running());
+  EXPECT_TRUE(rig.gateway().wait_for_log("crashed while loading in a probe process", 1s))
+      << rig.gateway().log();
+}
+
 }  // namespace
 }  // namespace hookgate::testing
