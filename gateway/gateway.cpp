@@ -99,10 +99,9 @@ struct Gateway::Impl {
   std::unique_ptr<AdminServer> admin;
   std::unique_ptr<HooksWatcher> watcher;
 
-  mutable std::mutex mu;  // guards chain, router, has_observers, cfg.webhooks
+  mutable std::mutex mu;  // guards chain, router, cfg.webhooks
   std::shared_ptr<const hooks::HookChain> chain;
   std::shared_ptr<const Router> router;
-  bool has_observers = false;
 
   bool subscribes_to_everything = true;  // bus.topics holds "" (sequence gaps mean loss)
   std::atomic<bool> stop{false};
@@ -207,13 +206,11 @@ struct Gateway::Impl {
     config::Diagnostics errors;
     auto next = hooks::HookChain::load(hooks_config, errors);
     for (const auto& e : errors) spdlog::warn("hooks: {}", e.str());
-    bool observers_present = chain_has_observers(*next);
     std::shared_ptr<const hooks::HookChain> old;
     {
       std::lock_guard lock(mu);
       old = std::move(chain);
       chain = next;
-      has_observers = observers_present;
     }
     // A hook that failed to load is left out; say so where operators look (diagnostics too).
     for (const auto& e : next->entries()) {
@@ -371,11 +368,8 @@ struct Gateway::Impl {
     std::shared_ptr<const hooks::HookChain> ch;
     std::shared_ptr<const Router> rt;
     std::tie(ch, rt) = snapshot();  // not a structured binding: lambdas below capture rt
-    bool observers_on;
-    {
-      std::lock_guard lock(mu);
-      observers_on = has_observers;
-    }
+    // From the same snapshot as the chain: a flag read apart could belong to the next chain.
+    const bool observers_on = chain_has_observers(*ch);
     DiagnosticSink sink = [&](DiagnosticEvent d) {
       metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
           .inc();
@@ -530,7 +524,7 @@ struct Gateway::Impl {
       w.Key("name");
       w.String(s.name.c_str());
       w.Key("healthy");
-      w.Bool(!s.paused && s.last_error.empty());
+      w.Bool(s.healthy());
       w.Key("paused");
       w.Bool(s.paused);
       if (s.paused) {
@@ -549,6 +543,8 @@ struct Gateway::Impl {
       w.Int64(s.last_success_ms);
       w.Key("last_error");
       w.String(redact_secrets(s.last_error).c_str());
+      w.Key("last_error_ms");
+      w.Int64(s.last_error_ms);
       w.EndObject();
     }
     w.EndArray();

@@ -743,6 +743,7 @@ struct Dispatcher::Impl {
             status->second.failed_attempts++;
             if (decision.outcome.kind == Kind::Dead) status->second.dead++;
             status->second.last_error = redact_secrets(decision.outcome.error);
+            status->second.last_error_ms = now_ms;
           }
           break;
       }

@@ -43,6 +43,9 @@ class Dispatcher {
     int in_flight = 0;
     int64_t last_success_ms = 0;  // unix ms, 0 = never
     std::string last_error;
+    int64_t last_error_ms = 0;  // unix ms, 0 = never
+    // Healthy unless paused or the latest outcome was a failure.
+    bool healthy() const { return !paused && last_success_ms >= last_error_ms; }
   };
 
   // `diagnostics` is called on the dispatcher thread; it may add deliveries to `store`.

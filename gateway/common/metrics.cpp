@@ -1,6 +1,7 @@
 #include "gateway/common/metrics.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 
 namespace hookgate::metrics {
@@ -36,10 +37,12 @@ std::string braced(const std::string& labels) {
   return labels.empty() ? "" : "{" + labels + "}";
 }
 
+// Shortest text that reads back as the same double: "%g" kept 6 digits, so a latency _sum past
+// 1e6 s moved in 10 s steps and rate(_sum)/rate(_count) drifted.
 std::string fmt_double(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
 }
 
 }  // namespace

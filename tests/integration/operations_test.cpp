@@ -3,6 +3,8 @@
 #include <rapidjson/document.h>
 #include <signal.h>
 
+#include <atomic>
+
 #include <map>
 #include <set>
 #include <thread>
@@ -78,6 +80,40 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
   EXPECT_STREQ(d["webhooks"][0]["name"].GetString(), "rx");
   EXPECT_TRUE(d["webhooks"][0]["healthy"].GetBool());
   EXPECT_EQ(d["spool"]["depth"].GetUint64(), 0u);
+}
+
+// Found in review: one failed attempt left a webhook "healthy": false in /status for good,
+// however many deliveries succeeded after it. Health follows the latest outcome; the last error
+// stays visible with its time.
+TEST(OperationsTest, AWebhookIsHealthyAgainAfterASuccess) {
+  TempDir dir;
+  HttpReceiver rx;
+  std::atomic<int> calls{0};
+  rx.set_handler([&](const HttpReceiver::Request&) {
+    HttpReceiver::Response r;
+    if (calls++ == 0) r.status = 503;
+    return r;
+  });
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with(
+      "webhooks:\n  - name: rx\n    url: " + rx.url() +
+      "\n    retry: { max_attempts: 5, initial_backoff_ms: 10, max_backoff_ms: 20 }\n")))
+      << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
+  ASSERT_TRUE(wait_until([&] { return calls.load() >= 2; }, 10s)) << gw.log();
+  rapidjson::Document d;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        d.Parse(http_get(gw.admin_port(), "/status").c_str());
+        return d.IsObject() && d["webhooks"][0]["delivered"].GetUint64() >= 1;
+      },
+      5s))
+      << http_get(gw.admin_port(), "/status") << gw.log();
+  EXPECT_TRUE(d["webhooks"][0]["healthy"].GetBool());
+  EXPECT_STREQ(d["webhooks"][0]["last_error"].GetString(), "HTTP 503");
+  EXPECT_GT(d["webhooks"][0]["last_error_ms"].GetInt64(), 0);
+  EXPECT_GE(d["webhooks"][0]["last_success_ms"].GetInt64(),
+            d["webhooks"][0]["last_error_ms"].GetInt64());
 }
 
 // Found in review: during an incident the deliveries CLI needed every ${VAR} of the config (the

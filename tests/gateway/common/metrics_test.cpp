@@ -38,5 +38,15 @@ TEST(HistogramTest, PrometheusTextAgreesOnInfAndCount) {
             std::string::npos);
 }
 
+// Found in review: "%g" printed 6 significant digits, so a _sum past 1e6 s moved in 10 s steps.
+TEST(HistogramTest, ALargeSumKeepsItsPrecision) {
+  Histogram& h = histogram("hookgate_test_precision_seconds", "test", {{"case", "sum"}});
+  h.observe_ns(1'234'567'891'000'000);  // 1,234,567.891 s
+  const std::string text = Registry::global().render_prometheus();
+  EXPECT_NE(text.find("hookgate_test_precision_seconds_sum{case=\"sum\"} 1234567.891\n"),
+            std::string::npos)
+      << text;
+}
+
 }  // namespace
 }  // namespace hookgate::metrics
