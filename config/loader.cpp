@@ -296,13 +296,24 @@ void read_log(MapReader r, LogConfig& log) {
 
 // An alias webhook's name, from what the entry is rather than where it sits: deliveries are
 // queued by name, so a name that moved with the list position would hand one endpoint's backlog
-// to another. The URL is hashed (FNV-1a), never spelled out: it may carry a token.
+// to another. The URL is hashed (FNV-1a), never spelled out: it may carry a token; its query and
+// user info are left out of the hash, so rotating a token kept there keeps the name.
 std::string alias_webhook_name(const std::string& event, const std::string& url) {
+  std::string where = url.substr(0, url.find_first_of("?#"));
+  if (auto scheme = where.find("://"); scheme != std::string::npos) {
+    const size_t host = scheme + 3;
+    const size_t at = where.find('@', host);
+    if (at != std::string::npos && at < where.find('/', host)) where.erase(host, at + 1 - host);
+  }
   uint32_t hash = 2166136261u;
-  for (unsigned char c : url) hash = (hash ^ c) * 16777619u;
+  for (unsigned char c : where) hash = (hash ^ c) * 16777619u;
   char hex[9];
   std::snprintf(hex, sizeof hex, "%08x", hash);
-  return "extensions-" + (event.empty() ? std::string("all") : event) + "-" + hex;
+  std::string name = "extensions-" + (event.empty() ? std::string("all") : event) + "-" + hex;
+  std::replace_if(
+      name.begin(), name.end(),
+      [](unsigned char c) { return !(std::isalnum(c) || c == '_' || c == '-' || c == '.'); }, '_');
+  return name;
 }
 
 // The seed design's spelling (PRODUCT.md "Operations"): extensions: {enabled, directories,
@@ -334,11 +345,7 @@ void read_extensions_alias(MapReader r, Config& cfg) {
         w.get("timeout", hook.timeout_ms);
         hook.events = {event.empty() ? std::string("*") : event};
         w.get("name", hook.name);
-        if (hook.name.empty()) hook.name = alias_webhook_name(event, hook.url);
-        std::replace_if(
-            hook.name.begin(), hook.name.end(),
-            [](unsigned char c) { return !(std::isalnum(c) || c == '_' || c == '-' || c == '.'); },
-            '_');
+        if (!w.has("name")) hook.name = alias_webhook_name(event, hook.url);
         validate_webhook(w, hook);
         w.finish();
         cfg.webhooks.push_back(std::move(hook));
@@ -379,7 +386,11 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   std::set<std::string> names;
   for (const auto& w : cfg.webhooks) {
     if (!w.name.empty() && !names.insert(w.name).second)
-      errors.push_back({w.where, "webhook name '" + w.name + "' is used twice"});
+      errors.push_back({w.where, "webhook name '" + w.name + "' is used twice" +
+                                     (w.name.rfind("extensions-", 0) == 0
+                                          ? " (two extensions.webhooks entries with the same hook "
+                                            "and URL: give each a name:)"
+                                          : "")});
   }
   if (!errors.empty()) {
     std::stable_sort(errors.begin(), errors.end(), [](const Diagnostic& a, const Diagnostic& b) {

@@ -89,8 +89,6 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
   return out;
 }
 
-// yaml-cpp keeps every copy of a repeated key and lookups find the first, so a second block
-// would vanish silently: each repeat is an error at its own position.
 void report_duplicate_keys(const YAML::Node& map, const std::string& file,
                            const std::string& context, Diagnostics& errors) {
   std::map<std::string, int> first_line;

@@ -26,6 +26,12 @@ Result<YAML::Node, Diagnostics> parse_yaml_file(const std::string& path);
 // variable without a default is an error (an empty secret would silently turn signing off).
 std::string expand_env(std::string_view text, const Position& where, Diagnostics& errors);
 
+// Each repeated key of `map` is an error at the repeat, naming the first's line. yaml-cpp keeps
+// every copy and lookups find the first, so a repeated block would vanish silently. MapReader
+// checks every mapping it reads; code that walks a mapping by hand calls this.
+void report_duplicate_keys(const YAML::Node& map, const std::string& file,
+                           const std::string& context, Diagnostics& errors);
+
 class MapReader {
  public:
   // `context` names the mapping in messages ("hooks", "webhooks[2]").

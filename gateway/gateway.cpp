@@ -286,7 +286,9 @@ struct Gateway::Impl {
         spdlog::info("reload: bus allow-list re-read from {}", new_curve.allowed_clients);
       }
     }
-    if (n.spool.path != cfg.spool.path || n.spool.mode != cfg.spool.mode)
+    if (n.spool.path != cfg.spool.path || n.spool.mode != cfg.spool.mode ||
+        n.spool.memory_max_pending != cfg.spool.memory_max_pending ||
+        n.spool.synchronous != cfg.spool.synchronous)
       spdlog::warn("reload: spool settings changed; they take effect on restart");
     if (n.admin.listen != cfg.admin.listen)
       spdlog::warn("reload: admin.listen changed; it takes effect on restart");

@@ -3,7 +3,6 @@
 #include <set>
 
 #include "gateway/common/log.hpp"
-#include "gateway/common/metrics.hpp"
 
 namespace hookgate::webhooks {
 
@@ -15,16 +14,18 @@ MemoryDeliveryStore::MemoryDeliveryStore(size_t keep_delivered, size_t keep_dead
 
 void MemoryDeliveryStore::drop_locked(const std::string& webhook, WebhookQueue& queue) {
   ++dropped_;
-  ++queue.dropped_in_episode;
-  metrics::counter("hookgate_deliveries_dropped_total",
-                   "Deliveries a memory-mode spool dropped: the webhook's queue was full",
-                   {{"webhook", webhook}})
-      .inc();
-  if (queue.dropping) return;
-  queue.dropping = true;
+  ++queue.dropped_while_full;
+  if (queue.dropped_counter == nullptr)
+    queue.dropped_counter =
+        &metrics::counter("hookgate_deliveries_dropped_total",
+                          "Deliveries a memory-mode spool dropped: the webhook's queue was full",
+                          {{"webhook", webhook}});
+  queue.dropped_counter->inc();
+  if (queue.full) return;
+  queue.full = true;
   spdlog::warn(
-      "webhook {}: memory queue full ({} pending, spool.memory_max_pending); dropping its new "
-      "deliveries until it drains",
+      "webhook {}: memory queue full ({} pending, spool.memory_max_pending); new deliveries to it "
+      "are dropped while it stays full",
       webhook, queue.pending);
 }
 
@@ -66,13 +67,13 @@ void MemoryDeliveryStore::retire_locked(const std::string& id, DeliveryState sta
   --pending_;
   auto& queue = queues_[record.delivery.webhook];
   --queue.pending;
-  if (queue.dropping && queue.pending <= max_pending_per_webhook_ / 4 * 3) {
+  if (queue.full && queue.pending <= max_pending_per_webhook_ - max_pending_per_webhook_ / 4) {
     spdlog::info(
-        "webhook {}: memory queue down to {} pending; taking new deliveries again ({} "
-        "dropped while full)",
-        record.delivery.webhook, queue.pending, queue.dropped_in_episode);
-    queue.dropping = false;
-    queue.dropped_in_episode = 0;
+        "webhook {}: memory queue down to {} pending; {} deliveries were dropped while it "
+        "was full",
+        record.delivery.webhook, queue.pending, queue.dropped_while_full);
+    queue.full = false;
+    queue.dropped_while_full = 0;
   }
   auto& order = state == DeliveryState::Delivered ? delivered_order_ : dead_order_;
   const size_t keep = state == DeliveryState::Delivered ? keep_delivered_ : keep_dead_;

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gateway/common/metrics.hpp"
 #include "webhooks/delivery.hpp"
 
 namespace hookgate::webhooks {
@@ -70,10 +71,12 @@ class MemoryDeliveryStore final : public DeliveryStore {
     std::deque<QueueEntry> ready;
     std::priority_queue<DelayedEntry, std::vector<DelayedEntry>, std::greater<>> delayed;
     size_t pending = 0;  // this webhook's pending deliveries, claimed ones included
-    // Dropping since the bound was hit: one warning when it starts, one when it ends (the queue
-    // back at 3/4 of the bound), not one per delivery.
-    bool dropping = false;
-    uint64_t dropped_in_episode = 0;
+    // Full since the bound was hit: one warning when the first delivery is dropped, one when the
+    // queue is back under 3/4 of the bound, not one per delivery. (A delivery is taken whenever
+    // the queue is below the bound; the flag only spaces out the log.)
+    bool full = false;
+    uint64_t dropped_while_full = 0;
+    metrics::Counter* dropped_counter = nullptr;  // looked up on the first drop
   };
 
   // Puts a pending, unclaimed record in its webhook's ready FIFO (or delayed heap).

@@ -96,14 +96,13 @@ constexpr const char* kComplete =
 constexpr const char* kReplayOne =
     "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
     "WHERE id = ?1 AND state = 2";
-constexpr const char* kReplayAll =
-    "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
-    "WHERE state = 2 AND (?1 = '' OR webhook = ?1)";  // deliveries_dead
-// The CLI's chunk of kReplayAll (?3 rows), one transaction each.
-constexpr const char* kReplayAllChunk =
+// Dead letters back to pending, at most ?3 of them (-1: all). Only rows dead since before this
+// replay began (updated_ms <= ?2): one the gateway re-kills while a chunked replay runs gets a
+// later updated_ms, so a later chunk does not replay it again.
+constexpr const char* kReplayDead =
     "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
     "WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY deliveries_dead "
-    "WHERE state = 2 AND (?1 = '' OR webhook = ?1) LIMIT ?3)";
+    "WHERE state = 2 AND updated_ms <= ?2 AND (?1 = '' OR webhook = ?1) LIMIT ?3)";
 constexpr const char* kPrune =
     "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
     "deliveries_prune WHERE state = 1 AND updated_ms < ?1 LIMIT ?2) RETURNING payload";
@@ -906,18 +905,20 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
 }
 
 bool SqliteSpool::replay_rows(Conn& c, const std::vector<std::string>& ids, bool all_dead,
-                              const std::string& webhook, int64_t now, size_t& moved) {
+                              const std::string& webhook, int64_t now, size_t& moved,
+                              int64_t limit) {
   auto run = [&](const char* sql, const std::string& key) {
     sqlite3_stmt* s = c.stmt(sql);
     if (s == nullptr) return false;
     StmtScope scope(s);
     bind_text(s, 1, key);
     sqlite3_bind_int64(s, 2, now);
+    if (all_dead) sqlite3_bind_int64(s, 3, limit);
     if (sqlite3_step(s) != SQLITE_DONE) return false;
     moved += static_cast<size_t>(sqlite3_changes(c.db));
     return true;
   };
-  if (all_dead) return run(kReplayAll, webhook);
+  if (all_dead) return run(kReplayDead, webhook);
   for (const auto& id : ids)
     if (!run(kReplayOne, id)) return false;
   return true;
@@ -1530,29 +1531,29 @@ Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, b
   }
   // Every dead letter, in chunks: a single UPDATE of a large backlog would hold the write lock
   // for seconds while the gateway's writer waits.
-  sqlite3_stmt* s = c.stmt(kReplayAllChunk);
-  if (s == nullptr) return failed();
+  const size_t chunk = std::max<size_t>(tuning_.replay_chunk_rows, 1);
   for (;;) {
-    if (!c.exec("BEGIN IMMEDIATE")) return failed();
     size_t changed = 0;
-    {
-      StmtScope scope(s);
-      bind_text(s, 1, webhook);
-      sqlite3_bind_int64(s, 2, now);
-      sqlite3_bind_int64(s, 3, static_cast<int64_t>(tuning_.replay_chunk_rows));
-      if (sqlite3_step(s) != SQLITE_DONE) return failed();
-      changed = static_cast<size_t>(sqlite3_changes(c.db));
-    }
-    if (!c.exec("COMMIT")) return failed();
+    if (!c.exec("BEGIN IMMEDIATE") ||
+        !replay_rows(c, {}, true, webhook, now, changed, static_cast<int64_t>(chunk)) ||
+        !c.exec("COMMIT"))
+      return failed();
     moved += changed;
-    if (changed < tuning_.replay_chunk_rows) return moved;
+    if (changed < chunk) return moved;
   }
 }
 
 bool SqliteSpool::begin_waiting(Conn& c) {
   for (int retry = 0;; ++retry) {
     if (c.exec("BEGIN IMMEDIATE")) return true;
-    if (sqlite3_errcode(c.db) != SQLITE_BUSY || retry >= tuning_.busy_retries) return false;
+    if ((sqlite3_extended_errcode(c.db) & 0xff) != SQLITE_BUSY || retry >= tuning_.busy_retries)
+      return false;
+    {
+      // Shutting down: one busy timeout is all the wait a stop gets (a service manager's stop
+      // timeout is not much longer than the grace period).
+      std::lock_guard lock(q_mu_);
+      if (stopping_) return false;
+    }
     spdlog::warn(
         "spool {}: another process (a `hookgate deliveries` command?) has held the write lock "
         "for {} ms; intake waits for it",

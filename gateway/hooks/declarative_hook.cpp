@@ -364,6 +364,7 @@ void read_moves(const YAML::Node& node, const std::string& file, const std::stri
     errors.push_back({position_of(node, file), what + ": expected a mapping {from: to}"});
     return;
   }
+  config::report_duplicate_keys(node, file, what, errors);
   for (auto it : node) {
     auto from = read_path(it.first, file, what, errors);
     auto to = read_path(it.second, file, what, errors);
@@ -420,6 +421,7 @@ std::optional<ActionStep> parse_action(const YAML::Node& node, const std::string
     if (!map.IsMap() || map.size() == 0) {
       r.error(r.pos("set"), context + ".set: expected a mapping {path: value}");
     } else {
+      config::report_duplicate_keys(map, file, context + ".set", errors);
       step.values = std::make_unique<JsonDocument>();
       step.values->SetArray();
       auto& a = step.values->GetAllocator();

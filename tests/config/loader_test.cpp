@@ -308,6 +308,23 @@ TEST(ConfigLoaderTest, ExtensionsAliasNamesDoNotDependOnPosition) {
       "extensions:\n  webhooks:\n    - { name: siem, hook: auth_failure, url: \"https://a/\" }\n");
   ASSERT_TRUE(named) << first_error(named);
   EXPECT_EQ(named->webhooks[0].name, "siem");
+  // A token in the query or the user info can rotate without renaming the webhook.
+  auto token = [&](const std::string& url) {
+    auto cfg = load("extensions:\n  webhooks:\n    - { hook: a, url: \"" + url + "\" }\n");
+    return cfg ? cfg->webhooks[0].name : first_error(cfg);
+  };
+  EXPECT_EQ(token("https://x.example/in?token=1"), token("https://x.example/in?token=2"));
+  EXPECT_EQ(token("https://u:1@x.example/in"), token("https://u:2@x.example/in"));
+  EXPECT_NE(token("https://x.example/in"), token("https://x.example/other"));
+  // An explicit name is checked like any webhook name, not quietly rewritten.
+  EXPECT_NE(
+      first_error(load("extensions:\n  webhooks:\n    - { name: \"a b\", url: \"https://a/\" }\n"))
+          .find("name"),
+      std::string::npos);
+  EXPECT_NE(first_error(load("extensions:\n  webhooks:\n    - { hook: a, url: \"https://a/\" }\n"
+                             "    - { hook: a, url: \"https://a/\", timeout: 100 }\n"))
+                .find("give each a name:"),
+            std::string::npos);
 }
 
 TEST(ExpandEnvTest, DefaultsAndEscapes) {

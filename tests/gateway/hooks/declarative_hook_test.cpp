@@ -210,6 +210,18 @@ actions:
   EXPECT_EQ(ev.find("data.nowhere"), nullptr);
 }
 
+// Found in review: the hand-walked set:/rename:/copy: maps let a repeated key through, and the
+// first copy won ({data.a: data.b, data.a: data.c} never created data.c).
+TEST_F(DeclarativeHookTest, RepeatedKeysInActionMapsAreErrors) {
+  auto renamed =
+      load_err("kind: transform\nactions:\n  - rename: {data.a: data.b, data.a: data.c}\n");
+  EXPECT_TRUE(has_message(renamed, "duplicate key 'data.a'")) << dump(renamed);
+  auto set = load_err("kind: transform\nactions:\n  - set:\n      data.x: 1\n      data.x: 2\n");
+  EXPECT_TRUE(has_message(set, "duplicate key 'data.x'")) << dump(set);
+  auto top = load_err("kind: transform\nkind: veto\nactions:\n  - set: {data.x: 1}\n");
+  EXPECT_TRUE(has_message(top, "duplicate key 'kind'")) << dump(top);
+}
+
 TEST_F(DeclarativeHookTest, FailedSetLeavesTheEventUnchanged) {
   auto hook = load_ok("_10_clash.yaml", R"(
 kind: transform
