@@ -1,6 +1,7 @@
 #include "bus/wire.hpp"
 
 #include "bus/sequence_gaps.hpp"
+#include "gateway/common/diagnostic_type.hpp"
 
 namespace hookgate::bus {
 namespace {
@@ -86,6 +87,9 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
   }
   if (auto st = ev.normalize(now_unix_ms); !st)
     return with_sequence(ev, Rejection{st.error().message, printable_prefix(ev.type(), kNamedMax),
+                                       printable_prefix(ev.id(), kNamedMax)});
+  if (is_diagnostic_type(ev.type()))
+    return with_sequence(ev, Rejection{kReservedTypeReason, printable_prefix(ev.type(), kNamedMax),
                                        printable_prefix(ev.id(), kNamedMax)});
   return ev;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/common/diagnostic_type.hpp"
 #include "gateway/common/result.hpp"
 
 namespace hookgate::webhooks {
@@ -30,7 +31,7 @@ struct Delivery {
   std::string last_error;
   DeliveryState state = DeliveryState::Pending;
   // Deliveries of the gateway's own hookgate.* events never raise further diagnostics (no loops).
-  bool is_diagnostic() const { return event_type.rfind("hookgate.", 0) == 0; }
+  bool is_diagnostic() const { return is_diagnostic_type(event_type); }
 };
 
 // What happened to one attempt, reported back to the store.

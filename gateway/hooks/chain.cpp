@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "gateway/common/clock.hpp"
+#include "gateway/common/diagnostic_type.hpp"
 #include "gateway/hooks/declarative_hook.hpp"
 
 namespace hookgate::hooks {
@@ -26,7 +27,9 @@ Status accept_replacement(std::optional<Event>& replacement, const Event& origin
       doc.AddMember(JsonValue(rapidjson::StringRef(key)), JsonValue(it->value, r.allocator()),
                     r.allocator());
   }
-  return r.normalize(now_unix_ms());
+  if (Status st = r.normalize(now_unix_ms()); !st) return st;
+  if (is_diagnostic_type(r.type())) return make_error(kReservedTypeReason);
+  return {};
 }
 
 }  // namespace

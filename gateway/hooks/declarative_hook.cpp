@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "config/yaml_reader.hpp"
+#include "gateway/common/diagnostic_type.hpp"
 #include "gateway/hooks/native_hook.hpp"
 #include "gateway/hooks/program_hook.hpp"
 #include "gateway/pattern.hpp"
@@ -510,6 +511,9 @@ class DeclarativeHook final : public Hook {
     if (Status st = work.normalize(); !st)
       return HookFailure{HookFailure::Kind::Error,
                          "actions produced an invalid event: " + st.error().message};
+    if (is_diagnostic_type(work.type()))
+      return HookFailure{HookFailure::Kind::Error,
+                         std::string("actions produced an invalid event: ") + kReservedTypeReason};
     event = std::move(work);
     return HookVerdict{};
   }

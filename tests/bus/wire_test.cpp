@@ -45,6 +45,22 @@ TEST(WireTest, RejectsMalformed) {
             std::string::npos);
 }
 
+// Found in review: hookgate.* types are the gateway's own diagnostics; accepted from the bus, a
+// publisher could forge a hookgate.delivery.dead alert, and its own events would never raise
+// delivery diagnostics. The prefix is reserved.
+TEST(WireTest, TheDiagnosticTypePrefixIsReserved) {
+  auto forged = frames_of({"hookgate.delivery.dead", R"({"type":"hookgate.delivery.dead"})"});
+  auto rejected = decode_message(forged, 1 << 20, 0);
+  ASSERT_FALSE(rejected);
+  EXPECT_NE(rejected.error().reason.find("reserved for the gateway's own diagnostic events"),
+            std::string::npos)
+      << rejected.error().reason;
+  auto single = frames_of({R"({"type":"hookgate.hooks.reloaded"})"});
+  EXPECT_FALSE(decode_message(single, 1 << 20, 0));
+  auto lookalike = frames_of({R"({"type":"hookgateway.started"})"});
+  EXPECT_TRUE(decode_message(lookalike, 1 << 20, 0));
+}
+
 TEST(WireTest, EncodeRoundTrip) {
   auto ev = Event::parse_envelope(R"({"type":"t.x","data":[1,2]})", 5);
   ASSERT_TRUE(ev);

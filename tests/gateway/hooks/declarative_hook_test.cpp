@@ -222,6 +222,19 @@ TEST_F(DeclarativeHookTest, RepeatedKeysInActionMapsAreErrors) {
   EXPECT_TRUE(has_message(top, "duplicate key 'kind'")) << dump(top);
 }
 
+// A hook cannot dress an event up as one of the gateway's own diagnostics either.
+TEST_F(DeclarativeHookTest, AHookCannotGiveAnEventADiagnosticType) {
+  auto hook = load_ok("_10_forge.yaml",
+                      "kind: transform\nactions:\n  - set: { type: hookgate.delivery.dead }\n");
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"type":"t","data":{}})");
+  const std::string before = ev.to_json();
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().reason.find("reserved"), std::string::npos) << r.error().reason;
+  EXPECT_EQ(ev.to_json(), before);
+}
+
 TEST_F(DeclarativeHookTest, FailedSetLeavesTheEventUnchanged) {
   auto hook = load_ok("_10_clash.yaml", R"(
 kind: transform
