@@ -1,6 +1,8 @@
 #pragma once
-// ASCII text helpers shared by the modules that read protocol text (HTTP headers, hook output).
+// Text helpers shared by the modules that read protocol text (HTTP headers, hook output).
 #include <cctype>
+#include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace hookgate {
@@ -22,6 +24,27 @@ inline std::string_view trim(std::string_view text) {
   const size_t begin = text.find_first_not_of(kSpace);
   if (begin == std::string_view::npos) return {};
   return text.substr(begin, text.find_last_not_of(kSpace) - begin + 1);
+}
+
+// Well-formed UTF-8: no overlong forms, surrogates or code points past U+10FFFF.
+inline bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return false;
+    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+    for (size_t k = 1; k < n; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc >> 6) != 0x2) return false;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+      return false;
+    i += n;
+  }
+  return true;
 }
 
 }  // namespace hookgate

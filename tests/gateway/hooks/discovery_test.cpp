@@ -90,6 +90,30 @@ TEST(DiscoverHookFiles, RecognizesFormsAndIgnoresWhatIsNotAHook) {
   EXPECT_EQ(files[2].form, HookForm::Native);
 }
 
+// Found in review: a Latin-1 file name became a hook name that broke every /metrics scrape and
+// made /status invalid JSON. Such a file is reported (a load error), under a printable name.
+TEST(DiscoverHookFiles, ANameThatIsNotUtf8TextIsAnError) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_caf\xe9.yaml", "kind: observe\n");
+  write_file(dir, "_20_tab\there.yaml", "kind: observe\n");
+  write_file(dir, "_30_caf\xc3\xa9.yaml", "kind: observe\n");  // UTF-8: fine
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  ASSERT_EQ(files.size(), 3u);
+  auto named = [&](const std::string& name) -> const HookFile* {
+    for (const auto& f : files)
+      if (f.name == name) return &f;
+    return nullptr;
+  };
+  ASSERT_TRUE(named("_10_caf?")) << names(files).size();
+  EXPECT_NE(named("_10_caf?")->error.find("is not UTF-8 text"), std::string::npos);
+  ASSERT_TRUE(named("_20_tab?here"));
+  EXPECT_NE(named("_20_tab?here")->error.find("is not UTF-8 text"), std::string::npos);
+  ASSERT_TRUE(named("caf\xc3\xa9"));
+  EXPECT_TRUE(named("caf\xc3\xa9")->error.empty());
+}
+
 TEST(DiscoverHookFiles, ProgramsNamedByADescriptorAreNotHooksThemselves) {
   TempDir tmp;
   std::string dir = tmp.dir("hooks");
