@@ -84,12 +84,15 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK",
                 "EVENT TYPE", "EVENT ID", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
     for (const auto& d : rows) {
+      // Event types, ids and errors come from publishers and receivers: escaped, they cannot
+      // move the cursor or fake table rows.
       std::printf("%-36s %-9s %-16s %-24s %-36s %-8d %-24s %s\n", d.id.c_str(), state_name(d.state),
-                  d.webhook.c_str(), d.event_type.c_str(), d.event_id.c_str(), d.attempts,
+                  d.webhook.c_str(), escape_controls(d.event_type).c_str(),
+                  escape_controls(d.event_id).c_str(), d.attempts,
                   d.state == webhooks::DeliveryState::Pending
                       ? format_rfc3339(d.next_attempt_ms).c_str()
                       : "-",
-                  d.last_error.c_str());
+                  escape_controls(d.last_error).c_str());
     }
     std::printf("%zu shown; %zu pending in all\n", rows.size(), store.pending_count());
     return 0;
@@ -102,9 +105,10 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
         "id:           %s\nstate:        %s\nwebhook:      %s\nevent:        %s (%s)\nattempts:    "
         " %d\n"
         "created:      %s\nnext attempt: %s\nlast error:   %s\nbody:         %s\n",
-        d->id.c_str(), state_name(d->state), d->webhook.c_str(), d->event_id.c_str(),
-        d->event_type.c_str(), d->attempts, format_rfc3339(d->created_ms).c_str(),
-        format_rfc3339(d->next_attempt_ms).c_str(), d->last_error.c_str(),
+        d->id.c_str(), state_name(d->state), d->webhook.c_str(),
+        escape_controls(d->event_id).c_str(), escape_controls(d->event_type).c_str(), d->attempts,
+        format_rfc3339(d->created_ms).c_str(), format_rfc3339(d->next_attempt_ms).c_str(),
+        escape_controls(d->last_error).c_str(),
         d->body ? d->body->c_str() : "(missing from the spool file)");
     return 0;
   }

@@ -37,6 +37,27 @@ class JsonFormatter final : public spdlog::formatter {
   }
 };
 
+class RedactingTextFormatter final : public spdlog::formatter {
+ public:
+  RedactingTextFormatter()
+      : inner_(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v")) {}
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    std::string redacted =
+        escape_controls(redact_secrets(std::string_view(msg.payload.data(), msg.payload.size())));
+    spdlog::details::log_msg copy = msg;
+    copy.payload = redacted;
+    inner_->format(copy, dest);
+  }
+  std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<RedactingTextFormatter>();
+  }
+
+ private:
+  std::unique_ptr<spdlog::formatter> inner_;
+};
+
+}  // namespace
+
 // One record, one line: control characters that came from outside (an event's source, a hook's
 // output) are written as \n, \r or \xNN, so they cannot forge or hide log lines. Tabs stay.
 std::string escape_controls(std::string text) {
@@ -60,27 +81,6 @@ std::string escape_controls(std::string text) {
   }
   return out;
 }
-
-class RedactingTextFormatter final : public spdlog::formatter {
- public:
-  RedactingTextFormatter()
-      : inner_(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v")) {}
-  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
-    std::string redacted =
-        escape_controls(redact_secrets(std::string_view(msg.payload.data(), msg.payload.size())));
-    spdlog::details::log_msg copy = msg;
-    copy.payload = redacted;
-    inner_->format(copy, dest);
-  }
-  std::unique_ptr<spdlog::formatter> clone() const override {
-    return std::make_unique<RedactingTextFormatter>();
-  }
-
- private:
-  std::unique_ptr<spdlog::formatter> inner_;
-};
-
-}  // namespace
 
 bool is_log_level(std::string_view level) {
   for (std::string_view name : {"trace", "debug", "info", "warn", "error", "off"})

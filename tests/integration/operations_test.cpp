@@ -140,6 +140,30 @@ TEST(OperationsTest, DeliveriesCliReadsTheSpoolWithoutTheConfigsVariables) {
   EXPECT_EQ(both.exit_code, 2);
 }
 
+// Found in review: `deliveries list` printed publisher-controlled types and ids raw, so an event
+// could send terminal escape sequences or fake table rows to an operator's terminal.
+TEST(OperationsTest, DeliveriesCliEscapesControlCharacters) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with(webhook_rx(rx.url())))) << gw.log();
+  zmq::context_t ctx;
+  zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+  ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
+  const std::string type = "app.\x1b[2Jclear";
+  const std::string body =
+      R"({"type":"app.\u001b[2Jclear","id":"evil\nmsg_fake dead","source":"test"})";
+  pub.send(zmq::buffer(type), zmq::send_flags::sndmore);
+  pub.send(zmq::buffer(body));
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  auto list = run_hookgate(
+      {"deliveries", "list", "--spool", (dir / "spool.db").string(), "--state", "delivered"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(list.out.find('\x1b'), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("app.\\x1b[2Jclear"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("evil\\nmsg_fake"), std::string::npos) << list.out;
+}
+
 TEST(OperationsTest, AdminTokenProtectsMetricsNotHealth) {
   TempDir dir;
   GatewayProcess gw(dir);
