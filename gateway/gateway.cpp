@@ -229,6 +229,15 @@ struct Gateway::Impl {
     // `old` is released here; events still holding it (observers) keep it alive until done.
   }
 
+  // (Re)starts the inotify watcher on cfg.hooks' directories, or stops it without hot_reload.
+  // A directory created since is watched from here on.
+  void start_watcher() {
+    watcher.reset();
+    if (cfg.hooks.hot_reload && cfg.hooks.enabled)
+      watcher =
+          std::make_unique<HooksWatcher>(cfg.hooks.directories, [this] { reload_hooks = true; });
+  }
+
   void apply_webhooks(const std::vector<config::WebhookConfig>& webhooks) {
     auto next = std::make_shared<const Router>(webhooks);
     {
@@ -298,9 +307,22 @@ struct Gateway::Impl {
           "still accepted until then)");
     n.log.level_override = cfg.log.level_override;
     spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.effective_level()));
+    if (n.bus.max_message_bytes != cfg.bus.max_message_bytes ||
+        n.bus.receive_hwm != cfg.bus.receive_hwm)
+      spdlog::warn(
+          "reload: bus.max_message_bytes/receive_hwm changed; they take effect on restart");
+    if (n.hooks.observer_queue != cfg.hooks.observer_queue ||
+        n.hooks.observer_threads != cfg.hooks.observer_threads)
+      spdlog::warn(
+          "reload: hooks.observer_queue/observer_threads changed; they take effect on "
+          "restart");
+    if (n.log.format != cfg.log.format)
+      spdlog::warn("reload: log.format changed; it takes effect on restart");
+    n.log.format = cfg.log.format;
     cfg.webhooks = n.webhooks;
     cfg.hooks = n.hooks;
     cfg.log = n.log;
+    start_watcher();  // the directories, or hot_reload, may have changed
     apply_webhooks(cfg.webhooks);
     request_chain_load(cfg.hooks);
     spdlog::info("reload: configuration reloaded from {} ({} webhooks; hooks reloading)", cfg.file,
@@ -610,10 +632,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
     if (!admin) return admin.error();
     g.admin = std::move(admin.value());
   }
-  if (g.cfg.hooks.hot_reload && g.cfg.hooks.enabled) {
-    g.watcher = std::make_unique<HooksWatcher>(g.cfg.hooks.directories,
-                                               [raw] { raw->reload_hooks = true; });
-  }
+  g.start_watcher();
   g.dispatcher->start();
   g.loader = std::thread([raw] { raw->loader_loop(); });
   spdlog::info("hookgate {} listening on {}{}{}", HOOKGATE_VERSION,

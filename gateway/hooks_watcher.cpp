@@ -38,7 +38,8 @@ HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<v
     return;
   }
   for (const auto& dir : directories_) {
-    // Missing directories are not watched; creating one later needs a SIGHUP.
+    // Missing directories are not watched; creating one later needs a SIGHUP (which rebuilds the
+    // watcher).
     inotify_add_watch(fd_, dir.c_str(),
                       IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |
                           IN_CLOSE_WRITE);

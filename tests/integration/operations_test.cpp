@@ -529,5 +529,37 @@ TEST(OperationsTest, ASlowHookLoadDoesNotStopIntake) {
   EXPECT_TRUE(rx.wait_for(3, 10s)) << gw.log();
 }
 
+// Found in review: SIGHUP took in new hooks.directories but kept watching the old ones, so a
+// directory added by a reload never hot-reloaded (and hot_reload: false kept reloading). The
+// watcher now follows the reloaded config.
+TEST(OperationsTest, AReloadMovesTheWatcherToTheNewDirectories) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks-a/.keep", "");
+  dir.write("hooks-b/.keep", "");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with("hooks: { directories: [./hooks-a], hot_reload: true }\n" +
+                                   webhook_rx(rx.url(), "app.*"))))
+      << gw.log();
+  dir.write("hookgate.yaml", config_with("hooks: { directories: [./hooks-b], hot_reload: true }\n" +
+                                         webhook_rx(rx.url(), "app.*")));
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("reload: configuration reloaded", 10s)) << gw.log();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::string log = gw.log();
+        size_t n = 0;
+        for (size_t at = log.find("hooks: 0 loaded"); at != std::string::npos;
+             at = log.find("hooks: 0 loaded", at + 1))
+          ++n;
+        return n >= 2;  // start, then the reload's chain
+      },
+      10s))
+      << gw.log();
+  // A hook dropped into the new directory loads without another signal.
+  dir.write("hooks-b/_10_tag.yaml", "kind: transform\nactions:\n  - set: { data.tagged: true }\n");
+  EXPECT_TRUE(gw.wait_for_log("hooks: 1 loaded", 10s)) << gw.log();
+}
+
 }  // namespace
 }  // namespace hookgate::testing
