@@ -89,8 +89,9 @@ struct Gateway::Impl {
   std::unique_ptr<webhooks::DeliveryStore> store;
   struct AddInFlight {  // ingest thread only
     std::future<Status> accepted;
-    size_t events = 0;
+    size_t events = 0;  // all decoded events of the batch (vetoed and unrouted ones too)
     size_t deliveries = 0;
+    size_t routed_events = 0;  // those with a delivery in it: what a refused add loses
   };
   std::deque<AddInFlight> adds;
   size_t open_deliveries = 0;  // sum over `adds`
@@ -403,8 +404,13 @@ struct Gateway::Impl {
     };
     size_t messages = 0;
     size_t events = 0;  // messages that decoded into events (vetoed ones included)
+    size_t routed_events = 0;
     do {
-      if (process(frames, *ch, *rt, observers_on, batch, sink)) ++events;
+      const size_t before = batch.size();
+      if (process(frames, *ch, *rt, observers_on, batch, sink)) {
+        ++events;
+        if (batch.size() > before) ++routed_events;
+      }
       ++messages;
     } while (messages < kMaxBatch && sub->try_receive(frames));
 
@@ -413,7 +419,7 @@ struct Gateway::Impl {
       return;
     }
     const size_t count = batch.size();
-    adds.push_back({store->add_async(std::move(batch)), events, count});
+    adds.push_back({store->add_async(std::move(batch)), events, count, routed_events});
     open_deliveries += count;
     batch.clear();
     settle_adds(false);
@@ -434,9 +440,12 @@ struct Gateway::Impl {
         st = make_error(std::string("no answer from the spool: ") + e.what());
       }
       if (!st) {
-        refused.inc(add.events);
-        spdlog::error("spool refused {} deliveries of {} events: {}", add.deliveries, add.events,
-                      st.error().message);
+        // Only the events with a delivery in the batch are lost; vetoed and unrouted ones were
+        // handled in full.
+        refused.inc(add.routed_events);
+        accepted.inc(add.events - add.routed_events);
+        spdlog::error("spool refused {} deliveries of {} events: {}", add.deliveries,
+                      add.routed_events, st.error().message);
       } else {
         accepted.inc(add.events);
       }
