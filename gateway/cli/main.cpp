@@ -1,3 +1,4 @@
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -45,10 +46,12 @@ int main(int argc, char** argv) {
   std::string verb = args[0];
   std::vector<std::string> rest(args.begin() + 1, args.end());
   // Not a user verb: the child side of a native hook's load probe (gateway/hooks/native_hook.hpp).
-  if (verb == "__probe-native" && rest.size() == 1)
-    return hookgate::hooks::run_native_load_probe(rest[0]);
+  if (verb == "__probe-native" && rest.size() == 1) hookgate::hooks::run_native_load_probe(rest[0]);
   // Every verb that loads hooks (run, check, hooks) opens native libraries in a probe first.
   hookgate::hooks::set_native_load_probe("/proc/self/exe");
+  // An ignored SIGCHLD survives exec and makes waitpid() fail: children (hooks, probes) could
+  // then not be reaped, and a probe's crash would read as a pass.
+  std::signal(SIGCHLD, SIG_DFL);
   using namespace hookgate::cli;
   if (verb == "run") return cmd_run(rest);
   if (verb == "publish") return cmd_publish(rest);

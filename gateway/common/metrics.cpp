@@ -37,9 +37,17 @@ std::string braced(const std::string& labels) {
   return labels.empty() ? "" : "{" + labels + "}";
 }
 
-// Shortest text that reads back as the same double: "%g" kept 6 digits, so a latency _sum past
-// 1e6 s moved in 10 s steps and rate(_sum)/rate(_count) drifted.
-std::string fmt_double(double v) {
+// Bucket bounds keep "%g" ("0.0005", not to_chars' "5e-04"): le labels are series names that
+// dashboards and alerts select on, so their spelling must not change.
+std::string fmt_bound(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// Sums: the shortest text that reads back as the same double. "%g" kept 6 digits, so a latency
+// _sum past 1e6 s moved in 10 s steps and rate(_sum)/rate(_count) drifted.
+std::string fmt_sum(double v) {
   char buf[32];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
@@ -134,13 +142,13 @@ std::string Registry::render_prometheus() const {
       uint64_t cumulative = 0;
       for (size_t i = 0; i < Histogram::kBounds.size(); ++i) {
         cumulative += h->bucket(i);
-        out += name + "_bucket" + with_le(labels, fmt_double(Histogram::kBounds[i])) + " " +
+        out += name + "_bucket" + with_le(labels, fmt_bound(Histogram::kBounds[i])) + " " +
                std::to_string(cumulative) + "\n";
       }
       // +Inf and _count from the same reads as the finite buckets, so they never disagree.
       const std::string total = std::to_string(cumulative + h->bucket(Histogram::kBounds.size()));
       out += name + "_bucket" + with_le(labels, "+Inf") + " " + total + "\n";
-      out += name + "_sum" + braced(labels) + " " + fmt_double(h->sum_seconds()) + "\n";
+      out += name + "_sum" + braced(labels) + " " + fmt_sum(h->sum_seconds()) + "\n";
       out += name + "_count" + braced(labels) + " " + total + "\n";
     }
   }

@@ -1,6 +1,7 @@
 #include "gateway/hooks/native_hook.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -538,11 +539,26 @@ void* open_library(const std::string& path) {
 
 namespace {
 
+// The probe's answers. Unusual numbers: a constructor that calls exit(0) must not read as a pass.
+constexpr int kProbeLoaded = 86;
+constexpr int kProbeNoHook = 87;  // not a hook library: the in-process load says exactly why
+
+// A file as the probe saw it. ctime and size too: an inode number can be reused, and build tools
+// pin mtimes (install -p, SOURCE_DATE_EPOCH).
+using FileIdentity = std::tuple<dev_t, ino_t, int64_t, int64_t, off_t>;
+
+std::optional<FileIdentity> identity_of(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{st.st_dev, st.st_ino,
+                      int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec,
+                      int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec, st.st_size};
+}
+
 struct ProbeState {
   std::mutex mu;
   std::string executable;
-  // Files (device, inode, mtime) that loaded cleanly in a probe: a reload does not probe again.
-  std::set<std::tuple<dev_t, ino_t, int64_t>> passed;
+  std::set<FileIdentity> passed;  // loaded cleanly in a probe: a reload does not probe again
 };
 
 ProbeState& probe_state() {
@@ -554,19 +570,20 @@ ProbeState& probe_state() {
 std::optional<std::string> probe_native_library(const std::string& path, int timeout_ms) {
   ProbeState& state = probe_state();
   std::string executable;
-  std::tuple<dev_t, ino_t, int64_t> identity{};
+  auto identity = identity_of(path);
+  if (!identity) return std::nullopt;  // dlopen() says what is wrong
   {
     std::lock_guard lock(state.mu);
-    if (state.executable.empty()) return std::nullopt;
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return std::nullopt;  // dlopen() says what is wrong
-    identity = {st.st_dev, st.st_ino,
-                int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec};
-    if (state.passed.count(identity) > 0) return std::nullopt;
+    if (state.executable.empty() || state.passed.count(*identity) > 0) return std::nullopt;
     executable = state.executable;
   }
   auto child = Subprocess::spawn({.argv = {executable, "__probe-native", path}});
-  if (!child) return "cannot start a load probe for " + path + ": " + child.error();
+  if (!child) {
+    // No probe (no /proc, a policy that forbids the exec): load as before, and say so.
+    spdlog::warn("hooks: cannot start a load probe for {} ({}); loading it without one", path,
+                 child.error());
+    return std::nullopt;
+  }
   child.value()->close_stdin();
   // Loading takes longer than a call: the probe is a fresh process that maps its libraries.
   const int wait_ms = std::max(timeout_ms, 10000);
@@ -577,12 +594,13 @@ std::optional<std::string> probe_native_library(const std::string& path, int tim
            "() that blocks?); not loaded";
   }
   const int status = child.value()->terminate(0, 0);
-  if (WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 3)) {
-    // 3: no hook in there; the in-process dlopen()/dlsym() reports exactly why.
-    if (WEXITSTATUS(status) == 0) {
-      std::lock_guard lock(state.mu);
-      state.passed.insert(identity);
-    }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (code == kProbeNoHook) return std::nullopt;
+  if (code == kProbeLoaded) {
+    // The file may have been replaced meanwhile: only what was probed counts as passed.
+    if (identity_of(path) != identity) return "changed while it was being probed; not loaded";
+    std::lock_guard lock(state.mu);
+    state.passed.insert(*identity);
     return std::nullopt;
   }
   return "crashed while loading in a probe process (" + describe_wait_status(status) +
@@ -596,12 +614,20 @@ void set_native_load_probe(std::string executable) {
   probe_state().executable = std::move(executable);
 }
 
-int run_native_load_probe(const std::string& so_path) {
-  void* lib = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return 3;
-  void* sym = ::dlsym(lib, HOOKGATE_HOOK_ENTRY_NAME);
-  if (sym == nullptr) return 3;
-  return reinterpret_cast<hookgate_hook_entry_fn>(sym)() == nullptr ? 3 : 0;
+void run_native_load_probe(const std::string& so_path) {
+  // Whatever the library prints goes nowhere: a full pipe must not pass for a hang.
+  if (int null = ::open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0) {
+    ::dup2(null, STDOUT_FILENO);
+    ::dup2(null, STDERR_FILENO);
+  }
+  int code = kProbeNoHook;
+  if (void* lib = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+    if (void* sym = ::dlsym(lib, HOOKGATE_HOOK_ENTRY_NAME))
+      code =
+          reinterpret_cast<hookgate_hook_entry_fn>(sym)() == nullptr ? kProbeNoHook : kProbeLoaded;
+  }
+  // No exit handlers, static destructors or leak checks: only loading is being probed.
+  std::_Exit(code);
 }
 
 LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_sets_kind) {

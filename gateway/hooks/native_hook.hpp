@@ -14,10 +14,10 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
 // no crash guard. With a probe set (`hookgate` sets its own executable), make_native_hook first
 // opens each library file in a child running `EXE __probe-native FILE`: a library that faults or
 // hangs while loading is then refused with the reason instead of ending the gateway. Unset (unit
-// tests), libraries are opened directly.
+// tests), or when the probe cannot be started (a warning), libraries are opened directly.
 void set_native_load_probe(std::string executable);
-// The child's side: dlopen()s `so_path` and calls its entry function. Exit 0 when that worked,
-// 3 when the library could not be opened or exports no hook (the in-process load reports why).
-int run_native_load_probe(const std::string& so_path);
+// The child's side: dlopen()s `so_path`, calls its entry function and exits with a code that
+// says whether that worked (never returns).
+[[noreturn]] void run_native_load_probe(const std::string& so_path);
 
 }  // namespace hookgate::hooks

@@ -32,6 +32,10 @@ TEST(HistogramTest, PrometheusTextAgreesOnInfAndCount) {
       << text;
   EXPECT_NE(text.find("hookgate_test_histogram_seconds_bucket{case=\"render\",le=\"30\"} 1\n"),
             std::string::npos);
+  // The le spellings dashboards select on stay as they were ("%g"), whatever prints the sums.
+  EXPECT_NE(text.find("hookgate_test_histogram_seconds_bucket{case=\"render\",le=\"0.0005\"} 1\n"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("hookgate_test_histogram_seconds_bucket{case=\"render\",le=\"+Inf\"} 2\n"),
             std::string::npos);
   EXPECT_NE(text.find("hookgate_test_histogram_seconds_count{case=\"render\"} 2\n"),
