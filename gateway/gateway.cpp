@@ -23,6 +23,7 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/text.hpp"
 #include "gateway/common/thread_name.hpp"
 #include "gateway/hooks/chain.hpp"
 #include "gateway/hooks/observer_pool.hpp"
@@ -216,9 +217,10 @@ struct Gateway::Impl {
     // A hook that failed to load is left out; say so where operators look (diagnostics too).
     for (const auto& e : next->entries()) {
       if (e.hook) continue;
-      emit_async(DiagnosticEvent{.type = diag::kHookFailed,
-                                 .hook = e.file.name,
-                                 .reason = "failed to load " + e.file.path + ": " + e.error});
+      emit_async(DiagnosticEvent{
+          .type = diag::kHookFailed,
+          .hook = e.file.name,
+          .reason = "failed to load " + display_text(e.file.path) + ": " + e.error});
     }
     if (announce) {
       reloads.inc();
@@ -267,6 +269,7 @@ struct Gateway::Impl {
   void do_reload_config() {
     if (cfg.file.empty()) {
       spdlog::info("reload: running on embedded defaults, reloading hooks only");
+      start_watcher();  // a hooks directory created since is watched from now on
       request_chain_load(cfg.hooks);
       return;
     }
@@ -523,7 +526,7 @@ struct Gateway::Impl {
       w.Key("order");
       w.Int(++order);
       w.Key("file");
-      w.String(e.file.path.c_str());
+      w.String(display_text(e.file.path).c_str());
       w.Key("directory");
       w.String(e.file.directory.c_str());
       if (e.hook) {

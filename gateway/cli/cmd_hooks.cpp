@@ -9,6 +9,7 @@
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
+#include "gateway/common/text.hpp"
 #include "gateway/hooks/chain.hpp"
 #include "gateway/router.hpp"
 
@@ -37,10 +38,10 @@ int hooks_list(const Args& args) {
       const auto& s = e.hook->spec();
       std::printf("%-5d %-24s %-9s %-11s %-20s %s\n", order, s.name.c_str(),
                   hooks::to_string(s.kind), hooks::to_string(s.form), join(s.events).c_str(),
-                  e.file.path.c_str());
+                  display_text(e.file.path).c_str());
     } else {
       std::printf("%-5d %-24s %-9s %-11s %-20s %s\n", order, e.file.name.c_str(), "-",
-                  hooks::to_string(e.file.form), "-", e.file.path.c_str());
+                  hooks::to_string(e.file.form), "-", display_text(e.file.path).c_str());
       std::printf("      load error: %s\n", e.error.c_str());
     }
     for (const auto& o : e.file.overrides) std::printf("      overrides: %s\n", o.c_str());

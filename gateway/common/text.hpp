@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace hookgate {
@@ -45,6 +46,24 @@ inline bool valid_utf8(std::string_view s) {
     i += n;
   }
   return true;
+}
+
+// Whether `s` is UTF-8 text without control characters (what may name things in metrics labels,
+// JSON and logs).
+inline bool is_display_text(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return false;
+  return valid_utf8(s);
+}
+
+// `s` itself when it is display text; otherwise every byte outside printable ASCII becomes '?'
+// (file names are bytes, not text: a Latin-1 name must not break a scrape or a JSON document).
+inline std::string display_text(std::string_view s) {
+  std::string out(s);
+  if (is_display_text(s)) return out;
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+  return out;
 }
 
 }  // namespace hookgate

@@ -105,14 +105,9 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
     std::string stem = it->path().stem().string();
     // The name labels metrics and fills /status and diagnostics: bytes that are not UTF-8 text
     // would make a Prometheus scrape fail and /status invalid JSON.
-    const bool clean = valid_utf8(stem) && std::none_of(stem.begin(), stem.end(), [](char c) {
-                         return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-                       });
-    if (!clean) {
-      for (char& c : stem)
-        if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-      f.name = stem;
-      f.error = "hook file name '" + stem +
+    if (!is_display_text(stem)) {
+      f.name = display_text(stem);
+      f.error = "hook file name '" + f.name +
                 "' is not UTF-8 text without control characters (it names the hook in metrics, "
                 "logs and /status); rename the file";
     } else if (auto parsed = parse_hook_file_name(stem)) {

@@ -561,5 +561,24 @@ TEST(OperationsTest, AReloadMovesTheWatcherToTheNewDirectories) {
   EXPECT_TRUE(gw.wait_for_log("hooks: 1 loaded", 10s)) << gw.log();
 }
 
+// Found in review: a hook file whose name is not UTF-8 (a Latin-1 "café") made /status invalid
+// JSON and a Prometheus scrape fail. It is reported under a printable stand-in.
+TEST(OperationsTest, AHookFileNameThatIsNotUtf8KeepsStatusAndMetricsValid) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks/_10_caf\xe9.yaml", "kind: observe\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with("hooks: { directories: [./hooks] }\n" + webhook_rx(rx.url()))))
+      << gw.log();
+  const std::string status = http_get(gw.admin_port(), "/status");
+  rapidjson::Document d;
+  d.Parse<rapidjson::kParseValidateEncodingFlag>(status.c_str());
+  EXPECT_FALSE(d.HasParseError()) << status;
+  EXPECT_EQ(status.find('\xe9'), std::string::npos);
+  EXPECT_NE(status.find("_10_caf?"), std::string::npos) << status;
+  const std::string metrics = http_get(gw.admin_port(), "/metrics");
+  EXPECT_EQ(metrics.find('\xe9'), std::string::npos);
+}
+
 }  // namespace
 }  // namespace hookgate::testing
