@@ -9,6 +9,7 @@
 #include <future>
 #include <limits>
 #include <mutex>
+#include <tuple>
 #include <unordered_set>
 
 #include "gateway/common/clock.hpp"
@@ -96,13 +97,15 @@ constexpr const char* kComplete =
 constexpr const char* kReplayOne =
     "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
     "WHERE id = ?1 AND state = 2";
-// Dead letters back to pending, at most ?3 of them (-1: all). Only rows dead since before this
-// replay began (updated_ms <= ?2): one the gateway re-kills while a chunked replay runs gets a
-// later updated_ms, so a later chunk does not replay it again.
+// Dead letters back to pending, at most ?3 of them (-1: all), in (webhook, rowid) order past the
+// cursor (?4, ?5), which the caller moves to the last row returned. A row the gateway
+// dead-letters again while a chunked replay runs keeps its place behind the cursor, so a later
+// chunk does not replay it twice (no clock involved: a stepped clock cannot skip rows).
 constexpr const char* kReplayDead =
     "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
     "WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY deliveries_dead "
-    "WHERE state = 2 AND updated_ms <= ?2 AND (?1 = '' OR webhook = ?1) LIMIT ?3)";
+    "WHERE state = 2 AND (?1 = '' OR webhook = ?1) AND (webhook, rowid) > (?4, ?5) "
+    "ORDER BY webhook, rowid LIMIT ?3) RETURNING webhook, rowid";
 constexpr const char* kPrune =
     "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
     "deliveries_prune WHERE state = 1 AND updated_ms < ?1 LIMIT ?2) RETURNING payload";
@@ -905,22 +908,43 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
 }
 
 bool SqliteSpool::replay_rows(Conn& c, const std::vector<std::string>& ids, bool all_dead,
-                              const std::string& webhook, int64_t now, size_t& moved,
-                              int64_t limit) {
-  auto run = [&](const char* sql, const std::string& key) {
-    sqlite3_stmt* s = c.stmt(sql);
-    if (s == nullptr) return false;
+                              const std::string& webhook, int64_t now, size_t& moved) {
+  if (all_dead) {
+    ReplayCursor from_the_start;
+    return replay_dead_chunk(c, webhook, now, -1, from_the_start, moved);
+  }
+  sqlite3_stmt* s = c.stmt(kReplayOne);
+  if (s == nullptr) return false;
+  for (const auto& id : ids) {
     StmtScope scope(s);
-    bind_text(s, 1, key);
+    bind_text(s, 1, id);
     sqlite3_bind_int64(s, 2, now);
-    if (all_dead) sqlite3_bind_int64(s, 3, limit);
     if (sqlite3_step(s) != SQLITE_DONE) return false;
     moved += static_cast<size_t>(sqlite3_changes(c.db));
-    return true;
-  };
-  if (all_dead) return run(kReplayDead, webhook);
-  for (const auto& id : ids)
-    if (!run(kReplayOne, id)) return false;
+  }
+  return true;
+}
+
+bool SqliteSpool::replay_dead_chunk(Conn& c, const std::string& webhook, int64_t now, int64_t limit,
+                                    ReplayCursor& cursor, size_t& moved) {
+  sqlite3_stmt* s = c.stmt(kReplayDead);
+  if (s == nullptr) return false;
+  StmtScope scope(s);
+  bind_text(s, 1, webhook);
+  sqlite3_bind_int64(s, 2, now);
+  sqlite3_bind_int64(s, 3, limit);
+  bind_text(s, 4, cursor.webhook);
+  sqlite3_bind_int64(s, 5, cursor.rowid);
+  ReplayCursor last = cursor;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    ++moved;
+    // RETURNING gives no order: keep the greatest (webhook, rowid).
+    ReplayCursor row{column_text(s, 0), sqlite3_column_int64(s, 1)};
+    if (std::tie(row.webhook, row.rowid) > std::tie(last.webhook, last.rowid)) last = row;
+  }
+  if (rc != SQLITE_DONE) return false;
+  cursor = std::move(last);
   return true;
 }
 
@@ -1532,10 +1556,11 @@ Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, b
   // Every dead letter, in chunks: a single UPDATE of a large backlog would hold the write lock
   // for seconds while the gateway's writer waits.
   const size_t chunk = std::max<size_t>(tuning_.replay_chunk_rows, 1);
+  ReplayCursor cursor;
   for (;;) {
     size_t changed = 0;
     if (!c.exec("BEGIN IMMEDIATE") ||
-        !replay_rows(c, {}, true, webhook, now, changed, static_cast<int64_t>(chunk)) ||
+        !replay_dead_chunk(c, webhook, now, static_cast<int64_t>(chunk), cursor, changed) ||
         !c.exec("COMMIT"))
       return failed();
     moved += changed;

@@ -160,11 +160,18 @@ class SqliteSpool final : public DeliveryStore {
   void tick(int64_t now_ms);
   size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more);
   // Dead → pending for `ids` (or every dead delivery of `webhook`, all webhooks if empty, when
-  // `all_dead`, at most `limit` of them, -1: all), inside the caller's transaction; adds the rows
-  // moved to `moved`.
+  // `all_dead`), inside the caller's transaction; adds the rows moved to `moved`.
   static bool replay_rows(Conn& conn, const std::vector<std::string>& ids, bool all_dead,
-                          const std::string& webhook, int64_t now, size_t& moved,
-                          int64_t limit = -1);
+                          const std::string& webhook, int64_t now, size_t& moved);
+  // Where a chunked replay of dead letters has got to, in the dead index's (webhook, rowid) order.
+  struct ReplayCursor {
+    std::string webhook;
+    int64_t rowid = 0;
+  };
+  // Up to `limit` (-1: all) dead deliveries of `webhook` past `cursor` back to pending, inside the
+  // caller's transaction; moves `cursor` past them and adds their count to `moved`.
+  static bool replay_dead_chunk(Conn& conn, const std::string& webhook, int64_t now, int64_t limit,
+                                ReplayCursor& cursor, size_t& moved);
   Status enqueue(std::unique_ptr<Op> op);
   // add() (urgent: the caller waits) and add_async() (may linger for company, writer_loop).
   std::future<Status> submit_add(std::vector<Delivery> batch, bool urgent);
