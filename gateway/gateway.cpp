@@ -254,7 +254,10 @@ struct Gateway::Impl {
   // Deliveries stay with the webhook name they were made for; after a rename or a removal they
   // wait in the spool for that name to come back, which an operator must hear about.
   void report_unconfigured_backlogs(const std::vector<config::WebhookConfig>& webhooks) {
-    for (const auto& [name, count] : store->pending_by_webhook()) {
+    for (const auto& backlog : store->pending_by_webhook()) {
+      // Not a structured binding: clang 14 cannot capture one in a lambda (the fuzz build).
+      const std::string& name = backlog.first;
+      const size_t count = backlog.second;
       const bool configured = std::any_of(webhooks.begin(), webhooks.end(),
                                           [&](const auto& w) { return w.name == name; });
       if (!configured)
