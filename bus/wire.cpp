@@ -17,16 +17,23 @@ std::string printable_prefix(std::string_view bytes, size_t max = 64) {
 
 // Copies the stream stamp of a parsed but rejected envelope into `rej`.
 Rejection with_sequence(const Event& ev, Rejection rej) {
-  const JsonValue* stream = ev.find(kStreamAttribute);
-  const JsonValue* seq = ev.find(kSequenceAttribute);
-  if (stream != nullptr && seq != nullptr && stream->IsString() && seq->IsUint64()) {
-    rej.stream.assign(stream->GetString(), stream->GetStringLength());
-    rej.sequence = seq->GetUint64();
+  if (auto stamp = stream_stamp(ev)) {
+    rej.stream = stamp->stream;
+    rej.sequence = stamp->sequence;
   }
   return rej;
 }
 
 }  // namespace
+
+std::optional<StreamStamp> stream_stamp(const Event& event) {
+  const JsonValue* stream = event.find(kStreamAttribute);
+  const JsonValue* seq = event.find(kSequenceAttribute);
+  if (stream == nullptr || seq == nullptr || !stream->IsString() || !seq->IsUint64())
+    return std::nullopt;
+  return StreamStamp{std::string_view(stream->GetString(), stream->GetStringLength()),
+                     seq->GetUint64()};
+}
 
 Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
                                         size_t max_message_bytes, int64_t now_unix_ms) {

@@ -26,6 +26,14 @@ struct Rejection {
   std::optional<uint64_t> sequence;
 };
 
+// The publisher library's stamp on `event` (kStreamAttribute, kSequenceAttribute), if it has a
+// well-formed one. The view points into the event.
+struct StreamStamp {
+  std::string_view stream;
+  uint64_t sequence;
+};
+std::optional<StreamStamp> stream_stamp(const Event& event);
+
 // Decodes and normalizes one received message. With two frames the topic must equal the envelope's
 // `type`, or stand in for it when the envelope has none.
 Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,

@@ -73,12 +73,6 @@ class LogLimiter {
   uint64_t suppressed_ = 0;
 };
 
-bool chain_has_observers(const hooks::HookChain& chain) {
-  for (const auto& e : chain.entries())
-    if (e.hook && e.hook->spec().kind == hooks::HookKind::Observe) return true;
-  return false;
-}
-
 }  // namespace
 
 struct Gateway::Impl {
@@ -373,11 +367,8 @@ struct Gateway::Impl {
   // subscribes to every topic: with a topic filter, the numbers it skips were filtered out on
   // purpose (a publisher's XPUB never sends them), not lost.
   void count_sequence_gap(const Event& ev) {
-    const JsonValue* stream = ev.find(bus::kStreamAttribute);
-    const JsonValue* seq = ev.find(bus::kSequenceAttribute);
-    if (stream == nullptr || seq == nullptr || !stream->IsString() || !seq->IsUint64()) return;
-    count_sequence_gap(std::string_view(stream->GetString(), stream->GetStringLength()),
-                       seq->GetUint64(), ev.source());
+    if (auto stamp = bus::stream_stamp(ev))
+      count_sequence_gap(stamp->stream, stamp->sequence, ev.source());
   }
 
   // `source` is "?" for a rejected message (its envelope is not trusted).
@@ -400,7 +391,7 @@ struct Gateway::Impl {
     std::shared_ptr<const Router> rt;
     std::tie(ch, rt) = snapshot();  // not a structured binding: lambdas below capture rt
     // From the same snapshot as the chain: a flag read apart could belong to the next chain.
-    const bool observers_on = chain_has_observers(*ch);
+    const bool observers_on = ch->has_observers();
     DiagnosticSink sink = [&](DiagnosticEvent d) {
       metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
           .inc();

@@ -111,17 +111,17 @@ Status MemoryDeliveryStore::add(std::vector<Delivery> batch) {
       const bool pending = delivery.state == DeliveryState::Pending;
       const bool ready = delivery.next_attempt_ms <= 0;
       std::string id = delivery.id;
-      if (pending && max_pending_per_webhook_ > 0) {
-        auto& queue = queues_[delivery.webhook];
-        if (queue.pending >= max_pending_per_webhook_) {
-          drop_locked(delivery.webhook, queue);
-          continue;
-        }
+      // Node-based map: the reference survives the insertions below.
+      WebhookQueue* queue = pending ? &queues_[delivery.webhook] : nullptr;
+      if (queue != nullptr && max_pending_per_webhook_ > 0 &&
+          queue->pending >= max_pending_per_webhook_) {
+        drop_locked(delivery.webhook, *queue);
+        continue;
       }
       auto& record = records_.emplace(id, Record{std::move(delivery)}).first->second;
       if (pending) {
         ++pending_;
-        ++queues_[record.delivery.webhook].pending;
+        ++queue->pending;
         any_pending = true;
         enqueue_locked(record, ready);
       } else {

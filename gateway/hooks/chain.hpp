@@ -54,6 +54,7 @@ class HookChain {
   // Every discovered file in run order, loaded or not.
   const std::vector<HookEntry>& entries() const { return entries_; }
   size_t loaded_count() const { return sequential_.size() + observers_.size(); }
+  bool has_observers() const { return !observers_.empty(); }
   size_t failed_count() const { return entries_.size() - loaded_count(); }
 
   // Runs the veto/transform chain on `event` (which the transforms modify or replace). Stops at

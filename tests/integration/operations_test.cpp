@@ -32,6 +32,16 @@ std::string webhook_rx(const std::string& url, const std::string& events = "*") 
   return "webhooks:\n  - name: rx\n    url: " + url + "\n    events: [\"" + events + "\"]\n";
 }
 
+// Sends one event with the publisher library's stream stamp through a raw socket, so a test
+// chooses the numbers (and can make topic and type disagree).
+void send_stamped(zmq::socket_t& pub, const std::string& topic, const std::string& type,
+                  const std::string& stream, int seq) {
+  const std::string body = R"({"type":")" + type + R"(","source":"test","hookgatestream":")" +
+                           stream + R"(","hookgateseq":)" + std::to_string(seq) + "}";
+  pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+  pub.send(zmq::buffer(body));
+}
+
 TEST(OperationsTest, AdminEndpointsAndMetrics) {
   TempDir dir;
   HttpReceiver rx;
@@ -237,10 +247,7 @@ TEST(OperationsTest, SequenceGapsAreCountedAsDroppedBusMessages) {
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);
   ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
   auto send = [&](const std::string& stream, int seq) {
-    std::string body = R"({"type":"app.event","source":"test","hookgatestream":")" + stream +
-                       R"(","hookgateseq":)" + std::to_string(seq) + "}";
-    pub.send(zmq::buffer(std::string("app.event")), zmq::send_flags::sndmore);
-    pub.send(zmq::buffer(body));
+    send_stamped(pub, "app.event", "app.event", stream, seq);
   };
   send("s1", 1);
   send("s1", 2);
@@ -268,11 +275,7 @@ TEST(OperationsTest, ARejectedMessageIsNotAlsoCountedAsDropped) {
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);
   ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
   auto send = [&](const std::string& topic, const std::string& type, int seq) {
-    std::string body = R"({"type":")" + type +
-                       R"(","source":"test","hookgatestream":"s1","hookgateseq":)" +
-                       std::to_string(seq) + "}";
-    pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
-    pub.send(zmq::buffer(body));
+    send_stamped(pub, topic, type, "s1", seq);
   };
   send("app.event", "app.event", 1);
   send("app.event", "app.other", 2);  // topic and type disagree: rejected
