@@ -12,7 +12,15 @@ sock.setsockopt(zmq.LINGER, 5000)
 sock.connect(endpoint)
 if not sock.poll(5000):               # the subscription message arrives once connected
     sys.exit(f"no subscriber on {endpoint}: is the gateway running?")
-sock.recv()
+# The gateway subscribes once per `bus.topics` prefix (or once to everything); collect them all,
+# because ZeroMQ silently drops a message that no subscription matches.
+prefixes = set()
+while sock.poll(200):
+    frame = sock.recv()
+    if frame[:1] == b"\x01":
+        prefixes.add(frame[1:])
+    elif frame[:1] == b"\x00":
+        prefixes.discard(frame[1:])
 
 event = {
     "specversion": "1.0",
@@ -22,7 +30,10 @@ event = {
     "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     "data": {"user": "bob", "ip": "10.0.0.7", "password": "s3cret", "reason": "bad password"},
 }
-sock.send_multipart([event["type"].encode(), json.dumps(event).encode()])
+topic = event["type"].encode()
+if not any(topic.startswith(p) for p in prefixes):
+    sys.exit(f"no subscriber on {endpoint} takes {event['type']!r}: check the gateway's bus.topics")
+sock.send_multipart([topic, json.dumps(event).encode()])
 print(event["id"])
 sock.close()
 ctx.term()

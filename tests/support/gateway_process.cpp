@@ -102,11 +102,16 @@ std::string TempDir::write(const std::string& rel, const std::string& text, bool
 
 CommandResult run_hookgate(const std::vector<std::string>& args, const std::string& stdin_text,
                            const std::vector<std::string>& env) {
-  TempDir dir;
   std::vector<std::string> full = {HOOKGATE_BINARY};
   full.insert(full.end(), args.begin(), args.end());
+  return run_program(full, stdin_text, env);
+}
+
+CommandResult run_program(const std::vector<std::string>& args, const std::string& stdin_text,
+                          const std::vector<std::string>& env) {
+  TempDir dir;
   std::string in = stdin_text.empty() ? "" : dir.write("stdin", stdin_text);
-  pid_t pid = spawn(full, (dir / "out").string(), (dir / "err").string(), in, env);
+  pid_t pid = spawn(args, (dir / "out").string(), (dir / "err").string(), in, env);
   CommandResult r;
   if (pid < 0) return r;
   r.exit_code = wait_pid(pid, std::chrono::seconds(60));

@@ -37,6 +37,9 @@ struct CommandResult {
 };
 CommandResult run_hookgate(const std::vector<std::string>& args, const std::string& stdin_text = "",
                            const std::vector<std::string>& env = {});
+// Runs any program (`args[0]` is its path) the same way, with `env` added to this environment.
+CommandResult run_program(const std::vector<std::string>& args, const std::string& stdin_text = "",
+                          const std::vector<std::string>& env = {});
 
 class GatewayProcess {
  public:
