@@ -151,7 +151,7 @@ struct Gateway::Impl {
     if (!r || r->empty()) return;
     Event ev = make_diagnostic_event(d, now_unix_ms());
     std::vector<webhooks::Delivery> out;
-    if (r->route(ev, now_unix_ms(), out) == 0) return;
+    if (r->route(ev, schedule_now_ms(), out) == 0) return;
     (void)store->add_async(std::move(out));
   }
 
@@ -355,7 +355,7 @@ struct Gateway::Impl {
     count_sequence_gap(ev);
     auto outcome = ch.run(ev, sink);
     if (outcome.vetoed) return true;
-    size_t n = rt.route(ev, now, batch);
+    size_t n = rt.route(ev, schedule_now_ms(), batch);
     routed.inc(n);
     if (n == 0) unrouted.inc();
     if (observers_on)
@@ -397,7 +397,7 @@ struct Gateway::Impl {
           .inc();
       if (rt->empty()) return;
       Event diag_ev = make_diagnostic_event(d, now_unix_ms());
-      rt->route(diag_ev, now_unix_ms(), batch);
+      rt->route(diag_ev, schedule_now_ms(), batch);
     };
     size_t messages = 0;
     size_t events = 0;  // messages that decoded into events (vetoed ones included)
@@ -600,6 +600,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   } else {
     auto spool = webhooks::SqliteSpool::open(g.cfg.spool);
     if (!spool) return make_error("spool " + g.cfg.spool.path + ": " + spool.error().message);
+    schedule_clock().not_before(spool.value()->latest_recorded_ms());
     g.store = std::move(spool.value());
     size_t pending = g.store->pending_count();
     spdlog::info("spool: {} (synchronous={}), {} pending deliveries to resume", g.cfg.spool.path,

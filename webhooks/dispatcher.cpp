@@ -265,7 +265,7 @@ struct Dispatcher::Impl {
   // ---- the loop --------------------------------------------------------------------------
 
   void run() {
-    int64_t last_rescan_ms = now_unix_ms();
+    int64_t last_rescan_ms = schedule_now_ms();
     for (;;) {
       bool stopping = false;
       int64_t stop_deadline_ns = 0;
@@ -282,7 +282,7 @@ struct Dispatcher::Impl {
         stopping = stop_requested;
         stop_deadline_ns = stop_deadline;
       }
-      const int64_t now_ms = now_unix_ms();
+      const int64_t now_ms = schedule_now_ms();
       if (waker->take_store_ready() || now_ms - last_rescan_ms >= kRescanIntervalMs) {
         last_rescan_ms = now_ms;
         for (auto& [name, webhook] : webhooks) webhook->maybe_ready = true;
@@ -299,7 +299,7 @@ struct Dispatcher::Impl {
 
       if (stopping && (transfers.empty() || now_steady_ns() >= stop_deadline_ns)) break;
 
-      int timeout_ms = poll_timeout_ms(now_unix_ms());
+      int timeout_ms = poll_timeout_ms(schedule_now_ms());
       if (stopping) {
         int64_t until_deadline_ms = (stop_deadline_ns - now_steady_ns()) / 1000000 + 1;
         timeout_ms = static_cast<int>(std::clamp<int64_t>(until_deadline_ms, 0, kMaxPollMs));
@@ -708,10 +708,11 @@ struct Dispatcher::Impl {
     Webhook& webhook = *transfer->webhook;
     const config::WebhookConfig& cfg = *transfer->config;
     const Delivery& delivery = transfer->delivery;
-    const int64_t now_ms = now_unix_ms();
+    const int64_t now_ms = now_unix_ms();  // Retry-After dates and /status are wall-clock
+    const int64_t schedule_ms = schedule_now_ms();
 
     Classification classification = classify_attempt(result, now_ms, cfg.retry);
-    RetryDecision decision = decide_outcome(delivery, classification, now_ms, cfg.retry, rng);
+    RetryDecision decision = decide_outcome(delivery, classification, schedule_ms, cfg.retry, rng);
     store.complete(delivery, decision.outcome);
     --webhook.in_flight;
 
@@ -755,7 +756,7 @@ struct Dispatcher::Impl {
         spdlog::warn(
             "webhook {}: delivery {} of event {} failed (attempt {}/{}): {}; retrying in {} ms",
             cfg.name, delivery.id, delivery.event_id, attempt, std::max(cfg.retry.max_attempts, 1),
-            reason, std::max<int64_t>(decision.outcome.next_attempt_ms - now_ms, 0));
+            reason, std::max<int64_t>(decision.outcome.next_attempt_ms - schedule_ms, 0));
         if (!webhook.next_due_ms || decision.outcome.next_attempt_ms < *webhook.next_due_ms)
           webhook.next_due_ms = decision.outcome.next_attempt_ms;
       } else {

@@ -100,7 +100,7 @@ int64_t jittered_backoff_ms(const config::RetryConfig& retry, int attempts_made,
 }
 
 RetryDecision decide_outcome(const Delivery& delivery, const Classification& classification,
-                             int64_t now_unix_ms, const config::RetryConfig& retry,
+                             int64_t now_ms, const config::RetryConfig& retry,
                              std::mt19937_64& rng) {
   using Kind = AttemptOutcome::Kind;
   RetryDecision decision{{Kind::Dead, 0, classification.reason}, classification.verdict};
@@ -125,7 +125,7 @@ RetryDecision decide_outcome(const Delivery& delivery, const Classification& cla
         // `Retry-After: 0` would otherwise burn every attempt within a second).
         const int64_t delay = std::max(classification.retry_after_ms.value_or(0),
                                        jittered_backoff_ms(retry, attempts_made, rng));
-        decision.outcome = {Kind::Retry, now_unix_ms + delay, classification.reason};
+        decision.outcome = {Kind::Retry, now_ms + delay, classification.reason};
       }
       break;
   }

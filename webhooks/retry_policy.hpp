@@ -56,6 +56,7 @@ int64_t jittered_backoff_ms(const config::RetryConfig& retry, int attempts_made,
 
 // The outcome to record for a delivery after one more attempt (delivery.attempts counts the
 // attempts made BEFORE this one). Retry becomes Dead once max_attempts attempts have been made.
+// `now_ms` is the schedule clock (schedule_now_ms()): a retry is due at now_ms + the backoff.
 struct RetryDecision {
   AttemptOutcome outcome;
   Verdict verdict;             // the classification that led here
@@ -63,7 +64,7 @@ struct RetryDecision {
   bool pause_webhook = false;  // 410 Gone
 };
 RetryDecision decide_outcome(const Delivery& delivery, const Classification& classification,
-                             int64_t now_unix_ms, const config::RetryConfig& retry,
+                             int64_t now_ms, const config::RetryConfig& retry,
                              std::mt19937_64& rng);
 
 }  // namespace hookgate::webhooks

@@ -132,6 +132,10 @@ constexpr const char* kCountPending = "SELECT COUNT(*) FROM deliveries WHERE sta
 constexpr const char* kNextDue =
     "SELECT MIN(next_attempt_ms) FROM deliveries WHERE state = 0 AND webhook = ?1";
 constexpr const char* kDataVersion = "PRAGMA data_version";
+// Both through an index: the newest row by rowid, and the newest outcome (deliveries_prune).
+constexpr const char* kLatestRecorded =
+    "SELECT MAX(COALESCE((SELECT updated_ms FROM deliveries ORDER BY rowid DESC LIMIT 1), 0), "
+    "COALESCE((SELECT MAX(updated_ms) FROM deliveries WHERE state = 1), 0))";
 // Past every rowid in use: a payload's rowid is its first delivery's, and that delivery may be
 // gone while the payload (and a later delivery) remains.
 constexpr const char* kMaxRowid =
@@ -488,6 +492,9 @@ Status SqliteSpool::init(bool tools) {
   data_version_ = *dv;
   auto max_rowid = writer_->scalar(kMaxRowid);
   if (!max_rowid) return fail(*writer_, "cannot read the last rowid");
+  auto latest = writer_->scalar(kLatestRecorded);
+  if (!latest) return fail(*writer_, "cannot read the latest update time");
+  latest_recorded_ms_ = *latest;
   {
     std::scoped_lock lock(disk_mu_, mu_);
     next_rowid_ = *max_rowid + 1;
@@ -662,13 +669,13 @@ void SqliteSpool::writer_loop() {
     if (!ops.empty()) run_batch(ops);
     // enqueue() refuses once stopping_ is set, so after this swap nothing new can arrive.
     if (stop) break;
-    tick(now_unix_ms());
+    tick(schedule_now_ms());
   }
 }
 
 void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   Conn& c = *writer_;
-  const int64_t now = now_unix_ms();
+  const int64_t now = schedule_now_ms();
   bool any_txn = false;
   for (auto& op : ops) any_txn |= op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune;
 
@@ -1132,7 +1139,7 @@ std::future<Status> SqliteSpool::submit_add(std::vector<Delivery> batch, bool ur
     return p.get_future();
   };
   if (batch.empty()) return answer({});
-  const int64_t now = now_unix_ms();
+  const int64_t now = schedule_now_ms();
   std::unordered_set<std::string_view> ids;
   for (auto& d : batch) {
     if (d.id.empty() || d.webhook.empty())
@@ -1537,7 +1544,7 @@ Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, b
   std::lock_guard rl(read_mu_);
   if (!reader_) return make_error("spool " + path_ + " is closed");
   Conn& c = *reader_;
-  const int64_t now = now_unix_ms();
+  const int64_t now = schedule_now_ms();
   size_t moved = 0;
   auto failed = [&] {
     auto error = make_error("spool " + path_ + ": replay: " + c.error() +

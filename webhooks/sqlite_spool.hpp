@@ -124,6 +124,10 @@ class SqliteSpool final : public DeliveryStore {
   };
   Stats stats();
   const std::string& path() const { return path_; }
+  // The latest time the file recorded when it was opened (the newest delivery's update and the
+  // newest outcome), on the schedule clock that wrote it. The gateway holds its schedule clock
+  // at or above it, so a wall clock set back while it was stopped does not delay what is pending.
+  int64_t latest_recorded_ms() const { return latest_recorded_ms_; }
 
  private:
   struct Op;  // a unit of work for the writer thread
@@ -250,6 +254,7 @@ class SqliteSpool final : public DeliveryStore {
 
   // Writer-thread state.
   int64_t data_version_ = -1;
+  int64_t latest_recorded_ms_ = 0;
   int64_t last_prune_ms_ = 0;
   bool prune_more_ = false;
   bool resync_pending_ = false;

@@ -1,5 +1,9 @@
 #include "gateway/common/clock.hpp"
 
+#include "gateway/common/metrics.hpp"
+
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <ctime>
 
@@ -8,6 +12,47 @@ namespace hookgate {
 int64_t now_unix_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+int64_t ScheduleClock::now(int64_t wall_ms) {
+  std::lock_guard lock(mu_);
+  int64_t t = wall_ms + skew_;
+  if (last_ != INT64_MIN && t < last_ - kStepMs) {
+    const int64_t step = last_ - t;
+    skew_ += step;
+    t = last_;
+    metrics::counter("hookgate_clock_steps_back_total",
+                     "Times the wall clock went back by more than a second; delivery schedules "
+                     "carried on from where they were")
+        .inc();
+    spdlog::warn(
+        "clock: the wall clock went back by {} ms; deliveries stay on schedule (hookgate's "
+        "schedule clock is now {} ms ahead of the wall clock)",
+        step, skew_);
+  } else if (t < last_) {
+    t = last_;
+  }
+  last_ = t;
+  return t;
+}
+
+void ScheduleClock::not_before(int64_t ms) {
+  std::lock_guard lock(mu_);
+  if (ms > last_) last_ = ms;
+}
+
+int64_t ScheduleClock::skew_ms() const {
+  std::lock_guard lock(mu_);
+  return skew_;
+}
+
+ScheduleClock& schedule_clock() {
+  static ScheduleClock clock;
+  return clock;
+}
+
+int64_t schedule_now_ms() {
+  return schedule_clock().now(now_unix_ms());
 }
 
 int64_t now_steady_ns() {

@@ -402,6 +402,45 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
             rx.requests().front().header("x-hookgate-delivery"));
 }
 
+// Deliveries recorded by a clock an hour ahead (then set back while the gateway was stopped)
+// used to wait out that hour after the restart: due times are wall-clock. The schedule clock
+// carries on from the spool's latest time instead.
+TEST(ReliabilityTest, AClockSetBackWhileStoppedDoesNotDelayPendingDeliveries) {
+  TempDir dir;
+  int port = free_tcp_port();  // nothing listens here yet: connection refused
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(
+      "http://127.0.0.1:" + std::to_string(port) + "/",
+      "    retry: { max_attempts: 100, initial_backoff_ms: 50, max_backoff_ms: 300 }\n")))
+      << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  std::set<std::string> sent;
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(pub->publish("app.event", "{\"i\":" + std::to_string(i) + "}"));
+    sent.insert(pub->last_id());
+  }
+  ASSERT_TRUE(gw.wait_for_log("connect", 10s)) << gw.log();
+  pub.reset();
+  gw.signal(SIGTERM);
+  ASSERT_EQ(gw.wait_exit(20s), 0) << gw.log();
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((dir.path() / "hookgate-spool.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE deliveries SET updated_ms = updated_ms + 3600000, "
+                         "next_attempt_ms = next_attempt_ms + 3600000 WHERE state = 0",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  EXPECT_EQ(sqlite3_changes(db), 5);
+  sqlite3_close(db);
+
+  HttpReceiver rx(port);
+  ASSERT_TRUE(gw.restart()) << gw.log();
+  EXPECT_TRUE(wait_until([&] { return received_event_ids(rx) == sent; }, 15s)) << gw.log();
+  EXPECT_NE(gw.log().find("wall clock went back"), std::string::npos) << gw.log();
+}
+
 TEST(ReliabilityTest, LinkLocalUrlRefused) {
   TempDir dir;
   GatewayProcess gw(dir);
