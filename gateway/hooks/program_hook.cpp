@@ -127,7 +127,10 @@ class ProgramHook final : public Hook {
         return crashed_locked();
     }
 
-    for (;;) {
+    for (bool first = true;; first = false) {
+      // Blank lines and stale answers go round again: a hook printing them without end must
+      // still time out.
+      if (!first && remaining_ms(deadline) <= 0) return timed_out_locked("waiting for the answer");
       std::string line;
       switch (read_line(proc_->stdout_fd(), out_buf_, line, deadline, kMaxAnswerBytes,
                         proc_->exit_fd())) {

@@ -278,6 +278,9 @@ ReadStatus read_line(int fd, std::string& buf, std::string& line, int64_t deadli
     ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n > 0) {
       buf.append(chunk, static_cast<size_t>(n));
+      // A child that never stops writing never lets read() say EAGAIN: the deadline still holds.
+      if (buf.find('\n', scanned) == std::string::npos && remaining_ms(deadline_ns) <= 0)
+        return ReadStatus::Timeout;
       continue;
     }
     if (n == 0) return ReadStatus::Eof;

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -341,6 +342,27 @@ TEST(ProgramHookTest, HangKillsTheWholeProcessGroup) {
     return hook->handle(e).ok();
   }));
   EXPECT_EQ(snapshot_field(*hook, "restarts"), "1");
+}
+
+// Found in review: the deadline was only looked at when a read found the pipe empty, so a hook
+// that wrote blank lines or stale answers without end held the caller (the ingest thread) forever.
+TEST(ProgramHookTest, AHookThatNeverStopsWritingStillTimesOut) {
+  for (const char* flood : {"flood_blank", "flood_stale"}) {
+    SCOPED_TRACE(flood);
+    auto hook = load_proto("{}", 1500);
+    ASSERT_TRUE(hook);
+    auto result = std::async(std::launch::async, [&] {
+      Event ev = make_event(std::string(R"({"do":")") + flood + "\"}");
+      return hook->handle(ev);
+    });
+    if (result.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+      ::kill(std::stoi(snapshot_field(*hook, "pid")), SIGKILL);  // let the call return
+      FAIL() << "handle() did not return within 10 s";
+    }
+    auto r = result.get();
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error().kind, HookFailure::Kind::Timeout) << r.error().reason;
+  }
 }
 
 TEST(ProgramHookTest, HangIgnoringTermIsKilled) {
