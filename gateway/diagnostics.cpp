@@ -1,5 +1,7 @@
 #include "gateway/diagnostics.hpp"
 
+#include "gateway/common/text.hpp"
+
 namespace hookgate {
 
 Event make_diagnostic_event(const DiagnosticEvent& d, int64_t now_unix_ms) {
@@ -9,9 +11,12 @@ Event make_diagnostic_event(const DiagnosticEvent& d, int64_t now_unix_ms) {
   doc.AddMember("type", JsonValue(d.type.c_str(), a), a);
   doc.AddMember("source", "hookgate", a);
   JsonValue data(rapidjson::kObjectType);
+  // Reasons quote hooks and receivers: made valid UTF-8, and kept whole past a NUL.
   auto put = [&](const char* key, const std::string& v) {
-    if (!v.empty())
-      data.AddMember(JsonValue(rapidjson::StringRef(key)), JsonValue(v.c_str(), a), a);
+    if (v.empty()) return;
+    const std::string text = to_valid_utf8(v);
+    data.AddMember(JsonValue(rapidjson::StringRef(key)),
+                   JsonValue(text.data(), static_cast<rapidjson::SizeType>(text.size()), a), a);
   };
   put("hook", d.hook);
   put("webhook", d.webhook);

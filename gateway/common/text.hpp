@@ -27,25 +27,47 @@ inline std::string_view trim(std::string_view text) {
   return text.substr(begin, text.find_last_not_of(kSpace) - begin + 1);
 }
 
-// Well-formed UTF-8: no overlong forms, surrogates or code points past U+10FFFF.
-inline bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    uint32_t cp = n == 1 ? c : c & (0x7f >> n);
-    for (size_t k = 1; k < n; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc >> 6) != 0x2) return false;
-      cp = (cp << 6) | (cc & 0x3f);
-    }
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-      return false;
-    i += n;
+// The length of the well-formed UTF-8 character at s[i] (no overlong forms, surrogates or code
+// points past U+10FFFF), or 0 when the bytes there are not one.
+inline size_t utf8_char_length(std::string_view s, size_t i) {
+  unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  uint32_t cp = n == 1 ? c : c & (0x7f >> n);
+  for (size_t k = 1; k < n; ++k) {
+    unsigned char cc = static_cast<unsigned char>(s[i + k]);
+    if ((cc >> 6) != 0x2) return 0;
+    cp = (cp << 6) | (cc & 0x3f);
   }
+  if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+      (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+    return 0;
+  return n;
+}
+
+// Well-formed UTF-8.
+inline bool valid_utf8(std::string_view s) {
+  for (size_t i = 0, n = 0; i < s.size(); i += n)
+    if ((n = utf8_char_length(s, i)) == 0) return false;
   return true;
+}
+
+// `s` with every byte that does not belong to a well-formed UTF-8 character replaced by U+FFFD:
+// text from outside (a hook's output) that goes into JSON, a log or a webhook body.
+inline std::string to_valid_utf8(std::string_view s) {
+  if (valid_utf8(s)) return std::string(s);
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (size_t i = 0; i < s.size();) {
+    if (size_t n = utf8_char_length(s, i); n > 0) {
+      out.append(s.substr(i, n));
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
 }
 
 // Whether `s` is UTF-8 text without control characters (what may name things in metrics labels,

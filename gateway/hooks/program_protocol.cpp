@@ -5,11 +5,11 @@
 namespace hookgate::hooks {
 
 std::string excerpt(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
+  if (text.size() <= max) return to_valid_utf8(text);
   size_t cut = max;
   // Back off continuation bytes (10xxxxxx) so a multi-byte character is not split.
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "...";
+  return to_valid_utf8(text.substr(0, cut)) + "...";
 }
 
 namespace {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "config/yaml_reader.hpp"
+#include "gateway/common/log.hpp"
 
 namespace hookgate::config {
 namespace {
@@ -175,6 +176,23 @@ TEST(ConfigLoaderTest, CurveServerOrClientMode) {
   EXPECT_NE(first_error(server).find("needs secret_key_file and allowed_clients"),
             std::string::npos)
       << first_error(server);
+}
+
+// Found in review: PRODUCT.md's own `Authorization: "Splunk ${HEC_TOKEN}"` registered only the
+// whole header value, so the variable holding the bare token was handed to every hook and a
+// hook's `env >&2` put it in the log unredacted.
+TEST(ConfigLoaderTest, AVariableThatIsPartOfASecretHeaderIsASecretToo) {
+  setenv("HG_TEST_HEC_TOKEN", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", 1);
+  setenv("HG_TEST_HEC_REGION", "eu", 1);  // too short to count as a secret
+  auto cfg = load(
+      "webhooks:\n  - name: siem\n    url: https://splunk-${HG_TEST_HEC_REGION}.example/\n"
+      "    headers: { Authorization: \"Splunk ${HG_TEST_HEC_TOKEN}\" }\n");
+  unsetenv("HG_TEST_HEC_TOKEN");
+  unsetenv("HG_TEST_HEC_REGION");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_TRUE(holds_secret("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"));
+  EXPECT_EQ(redact_secrets("token=0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"), "token=[REDACTED]");
+  EXPECT_FALSE(holds_secret("eu"));
 }
 
 TEST(ConfigLoaderTest, UnsetVariableIsAnErrorAndSecretsStayOut) {

@@ -22,6 +22,8 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/text.hpp"
+#include "gateway/diagnostics.hpp"
 
 namespace hookgate::hooks {
 namespace {
@@ -642,6 +644,28 @@ TEST(OneShotHookTest, ListedExitCodeVetoesWithTrimmedStderr) {
   EXPECT_EQ(r->action, Action::Veto);
   EXPECT_LE(r->reason.size(), 1024u + 3u);
   EXPECT_GE(r->reason.size(), 1024u);
+}
+
+// Found in review: a reason quoting a hook's output kept its bytes as they were, so a Latin-1
+// veto reason made the hookgate.event.vetoed body (and every JSON log line) invalid UTF-8.
+TEST(OneShotHookTest, ReasonsQuotingHookOutputAreValidUtf8) {
+  auto hook = oneshot(R"(cat >/dev/null; printf 'gesperrt: M\374ller' >&2; exit 1)", {1});
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Veto);
+  EXPECT_EQ(r->reason, "gesperrt: M\xEF\xBF\xBDller");
+
+  hook = oneshot(R"(cat >/dev/null; printf 'kaputt: \377\376' >&2; exit 2)", {1});
+  r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(valid_utf8(r.error().reason)) << r.error().reason;
+  EXPECT_NE(r.error().reason.find("kaputt: \xEF\xBF\xBD\xEF\xBF\xBD"), std::string::npos);
+
+  DiagnosticEvent d{.type = "hookgate.event.vetoed", .reason = std::string("a\0b\xfc", 4)};
+  const std::string body = make_diagnostic_event(d, now_unix_ms()).to_json();
+  EXPECT_TRUE(valid_utf8(body)) << body;
+  EXPECT_NE(body.find("\"reason\":\"a\\u0000b\xEF\xBF\xBD\""), std::string::npos) << body;
 }
 
 TEST(OneShotHookTest, StderrLinesAreLoggedAndCountedLikeAProgramHooks) {
