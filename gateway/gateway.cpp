@@ -161,14 +161,22 @@ struct Gateway::Impl {
   // made during a load coalesce into one more load with the latest settings.
   std::mutex loader_mu;
   std::condition_variable loader_cv;
-  std::optional<config::HooksConfig> loader_request;  // guarded by loader_mu
-  bool loader_stopping = false;                       // guarded by loader_mu
+  struct LoadRequest {
+    config::HooksConfig hooks;
+    // Set by a config reload: swapped in together with the new chain, so no event meets the new
+    // webhooks with the old hooks (a new SIEM webhook before its redaction hook).
+    std::optional<std::vector<config::WebhookConfig>> webhooks;
+  };
+  std::optional<LoadRequest> loader_request;  // guarded by loader_mu
+  bool loader_stopping = false;               // guarded by loader_mu
   std::thread loader;
 
-  void request_chain_load(const config::HooksConfig& hooks) {
+  void request_chain_load(const config::HooksConfig& hooks,
+                          std::optional<std::vector<config::WebhookConfig>> webhooks = {}) {
     {
       std::lock_guard lock(loader_mu);
-      loader_request = hooks;
+      if (!webhooks && loader_request) webhooks = std::move(loader_request->webhooks);
+      loader_request = LoadRequest{hooks, std::move(webhooks)};
     }
     loader_cv.notify_one();
   }
@@ -179,11 +187,11 @@ struct Gateway::Impl {
     for (;;) {
       loader_cv.wait(lock, [this] { return loader_stopping || loader_request.has_value(); });
       if (loader_stopping) return;
-      const config::HooksConfig hooks = std::move(*loader_request);
+      LoadRequest request = std::move(*loader_request);
       loader_request.reset();
       lock.unlock();
       spdlog::info("hooks: reloading (events flow through the running chain meanwhile)");
-      load_chain(hooks, true);
+      load_chain(request.hooks, true, request.webhooks ? &*request.webhooks : nullptr);
       lock.lock();
     }
   }
@@ -198,15 +206,25 @@ struct Gateway::Impl {
     if (loader.joinable()) loader.join();
   }
 
-  void load_chain(const config::HooksConfig& hooks_config, bool announce) {
+  // With `webhooks`, the router for them is swapped in with the chain, under one lock.
+  void load_chain(const config::HooksConfig& hooks_config, bool announce,
+                  const std::vector<config::WebhookConfig>* webhooks = nullptr) {
     config::Diagnostics errors;
     auto next = hooks::HookChain::load(hooks_config, errors);
     for (const auto& e : errors) spdlog::warn("hooks: {}", e.str());
+    auto next_router = webhooks ? std::make_shared<const Router>(*webhooks) : nullptr;
     std::shared_ptr<const hooks::HookChain> old;
     {
       std::lock_guard lock(mu);
       old = std::move(chain);
       chain = next;
+      if (next_router) router = next_router;
+    }
+    if (webhooks) {
+      dispatcher->set_webhooks(*webhooks);
+      spdlog::info("reload: configuration reloaded from {} ({} webhooks)", cfg.file,
+                   webhooks->size());
+      report_unconfigured_backlogs(*webhooks);
     }
     // A hook that failed to load is left out; say so where operators look (diagnostics too).
     for (const auto& e : next->entries()) {
@@ -223,7 +241,12 @@ struct Gateway::Impl {
                  std::to_string(next->failed_count()) + " failed to load";
       emit_async(std::move(d));
     }
-    // `old` is released here; events still holding it (observers) keep it alive until done.
+    // Stopping the old chain's co-processes takes up to ~300 ms per hook: done here, not on the
+    // ingest thread, which may still hold the old chain for the batch it is in. Observers
+    // holding it past the wait release it wherever they finish.
+    for (int waited_ms = 0; old && old.use_count() > 1 && waited_ms < 2000; waited_ms += 10)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    old.reset();
   }
 
   // (Re)starts the inotify watcher on cfg.hooks' directories, or stops it without hot_reload.
@@ -233,16 +256,6 @@ struct Gateway::Impl {
     if (cfg.hooks.hot_reload && cfg.hooks.enabled)
       watcher =
           std::make_unique<HooksWatcher>(cfg.hooks.directories, [this] { reload_hooks = true; });
-  }
-
-  void apply_webhooks(const std::vector<config::WebhookConfig>& webhooks) {
-    auto next = std::make_shared<const Router>(webhooks);
-    {
-      std::lock_guard lock(mu);
-      router = next;
-    }
-    dispatcher->set_webhooks(webhooks);
-    report_unconfigured_backlogs(webhooks);
   }
 
   // Deliveries stay with the webhook name they were made for; after a rename or a removal they
@@ -324,10 +337,9 @@ struct Gateway::Impl {
     cfg.hooks = n.hooks;
     cfg.log = n.log;
     start_watcher();  // the directories, or hot_reload, may have changed
-    apply_webhooks(cfg.webhooks);
-    request_chain_load(cfg.hooks);
-    spdlog::info("reload: configuration reloaded from {} ({} webhooks; hooks reloading)", cfg.file,
-                 cfg.webhooks.size());
+    request_chain_load(cfg.hooks, cfg.webhooks);
+    spdlog::info("reload: {} read; its webhooks take over with its hooks once those have loaded",
+                 cfg.file);
   }
 
   // Decodes, runs the chain and routes one message; deliveries (and diagnostics raised on this

@@ -19,6 +19,9 @@ namespace {
 // appends to its own log would reload the chain in a loop.
 bool ignorable(std::string_view name) {
   if (name.empty()) return false;  // the directory itself
+  // A Kubernetes ConfigMap volume updates by renaming a new `..data` symlink into place; the
+  // visible files are symlinks through it and never change themselves.
+  if (name == "..data") return false;
   if (name.front() == '.' || name.back() == '~') return true;
   for (std::string_view suffix : {".swp", ".swx", ".swo", ".tmp", ".log", ".pid", ".lock"})
     if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)

@@ -532,6 +532,43 @@ TEST(OperationsTest, ASlowHookLoadDoesNotStopIntake) {
   EXPECT_TRUE(rx.wait_for(3, 10s)) << gw.log();
 }
 
+// Found in review: a SIGHUP swapped in the new webhooks at once but the new hooks only once they
+// had loaded (seconds, with program hooks), so a webhook added together with its redaction hook
+// received unredacted events meanwhile. Both now change together.
+TEST(OperationsTest, AReloadSwapsWebhooksAndHooksInTogether) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks-a/.keep", "");
+  dir.write("hooks-b/_10_redact.yaml", "kind: transform\nactions:\n  - remove: [data.password]\n");
+  // Slow to load: its handshake comes after 1.5 s.
+  dir.write("hooks-b/_20_slow.sh",
+            "#!/bin/sh\nsleep 1.5\necho '{\"hookgate\":1,\"kind\":\"veto\"}'\n"
+            "while read -r line; do id=${line#*\\\"id\\\":}; id=${id%%,*}; "
+            "printf '{\"id\":%s,\"action\":\"continue\"}\\n' \"$id\"; done\n",
+            /*executable=*/true);
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(
+      config_with("hooks: { directories: [./hooks-a], hot_reload: false }\nwebhooks: []\n")))
+      << gw.log();
+  auto pub = bus::Publisher::connect({.endpoints = {gw.bus_endpoint()}});
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(10s));
+
+  dir.write("hookgate.yaml",
+            config_with("hooks: { directories: [./hooks-b], hot_reload: false }\n" +
+                        webhook_rx(rx.url(), "app.*")));
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("hooks: reloading", 10s)) << gw.log();
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(pub.value()->publish("app.login", R"({"user":"ann","password":"hunter2"})"));
+    std::this_thread::sleep_for(25ms);
+  }
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();  // the new webhook is in place by now
+  for (const auto& r : rx.requests())
+    EXPECT_EQ(r.body.find("hunter2"), std::string::npos) << "unredacted: " << r.body;
+}
+
 // Found in review: SIGHUP took in new hooks.directories but kept watching the old ones, so a
 // directory added by a reload never hot-reloaded (and hot_reload: false kept reloading). The
 // watcher now follows the reloaded config.
