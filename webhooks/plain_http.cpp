@@ -175,7 +175,7 @@ class ResponseParser {
     std::optional<uint64_t> content_length;
     bool chunked = false;
     bool has_transfer_encoding = false;
-    std::string_view connection;
+    bool connection_close = false, connection_keep_alive = false;  // over every Connection header
     std::string retry_after;
     std::string_view rest = eol == std::string_view::npos ? "" : head.substr(eol + 1);
     while (!rest.empty()) {
@@ -184,6 +184,10 @@ class ResponseParser {
       rest = next == std::string_view::npos ? "" : rest.substr(next + 1);
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (line.empty()) continue;
+      // obs-fold (RFC 9112 5.2): a continuation of the header above. Only the headers read here
+      // matter to us, and none of them is folded in practice, so the continuation is dropped
+      // rather than the answer refused (which would deliver the request again).
+      if (line.front() == ' ' || line.front() == '\t') continue;
       size_t colon = line.find(':');
       if (colon == std::string_view::npos || colon == 0) {
         fail("bad header line");
@@ -212,7 +216,8 @@ class ResponseParser {
         chunked = iequals(trim(comma == std::string_view::npos ? value : value.substr(comma + 1)),
                           "chunked");
       } else if (iequals(name, "connection")) {
-        connection = value;
+        connection_close = connection_close || lists_token(value, "close");
+        connection_keep_alive = connection_keep_alive || lists_token(value, "keep-alive");
       } else if (iequals(name, "retry-after")) {
         retry_after = std::string(value);
       }
@@ -226,8 +231,7 @@ class ResponseParser {
     }
     status_ = status;
     retry_after_ = std::move(retry_after);
-    keep_alive_ =
-        http10 ? lists_token(connection, "keep-alive") : !lists_token(connection, "close");
+    keep_alive_ = !connection_close && (!http10 || connection_keep_alive);
     if (status == 204 || status == 304) {
       state_ = State::Done;
     } else if (has_transfer_encoding) {

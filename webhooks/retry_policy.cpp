@@ -10,10 +10,12 @@
 namespace hookgate::webhooks {
 namespace {
 
-// curl results that no retry can fix: the request itself is unusable.
+// curl results that no retry can fix: the request itself is unusable. Not
+// CURLE_UNSUPPORTED_PROTOCOL: the config admits only http:// and https:// URLs, so at run time it
+// means a reply that is not HTTP (libcurl's "HTTP/0.9"), which the built-in client reports as a
+// weird reply and retries: a port answering garbage for a moment (a rotating load balancer).
 bool is_permanent_transport_error(int curl_code) {
   switch (curl_code) {
-    case CURLE_UNSUPPORTED_PROTOCOL:
     case CURLE_URL_MALFORMAT:
     case CURLE_NOT_BUILT_IN:
     case CURLE_BAD_FUNCTION_ARGUMENT:

@@ -23,6 +23,9 @@ constexpr DefaultRefusal kDefaultRefusals[] = {
     {"0.0.0.0/8", "\"this network\" (connects to the local host)"},
     {"::/128", "the unspecified address (connects to the local host)"},
     {"fd00:ec2::254/128", "cloud metadata (AWS IPv6)"},
+    {"fd00:ec2::23/128", "cloud credentials (AWS EKS Pod Identity agent, IPv6)"},
+    {"fd20:ce::254/128", "cloud metadata (Google Cloud IPv6)"},
+    {"fd00:c1::a9fe:a9fe/128", "cloud metadata (Oracle Cloud IPv6)"},
     {"100.100.100.200/32", "cloud metadata (Alibaba Cloud)"},
 };
 

@@ -269,6 +269,32 @@ TEST_F(PlainHttpTest, ConnectionCloseAndCloseDelimitedBodiesOpenANewConnection) 
   EXPECT_EQ(server.connections(), 2);
 }
 
+// Found in review: a folded header line (obs-fold) failed the answer as "bad header line", so a
+// request the receiver had taken was retried, and delivered again; and of two Connection headers
+// only the last counted, so a `close` in the first was missed.
+TEST_F(PlainHttpTest, FoldedHeadersAndEveryConnectionHeaderAreHonoured) {
+  ScriptedServer server([](ScriptedServer& s, int fd, int index) {
+    if (s.read(fd).empty()) return;
+    if (index == 0) {
+      send_all(fd,
+               "HTTP/1.1 200 OK\r\nX-Note: first part\r\n  second part\r\nConnection: close\r\n"
+               "Connection: x-trace\r\nContent-Length: 0\r\n\r\n");
+      // Answer nothing more on this connection: a client that kept it would hang on it.
+      char sink[256];
+      while (::read(fd, sink, sizeof sink) > 0) {
+      }
+      return;
+    }
+    send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+  });
+  AttemptResult first = one(request(server.url(), 1));
+  EXPECT_EQ(first.http_status, 200) << first.transport_error;
+  EXPECT_EQ(first.curl_code, CURLE_OK);
+  AttemptResult second = one(request(server.url(), 2, std::chrono::seconds(3)));
+  EXPECT_EQ(second.http_status, 200) << second.transport_error;
+  EXPECT_EQ(server.connections(), 2);
+}
+
 // The keep-alive race: the server closes an idle connection just as a request is sent on it.
 // The request goes out again on a new connection, and the attempt succeeds.
 TEST_F(PlainHttpTest, AReusedConnectionClosedByTheServerIsResentOnANewOne) {

@@ -54,7 +54,8 @@ const ClassifyCase kClassifyCases[] = {
     {"timeout after headers", CURLE_OPERATION_TIMEDOUT, 200, "", Verdict::Retry, std::nullopt},
     {"empty reply", CURLE_GOT_NOTHING, 0, "", Verdict::Retry, std::nullopt},
     {"tls", CURLE_SSL_CONNECT_ERROR, 0, "", Verdict::Retry, std::nullopt},
-    {"unsupported scheme", CURLE_UNSUPPORTED_PROTOCOL, 0, "", Verdict::Final, std::nullopt},
+    // Only http(s) URLs pass the config, so this is libcurl refusing a non-HTTP (0.9) reply.
+    {"a reply that is not HTTP", CURLE_UNSUPPORTED_PROTOCOL, 0, "", Verdict::Retry, std::nullopt},
     {"malformed url", CURLE_URL_MALFORMAT, 0, "", Verdict::Final, std::nullopt},
 };
 

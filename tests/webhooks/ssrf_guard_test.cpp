@@ -75,6 +75,10 @@ TEST(SsrfGuardTest, DefaultPolicyRefusesLinkLocalMetadataAndThisNetwork) {
       {"0.1.2.3", false},
       {"::", false},
       {"fd00:ec2::254", false},
+      {"fd00:ec2::23", false},        // AWS EKS Pod Identity agent
+      {"fd20:ce::254", false},        // Google Cloud metadata
+      {"fd00:c1::a9fe:a9fe", false},  // Oracle Cloud metadata
+      {"fd20:ce::253", true},
       {"100.100.100.200", false},
       {"127.0.0.1", true},
       {"::1", true},
