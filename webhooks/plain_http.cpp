@@ -38,7 +38,10 @@ constexpr int64_t kFreshLookNs = 1000LL * 1000;
 // gets a look of its own (MSG_PEEK) right before the send. Only quiet webhooks pay for it.
 constexpr int64_t kLongIdleNs = 1000LL * 1000 * 1000;
 constexpr uint64_t kResolverEvent = 0;  // epoll data of the resolver's eventfd
-constexpr int kResolverThreads = 4;
+// Lookups are one per name at a time, so this many names must be slow to resolve at once before a
+// healthy webhook's lookup waits in the queue behind them (4 let four broken DNS names, each
+// retried, hold up every other http:// webhook's reconnects).
+constexpr int kResolverThreads = 16;
 // A successful lookup is reused this long: reconnects to a flapping endpoint do not each cost a
 // DNS query. The SSRF policy still judges every address at connect time.
 constexpr int64_t kResolvedTtlNs = 5LL * 1000 * 1000 * 1000;
