@@ -106,6 +106,14 @@ class ProgramHook final : public Hook {
                          " ms (one request in flight per program hook)");
     }
     const int64_t deadline = deadline_from_now();
+    if (proc_ && proc_->exited()) {
+      // Died between requests (the OOM killer, an operator's kill): no request was lost with it,
+      // so this event gets a new process instead of the failure (and, under on_error: closed,
+      // a veto).
+      const int status = stop_locked(kPoliteExitMs);
+      spdlog::warn("hook {}: process {} while idle; starting a new one", spec().name,
+                   describe_wait_status(status));
+    }
     if (!proc_) {
       if (now_steady_ns() < retry_at_ns_) {
         return failure(HookFailure::Kind::Error, "restarting after crash (backoff)");
