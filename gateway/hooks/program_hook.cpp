@@ -125,7 +125,8 @@ class ProgramHook final : public Hook {
 
     const uint64_t id = ++next_id_;
     std::string request = "{\"id\":" + std::to_string(id) + ",\"event\":" + event_json + "}\n";
-    switch (write_all(proc_->stdin_fd(), request, deadline)) {
+    switch (write_all(proc_->stdin_fd(), request, deadline, proc_->stdout_fd(), &out_buf_,
+                      kMaxAnswerBytes)) {
       case WriteStatus::Done:
         break;
       case WriteStatus::Timeout:
@@ -295,7 +296,7 @@ class ProgramHook final : public Hook {
   bool busy_ = false;  // a Turn is held; it guards everything below
   std::unique_ptr<Subprocess> proc_;
   std::unique_ptr<StderrForwarder> stderr_;
-  std::string out_buf_;  // stdout bytes after the last line read
+  LineBuffer out_buf_;  // stdout bytes after the last line read
   uint64_t next_id_ = 0;
   int64_t backoff_ms_ = 0;
   int64_t retry_at_ns_ = 0;

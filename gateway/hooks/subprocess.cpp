@@ -242,7 +242,31 @@ void ignore_sigpipe_once() {
   });
 }
 
-WriteStatus write_all(int fd, std::string_view data, int64_t deadline_ns) {
+void LineBuffer::append(const char* data, size_t size) {
+  if (start_ > 0) {  // what is left is at most a partial line: cheap to move
+    data_.erase(0, start_);
+    scanned_ -= start_;
+    start_ = 0;
+  }
+  data_.append(data, size);
+}
+
+bool LineBuffer::take_line(std::string& line) {
+  const size_t nl = data_.find('\n', std::max(scanned_, start_));
+  if (nl == std::string::npos) {
+    scanned_ = data_.size();
+    return false;
+  }
+  const size_t end = nl > start_ && data_[nl - 1] == '\r' ? nl - 1 : nl;
+  line.assign(data_, start_, end - start_);
+  start_ = scanned_ = nl + 1;
+  if (start_ == data_.size()) clear();
+  return true;
+}
+
+WriteStatus write_all(int fd, std::string_view data, int64_t deadline_ns, int drain_fd,
+                      LineBuffer* drain, size_t drain_max) {
+  bool draining = drain_fd >= 0 && drain != nullptr;
   while (!data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n > 0) {
@@ -254,33 +278,31 @@ WriteStatus write_all(int fd, std::string_view data, int64_t deadline_ns) {
     if (n < 0 && errno != EAGAIN) return WriteStatus::Error;
     int left = remaining_ms(deadline_ns);
     if (left <= 0) return WriteStatus::Timeout;
-    pollfd p{fd, POLLOUT, 0};
-    ::poll(&p, 1, left);
+    draining = draining && drain->size() <= drain_max;  // beyond: read_line reports TooLong
+    pollfd p[2] = {{fd, POLLOUT, 0}, {drain_fd, POLLIN, 0}};
+    ::poll(p, draining ? 2 : 1, left);
+    if (draining && p[1].revents != 0) {
+      char chunk[65536];
+      const ssize_t got = ::read(drain_fd, chunk, sizeof chunk);
+      if (got > 0) drain->append(chunk, static_cast<size_t>(got));
+      if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) draining = false;
+    }
   }
   return WriteStatus::Done;
 }
 
-ReadStatus read_line(int fd, std::string& buf, std::string& line, int64_t deadline_ns,
+ReadStatus read_line(int fd, LineBuffer& buf, std::string& line, int64_t deadline_ns,
                      size_t max_line, int exit_fd) {
-  size_t scanned = 0;
   bool exited = false;  // seen by the last poll; what it wrote before is in the pipe by now
   for (;;) {
-    size_t nl = buf.find('\n', scanned);
-    if (nl != std::string::npos) {
-      size_t end = nl > 0 && buf[nl - 1] == '\r' ? nl - 1 : nl;
-      line.assign(buf, 0, end);
-      buf.erase(0, nl + 1);
-      return ReadStatus::Line;
-    }
-    scanned = buf.size();
+    if (buf.take_line(line)) return ReadStatus::Line;
     if (buf.size() > max_line) return ReadStatus::TooLong;
+    // A child that never stops writing never lets read() say EAGAIN: the deadline still holds.
+    if (remaining_ms(deadline_ns) <= 0) return ReadStatus::Timeout;
     char chunk[65536];
     ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n > 0) {
       buf.append(chunk, static_cast<size_t>(n));
-      // A child that never stops writing never lets read() say EAGAIN: the deadline still holds.
-      if (buf.find('\n', scanned) == std::string::npos && remaining_ms(deadline_ns) <= 0)
-        return ReadStatus::Timeout;
       continue;
     }
     if (n == 0) return ReadStatus::Eof;

@@ -77,16 +77,39 @@ std::string describe_wait_status(int status);
 // Sets SIGPIPE to SIG_IGN once per process unless someone installed a handler already.
 void ignore_sigpipe_once();
 
-// Writes `data` to a non-blocking fd until done or the steady-clock deadline passes.
+// Writes `data` to a non-blocking fd until done or the steady-clock deadline passes. With
+// drain_fd, whatever the child writes there meanwhile is appended to *drain (up to drain_max
+// bytes): a child that writes before it has read all of a large request would otherwise block
+// on a full pipe while we block on its full stdin.
+// Bytes read from a child and not yet handed out as lines. Lines are taken from the front by an
+// offset, so many short lines in one read cost one pass, not one copy of the rest each.
+class LineBuffer {
+ public:
+  void append(const char* data, size_t size);
+  void clear() {
+    data_.clear();
+    start_ = scanned_ = 0;
+  }
+  size_t size() const { return data_.size() - start_; }
+  // The next complete line (without "\n" or "\r\n") searching from unscanned bytes on.
+  bool take_line(std::string& line);
+
+ private:
+  std::string data_;
+  size_t start_ = 0;    // bytes before it were handed out
+  size_t scanned_ = 0;  // bytes before it hold no '\n' past start_
+};
+
 enum class WriteStatus { Done, Timeout, Closed /* EPIPE */, Error };
-WriteStatus write_all(int fd, std::string_view data, int64_t deadline_ns);
+WriteStatus write_all(int fd, std::string_view data, int64_t deadline_ns, int drain_fd = -1,
+                      LineBuffer* drain = nullptr, size_t drain_max = 0);
 
 // Reads one '\n'-terminated line from a non-blocking fd, buffering the rest in `buf` for the next
 // call. Lines longer than max_line are an error (the stream is out of sync).
 enum class ReadStatus { Line, Eof, Timeout, TooLong, Error };
 // With exit_fd (Subprocess::exit_fd()), the process's exit ends the wait like EOF once nothing
 // is left to read: a child it forked may hold the pipe open, and no EOF would come.
-ReadStatus read_line(int fd, std::string& buf, std::string& line, int64_t deadline_ns,
+ReadStatus read_line(int fd, LineBuffer& buf, std::string& line, int64_t deadline_ns,
                      size_t max_line, int exit_fd = -1);
 
 // Milliseconds left until a steady-clock deadline (0 when passed, capped at INT32_MAX).

@@ -371,6 +371,18 @@ TEST(ProgramHookTest, AHookThatNeverStopsWritingStillTimesOut) {
   }
 }
 
+// A hook that writes more than a pipe holds before it reads a request larger than a pipe holds:
+// each side blocked writing to the other, and the request timed out. The request is now written
+// while the hook's output is read.
+TEST(ProgramHookTest, OutputBeforeALargeRequestIsReadWhileTheRequestIsWritten) {
+  auto hook = load_proto(R"({"preamble_bytes":200000})", 3000);
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"do":"continue","pad":")" + std::string(200000, 'x') + "\"}");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Continue);
+}
+
 TEST(ProgramHookTest, HangIgnoringTermIsKilled) {
   TempDir tmp;
   std::string pidfile = tmp.path() + "/pids";
