@@ -54,10 +54,12 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
   // printable copy, never the raw text (up to 2 MiB, control characters included).
   constexpr size_t kNamedMax = 200;
   auto parsed = Event::parse(json);
+  // Not a word of the payload itself: the event never reached the hooks that redact it, and
+  // the reason goes to the log and, as hookgate.event.rejected, to webhooks.
   if (!parsed)
-    return Rejection{
-        "payload is not a JSON object (" + parsed.error().message + "): " + printable_prefix(json),
-        printable_prefix(topic, kNamedMax)};
+    return Rejection{"payload of " + std::to_string(json.size()) + " bytes is not a JSON object (" +
+                         parsed.error().message + ")",
+                     printable_prefix(topic, kNamedMax)};
   Event ev = std::move(parsed).value();
   auto type_it = ev.doc().FindMember("type");
   if (!topic.empty()) {

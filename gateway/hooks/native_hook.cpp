@@ -462,7 +462,7 @@ class NativeHook final : public Hook {
         auto replacement = replacement_event(c.event_json);
         if (!replacement) {
           return failure(HookFailure::Kind::Error,
-                         "garbage answer: " + replacement.error() + ": " + excerpt(c.event_json));
+                         garbage_reason(spec().name, replacement.error(), c.event_json));
         }
         v.action = Action::Replace;
         v.replacement = std::move(replacement).value();

@@ -371,7 +371,7 @@ class OneShotHook final : public Hook {
     auto replacement = replacement_event(text);
     if (!replacement) {
       return failure(HookFailure::Kind::Error,
-                     "garbage output (" + replacement.error() + "): " + excerpt(text));
+                     garbage_reason(spec().name, replacement.error(), text, "output"));
     }
     HookVerdict v;
     v.action = Action::Replace;

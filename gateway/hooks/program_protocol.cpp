@@ -12,6 +12,13 @@ std::string excerpt(std::string_view text, size_t max) {
   return to_valid_utf8(text.substr(0, cut)) + "...";
 }
 
+std::string garbage_reason(std::string_view hook_name, std::string_view what,
+                           std::string_view output, std::string_view kind) {
+  spdlog::debug("hook {}: the garbage {} was: {}", hook_name, kind, excerpt(output));
+  return "garbage " + std::string(kind) + ": " + std::string(what) + " (" +
+         std::to_string(output.size()) + " bytes; the debug log quotes them)";
+}
+
 namespace {
 
 std::optional<std::string> replacement_problem(const JsonValue& value) {
@@ -80,28 +87,26 @@ Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_
 
 std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
                                            const std::string& hook_name) {
-  auto garbage = [&] {
-    return HookResult(HookFailure{HookFailure::Kind::Error, "garbage answer: " + excerpt(line)});
+  auto garbage = [&](std::string_view what) {
+    return HookResult(HookFailure{HookFailure::Kind::Error, garbage_reason(hook_name, what, line)});
   };
   // The event rules for the whole line (strict UTF-8, iterative parse, no infinities or lone
   // surrogates, bounded depth with one level for the answer around "event"): a replacement that
   // passes can always be written back as the webhook body.
   auto parsed = Event::parse(line, 1);
-  if (!parsed) {
-    return HookResult(
-        HookFailure{HookFailure::Kind::Error,
-                    "garbage answer: " + excerpt(line) + " (" + parsed.error().message + ")"});
-  }
+  if (!parsed) return garbage(parsed.error().message);
   const JsonDocument& doc = parsed->doc();
   auto id_it = doc.FindMember("id");
-  if (id_it == doc.MemberEnd() || !id_it->value.IsUint64()) return garbage();
+  if (id_it == doc.MemberEnd() || !id_it->value.IsUint64())
+    return garbage("no unsigned integer \"id\"");
   if (id_it->value.GetUint64() != id) {
     spdlog::warn("hook {}: discarding answer for id {} (waiting for {})", hook_name,
                  id_it->value.GetUint64(), id);
     return std::nullopt;
   }
   auto action = doc.FindMember("action");
-  if (action == doc.MemberEnd() || !action->value.IsString()) return garbage();
+  if (action == doc.MemberEnd() || !action->value.IsString())
+    return garbage("no string \"action\"");
   std::string_view a(action->value.GetString(), action->value.GetStringLength());
   HookVerdict v;
   if (a == "continue") {
@@ -119,20 +124,13 @@ std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
     }
   } else if (a == "replace") {
     auto ev = doc.FindMember("event");
-    if (ev == doc.MemberEnd()) {
-      return HookResult(HookFailure{HookFailure::Kind::Error,
-                                    "garbage answer: replace without an event: " + excerpt(line)});
-    }
+    if (ev == doc.MemberEnd()) return garbage("replace without an event");
     auto replacement = replacement_event(ev->value);
-    if (!replacement) {
-      return HookResult(
-          HookFailure{HookFailure::Kind::Error,
-                      "garbage answer: " + replacement.error() + ": " + excerpt(line)});
-    }
+    if (!replacement) return garbage(replacement.error());
     v.action = Action::Replace;
     v.replacement = std::move(replacement).value();
   } else {
-    return garbage();
+    return garbage("unknown action (want continue, skip, veto or replace)");
   }
   return HookResult(std::move(v));
 }

@@ -17,6 +17,12 @@ namespace hookgate::hooks {
 // that quote what a hook sent.
 std::string excerpt(std::string_view text, size_t max = 200);
 
+// "garbage answer: <what> (N bytes ...)" for output a hook got wrong. The output itself is quoted
+// only in a debug log record: it may hold the unredacted event the hook was given, and reasons
+// reach warn logs and webhooks (hookgate.hook.failed).
+std::string garbage_reason(std::string_view hook_name, std::string_view what,
+                           std::string_view output, std::string_view kind = "answer");
+
 // A replacement must be a JSON object with a non-empty string "type". Returns the event, or
 // the problem in a few words.
 Result<Event, std::string> replacement_event(const JsonValue& value);

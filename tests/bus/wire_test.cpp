@@ -45,6 +45,25 @@ TEST(WireTest, RejectsMalformed) {
             std::string::npos);
 }
 
+// Found in review: a payload that failed to parse was quoted (64 bytes) in the rejection reason,
+// which goes to the log and, as hookgate.event.rejected, to webhooks: a password the redaction
+// hooks never got to see went out with it.
+TEST(WireTest, ARejectionDoesNotQuoteThePayload) {
+  const std::string payload =
+      R"({"type":"auth.failure","data":{"password":"hunter2","password":"x"}})";
+  for (const auto& body : {payload, std::string(R"({"type":"a","data":{"password":"hunter2",)"),
+                           std::string(R"({"type":"a","password":"hunter2","n":NaN})")}) {
+    auto frames = frames_of({"auth.failure", body});
+    auto rejected = decode_message(frames, 1 << 20, 0);
+    ASSERT_FALSE(rejected) << body;
+    EXPECT_EQ(rejected.error().reason.find("hunter2"), std::string::npos)
+        << rejected.error().reason;
+    EXPECT_NE(rejected.error().reason.find(std::to_string(body.size()) + " bytes"),
+              std::string::npos)
+        << rejected.error().reason;
+  }
+}
+
 // Found in review: hookgate.* types are the gateway's own diagnostics; accepted from the bus, a
 // publisher could forge a hookgate.delivery.dead alert, and its own events would never raise
 // delivery diagnostics. The prefix is reserved.

@@ -219,9 +219,11 @@ TEST(ProgramHookTest, GarbageAnswersAreFailuresAndTheProcessStays) {
     EXPECT_EQ(r.error().reason.rfind("garbage answer: ", 0), 0u) << r.error().reason;
   }
   Event ev = make_event(R"({"do":"garbage"})");
-  // What was printed, then why it is not an answer.
+  // Why it is not an answer, and how much was printed, but not what: an answer may hold the
+  // unredacted event, and reasons reach webhooks. The debug log quotes it.
   EXPECT_EQ(hook->handle(ev).error().reason,
-            "garbage answer: this is not json (invalid JSON at offset 1: Invalid value.)");
+            "garbage answer: invalid JSON at offset 1: Invalid value. (16 bytes; the debug log "
+            "quotes them)");
   ev = make_event(R"({"do":"replace_infinite"})");
   EXPECT_NE(hook->handle(ev).error().reason.find("(invalid JSON: a number is out of range)"),
             std::string::npos);
