@@ -263,7 +263,15 @@ bool Event::remove(std::string_view path) {
       dot == std::string_view::npos ? std::string_view{} : path.substr(0, dot);
   std::string_view leaf = dot == std::string_view::npos ? path : path.substr(dot + 1);
   auto* parent = const_cast<JsonValue*>(parent_path.empty() ? &doc_ : find(parent_path));
-  if (!parent || !parent->IsObject()) return false;
+  if (!parent) return false;
+  // A list element goes, and the ones after it move up: `remove: [data.cards.0]` must not
+  // leave the card number behind because it sits in a list.
+  rapidjson::SizeType idx;
+  if (parent->IsArray() && parse_index(leaf, idx) && idx < parent->Size()) {
+    parent->Erase(parent->Begin() + idx);
+    return true;
+  }
+  if (!parent->IsObject()) return false;
   return parent->EraseMember(JsonValue(rapidjson::StringRef(leaf.data(), leaf.size())));
 }
 
@@ -271,7 +279,8 @@ bool Event::rename(std::string_view from, std::string_view to) {
   const JsonValue* src = find(from);
   if (!src) return false;
   JsonValue copy(*src, doc_.GetAllocator());
-  remove(from);
+  // A move: the value must not stay behind at `from` (a secret in two places).
+  if (!remove(from)) return false;
   return set(to, copy);
 }
 

@@ -210,6 +210,26 @@ actions:
   EXPECT_EQ(ev.find("data.nowhere"), nullptr);
 }
 
+// Found in review: remove: on a list element did nothing (no error either), and rename: from one
+// copied the value, leaving it at the source too, although the docs index lists with numbers.
+TEST_F(DeclarativeHookTest, RemoveAndRenameReachListElements) {
+  auto hook = load_ok("_10_lists.yaml", R"(
+kind: transform
+actions:
+  - remove: [data.cards.0]
+  - rename: { data.keys.0: data.first_key }
+)");
+  ASSERT_TRUE(hook);
+  Event ev = make_event(
+      R"({"type":"t","data":{"cards":["4111111111111111","x"],"keys":["k-secret","k2"]}})");
+  EXPECT_EQ(run(*hook, ev), Action::Continue);
+  EXPECT_EQ(ev.to_json().find("4111111111111111"), std::string::npos) << ev.to_json();
+  EXPECT_STREQ(ev.find("data.cards.0")->GetString(), "x");  // the rest moved up
+  EXPECT_STREQ(ev.find("data.first_key")->GetString(), "k-secret");
+  EXPECT_EQ(ev.to_json().find("k-secret"), ev.to_json().rfind("k-secret")) << ev.to_json();
+  EXPECT_STREQ(ev.find("data.keys.0")->GetString(), "k2");
+}
+
 // Found in review: the hand-walked set:/rename:/copy: maps let a repeated key through, and the
 // first copy won ({data.a: data.b, data.a: data.c} never created data.c).
 TEST_F(DeclarativeHookTest, RepeatedKeysInActionMapsAreErrors) {
