@@ -688,6 +688,7 @@ void Gateway::run() {
 
 void Gateway::request_stop() {
   impl_->stop = true;
+  if (impl_->store) impl_->store->begin_stop();
 }
 void Gateway::request_reload() {
   impl_->reload_config = true;

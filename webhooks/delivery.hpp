@@ -81,6 +81,10 @@ class DeliveryStore {
   // Pending deliveries per webhook name (committed ones, for a durable store), so the gateway
   // can name those of webhooks the config no longer has. A store that cannot tell returns none.
   virtual std::map<std::string, size_t> pending_by_webhook() { return {}; }
+  // The gateway is stopping: what is still written may wait a short while for a lock, not as
+  // long as during normal operation (a service manager's stop timeout is near). Safe to call
+  // from any thread, any number of times.
+  virtual void begin_stop() {}
 };
 
 }  // namespace hookgate::webhooks

@@ -1584,7 +1584,7 @@ bool SqliteSpool::begin_waiting(Conn& c) {
       // Shutting down: one busy timeout is all the wait a stop gets (a service manager's stop
       // timeout is not much longer than the grace period).
       std::lock_guard lock(q_mu_);
-      if (stopping_) return false;
+      if (stopping_ || stop_requested_.load(std::memory_order_relaxed)) return false;
     }
     spdlog::warn(
         "spool {}: another process (a `hookgate deliveries` command?) has held the write lock "

@@ -12,6 +12,7 @@
 // crash in-flight deliveries are simply pending again, with the same ids. Changes made by another
 // process (the `hookgate deliveries` CLI replaying dead letters) are noticed through PRAGMA
 // data_version within ~200 ms.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -100,6 +101,8 @@ class SqliteSpool final : public DeliveryStore {
   // Dead → pending, attempts 0, due now (last_error kept as history). Blocks until committed.
   size_t replay(const std::vector<std::string>& ids) override;
   std::map<std::string, size_t> pending_by_webhook() override;
+  // From here on a foreign write lock is waited out for one busy timeout, not busy_retries more.
+  void begin_stop() override { stop_requested_.store(true, std::memory_order_relaxed); }
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
   // replay could not be written (no write permission, the file locked beyond busy_timeout).
   Result<size_t> replay_all_dead(const std::string& webhook = "");
@@ -255,6 +258,7 @@ class SqliteSpool final : public DeliveryStore {
   // Writer-thread state.
   int64_t data_version_ = -1;
   int64_t latest_recorded_ms_ = 0;
+  std::atomic<bool> stop_requested_{false};
   int64_t last_prune_ms_ = 0;
   bool prune_more_ = false;
   bool resync_pending_ = false;

@@ -14,8 +14,17 @@ int64_t now_unix_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+int64_t ScheduleClock::now() {
+  std::lock_guard lock(mu_);
+  return advance_locked(now_unix_ms());
+}
+
 int64_t ScheduleClock::now(int64_t wall_ms) {
   std::lock_guard lock(mu_);
+  return advance_locked(wall_ms);
+}
+
+int64_t ScheduleClock::advance_locked(int64_t wall_ms) {
   int64_t t = wall_ms + skew_;
   if (last_ != INT64_MIN && t < last_ - kStepMs) {
     const int64_t step = last_ - t;
@@ -52,7 +61,7 @@ ScheduleClock& schedule_clock() {
 }
 
 int64_t schedule_now_ms() {
-  return schedule_clock().now(now_unix_ms());
+  return schedule_clock().now();
 }
 
 int64_t now_steady_ns() {

@@ -19,7 +19,10 @@ int64_t now_unix_ms();
 class ScheduleClock {
  public:
   static constexpr int64_t kStepMs = 1000;
-  // The schedule time for wall-clock reading `wall_ms`.
+  // The schedule time now. The wall clock is read under the lock: a reading taken before a stall
+  // and used after another thread moved the clock on would look like a step back.
+  int64_t now();
+  // The schedule time for wall-clock reading `wall_ms` (tests).
   int64_t now(int64_t wall_ms);
   // What is already scheduled reaches `ms` (the spool's latest time at start): a wall clock that
   // is behind it counts as a step back.
@@ -28,6 +31,8 @@ class ScheduleClock {
   int64_t skew_ms() const;
 
  private:
+  int64_t advance_locked(int64_t wall_ms);
+
   mutable std::mutex mu_;
   int64_t last_ = INT64_MIN;
   int64_t skew_ = 0;

@@ -840,6 +840,22 @@ TEST_F(SqliteSpoolTest, TheWriterWaitsOutAnotherProcesssLongTransaction) {
   EXPECT_TRUE(spool->get("waited"));
 }
 
+// Found in review: a stop did not shorten that wait until close(), which runs after the ingest
+// thread has settled its adds, so a SIGTERM during a foreign lock took up to a minute.
+TEST_F(SqliteSpoolTest, AStopWaitsOutAForeignLockForOneBusyTimeoutOnly) {
+  SqliteSpoolTuning tuning;
+  tuning.busy_timeout_ms = 200;  // 12 timeouts (2.4 s) while running
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  ForeignWriteLock lock(cfg_.path);
+  auto adding = spool->add_async({make("during-stop", "siem")});
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  spool->begin_stop();
+  ASSERT_EQ(adding.wait_for(std::chrono::milliseconds(1200)), std::future_status::ready);
+  EXPECT_FALSE(adding.get());  // refused, and said so: not accepted
+  lock.release();
+}
+
 // A replay of every dead letter from the CLI moves them in chunks, each its own transaction, so
 // the gateway's writer never waits for all of them at once; every one of them is moved.
 TEST_F(SqliteSpoolTest, ReplayAllDeadFromTheCliMovesEveryChunk) {
