@@ -750,8 +750,10 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           if (sqlite3_get_autocommit(c.db)) {  // SQLite rolled the whole transaction back
             failure = err.empty() ? c.error() : err;
           } else if (!err.empty()) {
-            c.exec("ROLLBACK TO add_batch");
-            c.exec("RELEASE add_batch");
+            // If the partial batch cannot be undone, the whole transaction goes: committing it
+            // would keep part of a batch reported refused.
+            if (!c.exec("ROLLBACK TO add_batch") || !c.exec("RELEASE add_batch"))
+              failure = err + "; " + c.error();
             op.status = make_error("spool " + path_ + ": " + err);
           } else if (!c.exec("RELEASE add_batch")) {
             failure = c.error();
@@ -796,9 +798,23 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           break;
         }
         case Op::Kind::Replay: {
+          // All of it or none: a replay that failed half-way must not commit the half it did
+          // while reporting failure.
+          if (!c.exec("SAVEPOINT replay")) {
+            failure = c.error();
+            break;
+          }
           if (!replay_rows(c, op.ids, op.all_dead, op.webhook, now, op.count)) {
-            op.status = make_error("spool " + path_ + ": replay failed: " + c.error());
-            if (sqlite3_get_autocommit(c.db)) failure = c.error();
+            const std::string why = c.error();
+            op.status = make_error("spool " + path_ + ": replay failed: " + why);
+            op.count = 0;
+            if (sqlite3_get_autocommit(c.db)) {
+              failure = why;
+            } else if (!c.exec("ROLLBACK TO replay") || !c.exec("RELEASE replay")) {
+              failure = why + "; " + c.error();
+            }
+          } else if (!c.exec("RELEASE replay")) {
+            failure = c.error();
           }
           rows += op.count;
           break;

@@ -975,6 +975,25 @@ TEST_F(SqliteSpoolTest, AnOutcomeSqliteCouldNotRecordLeavesTheDeliveryClaimable)
   EXPECT_EQ(spool->pending_count(), 1u);
 }
 
+// Found in review: a replay that failed half-way committed the rows it had moved while it
+// reported that nothing was replayed.
+TEST_F(SqliteSpoolTest, AReplayThatFailsHalfWayMovesNothing) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  Delivery a = make("a", "siem"), b = make("b", "siem");
+  a.state = b.state = DeliveryState::Dead;
+  ASSERT_TRUE(spool->add({a, b}));
+  ASSERT_TRUE(spool->flush());
+  exec_on(cfg_.path,
+          "CREATE TRIGGER fail_b BEFORE UPDATE ON deliveries WHEN OLD.id = 'b' "
+          "BEGIN SELECT RAISE(ABORT, 'injected'); END;");
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->replay({"a", "b"}), 0u);
+  EXPECT_EQ(spool->get("a")->state, DeliveryState::Dead);
+  EXPECT_EQ(spool->get("b")->state, DeliveryState::Dead);
+  EXPECT_EQ(spool->pending_count(), 0u);
+}
+
 TEST_F(SqliteSpoolTest, OnlyClaimsCanBeCompletedAndOnlyOnce) {
   auto spool = open();
   ASSERT_TRUE(spool);
