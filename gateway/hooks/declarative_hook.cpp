@@ -506,19 +506,27 @@ class DeclarativeHook final : public Hook {
     // set/rename/copy can fail midway (a string where an object is needed); the contract says a
     // failed hook leaves the event unchanged, so work on a copy and swap it in at the end.
     Event work = event.clone();
-    if (Status st = apply(work); !st)
-      return HookFailure{HookFailure::Kind::Error, st.error().message};
+    if (Status st = apply(work); !st) return failed(event, st.error().message);
     if (Status st = work.normalize(); !st)
-      return HookFailure{HookFailure::Kind::Error,
-                         "actions produced an invalid event: " + st.error().message};
+      return failed(event, "actions produced an invalid event: " + st.error().message);
     if (is_diagnostic_type(work.type()))
-      return HookFailure{HookFailure::Kind::Error,
-                         std::string("actions produced an invalid event: ") + kReservedTypeReason};
+      return failed(event,
+                    std::string("actions produced an invalid event: ") + kReservedTypeReason);
     event = std::move(work);
     return HookVerdict{};
   }
 
  private:
+  // A failed hook leaves the event as it was, except for its remove: actions: under on_error:
+  // open the event goes on, and a redactor whose set: met an odd event (a string where an object
+  // is needed) must not let through what it removes. Removals cannot fail.
+  HookResult failed(Event& event, std::string reason) const {
+    for (const auto& a : actions_)
+      if (a.op == ActionStep::Op::Remove)
+        for (const auto& p : a.paths) event.remove(p);
+    return HookFailure{HookFailure::Kind::Error, std::move(reason)};
+  }
+
   Status apply(Event& ev) const {
     for (const auto& a : actions_) {
       switch (a.op) {

@@ -255,21 +255,27 @@ TEST_F(DeclarativeHookTest, AHookCannotGiveAnEventADiagnosticType) {
   EXPECT_EQ(ev.to_json(), before);
 }
 
-TEST_F(DeclarativeHookTest, FailedSetLeavesTheEventUnchanged) {
+// A failed hook leaves the event as it was, except that its removals still apply. Found in
+// review: a publisher could send `"meta":"x"` to make the set: below fail, and under the default
+// on_error: open the event then went on with the password the hook removes.
+TEST_F(DeclarativeHookTest, FailedSetLeavesTheEventUnchangedButForItsRemovals) {
   auto hook = load_ok("_10_clash.yaml", R"(
 kind: transform
 actions:
-  - remove: [data.secret]
-  - set: { data.env: prod }
+  - remove: [data.password]
+  - set: { data.meta.redacted: true }
+  - rename: { data.user: data.login }
 )");
   ASSERT_TRUE(hook);
-  Event ev = make_event(R"({"type":"t","data":"just a string","secret":1})");
-  std::string before = ev.to_json();
+  Event ev = make_event(R"({"type":"t","data":{"password":"p","meta":"x","user":"ann"}})");
   auto r = hook->handle(ev);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
-  EXPECT_NE(r.error().reason.find("data.env"), std::string::npos) << r.error().reason;
-  EXPECT_EQ(ev.to_json(), before);
+  EXPECT_NE(r.error().reason.find("data.meta.redacted"), std::string::npos) << r.error().reason;
+  EXPECT_EQ(ev.find("data.password"), nullptr) << ev.to_json();
+  EXPECT_STREQ(ev.find("data.meta")->GetString(), "x");
+  EXPECT_STREQ(ev.find("data.user")->GetString(), "ann");  // the rename after it did not run
+  EXPECT_EQ(ev.find("data.login"), nullptr);
 }
 
 // The redact example edits the event in place (its paths are independent and under data.);
