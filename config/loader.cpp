@@ -64,6 +64,22 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
     bus.curve.server_key = resolve_path(bus.curve.server_key, base_dir);
   curve.finish();
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
+  // ZeroMQ endpoints are TRANSPORT://ADDRESS; anything else fails only when `run` binds.
+  auto check_endpoint = [&](const char* key, const std::string& endpoint) {
+    static constexpr std::string_view kTransports[] = {"tcp://", "ipc://", "inproc://", "ws://",
+                                                       "wss://", "pgm://", "epgm://"};
+    const bool known =
+        std::any_of(std::begin(kTransports), std::end(kTransports), [&](std::string_view t) {
+          return endpoint.size() > t.size() && endpoint.compare(0, t.size(), t) == 0;
+        });
+    if (!known)
+      r.error(r.pos(key), std::string("bus.") + key +
+                              ": expected a ZeroMQ endpoint such as tcp://127.0.0.1:5556 or "
+                              "ipc:///run/hookgate/bus, got '" +
+                              endpoint + "'");
+  };
+  if (bus.bind) check_endpoint("bind", *bus.bind);
+  for (const auto& endpoint : bus.connect) check_endpoint("connect", endpoint);
   if (bus.max_message_bytes < 64 || bus.max_message_bytes > (int64_t{256} << 20))
     r.error(r.pos("max_message_bytes"), "bus.max_message_bytes: expected 64 up to 268435456");
   if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
@@ -108,8 +124,9 @@ void read_hooks(MapReader r, HooksConfig& hooks) {
     r.error(r.pos("default_timeout_ms"), "hooks.default_timeout_ms must be positive");
   if (hooks.observer_queue < 1)
     r.error(r.pos("observer_queue"), "hooks.observer_queue must be positive");
-  if (hooks.observer_threads < 1)
-    r.error(r.pos("observer_threads"), "hooks.observer_threads must be positive");
+  // Each is a thread at start: beyond a few hundred the process limit ends the gateway instead.
+  if (hooks.observer_threads < 1 || hooks.observer_threads > 256)
+    r.error(r.pos("observer_threads"), "hooks.observer_threads: expected 1 up to 256");
   r.finish();
 }
 
@@ -278,9 +295,21 @@ void read_admin(MapReader r, AdminConfig& admin) {
   r.get("listen", admin.listen);
   r.get("token", admin.token);
   register_secret(admin.token);
-  if (admin.enabled && !split_host_port(admin.listen))
-    r.error(r.pos("listen"), "admin.listen: expected HOST:PORT with a port from 0 to 65535, got '" +
-                                 admin.listen + "'");
+  // The listener takes a literal address (no resolver at start), as `run` would find out.
+  const auto host_port = split_host_port(admin.listen);
+  const bool host_ok =
+      host_port && (host_port->host.empty() || host_port->host == "*" ||
+                    host_port->host == "localhost" || numeric_socket_address(host_port->host, 0));
+  if (admin.enabled && !host_ok)
+    r.error(r.pos("listen"),
+            "admin.listen: expected ADDRESS:PORT (an IP address, localhost or *, and a port from "
+            "0 to 65535), got '" +
+                admin.listen + "'");
+  // Set but empty (an unset or empty ${VAR}) would silently run the endpoint without auth.
+  if (r.has("token") && admin.token.empty())
+    r.error(r.pos("token"),
+            "admin.token is empty (an unset or empty ${VAR}?); leave the key out to run the admin "
+            "endpoint without a token");
   r.finish();
 }
 

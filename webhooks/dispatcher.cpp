@@ -67,6 +67,10 @@ std::shared_ptr<const PlainHttpClient::Target> plain_http_target(
 Status validate_settings(const config::WebhookConfig& webhook) {
   auto policy = AddressPolicy::for_webhook(webhook);
   if (!policy) return std::move(policy).error();
+  // A URL no request can use (a port past 65535, a space) would dead-letter every delivery at
+  // once; paused, they wait for a corrected config. (A literal address the SSRF policy refuses
+  // is refused per attempt, as one a name resolves to would be.)
+  if (auto host = webhook_url_host(webhook.url); !host) return std::move(host).error();
   Delivery probe;
   probe.id = "msg_probe";
   auto headers = build_attempt_headers(webhook, probe, 0);

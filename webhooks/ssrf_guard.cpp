@@ -217,6 +217,13 @@ Status AddressPolicy::check(const sockaddr* address) const {
 }
 
 Status AddressPolicy::check_url_literal(std::string_view url) const {
+  auto host = webhook_url_host(url);
+  if (!host) return std::move(host).error();
+  if (auto address = parse_numeric_host(host.value())) return check(*address);
+  return {};
+}
+
+Result<std::string> webhook_url_host(std::string_view url) {
   std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), &curl_url_cleanup);
   if (!parsed) return make_error("out of memory parsing a URL");
   const std::string url_text(url);
@@ -241,8 +248,7 @@ Status AddressPolicy::check_url_literal(std::string_view url) const {
   if (host.empty()) return make_error("URL has no host");
   if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (size_t zone = host.find('%'); zone != std::string::npos) host.resize(zone);
-  if (auto address = parse_numeric_host(host)) return check(*address);
-  return {};
+  return host;
 }
 
 std::string AddressPolicy::key() const {

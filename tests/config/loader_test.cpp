@@ -195,6 +195,32 @@ TEST(ConfigLoaderTest, AVariableThatIsPartOfASecretHeaderIsASecretToo) {
   EXPECT_FALSE(holds_secret("eu"));
 }
 
+// Found in review: these passed `hookgate check` and then failed (or worse, silently changed
+// behaviour) only when `run` used them.
+TEST(ConfigLoaderTest, SettingsRunWouldRefuseAreErrorsAtTheirPosition) {
+  setenv("HG_TEST_EMPTY_TOKEN", "", 1);
+  EXPECT_EQ(first_error(load("admin:\n  token: ${HG_TEST_EMPTY_TOKEN}\n"))
+                .rfind("test.yaml:2:10: admin.token is empty", 0),
+            0u)
+      << first_error(load("admin:\n  token: ${HG_TEST_EMPTY_TOKEN}\n"));
+  unsetenv("HG_TEST_EMPTY_TOKEN");
+  EXPECT_NE(first_error(load("admin: { listen: \"gw1.internal:9464\" }\n"))
+                .find("admin.listen: expected ADDRESS:PORT"),
+            std::string::npos);
+  for (const char* ok : {"127.0.0.1:0", "[::1]:9464", "localhost:9464", "*:9464", ":9464"})
+    EXPECT_TRUE(load(std::string("admin: { listen: \"") + ok + "\" }\n")) << ok;
+  EXPECT_NE(first_error(load("bus: { bind: \"127.0.0.1:5556\" }\n"))
+                .find("bus.bind: expected a ZeroMQ endpoint"),
+            std::string::npos);
+  EXPECT_NE(first_error(load("bus: { connect: [\"tcp://proxy:5557\", \"proxy:5558\"] }\n"))
+                .find("bus.connect: expected a ZeroMQ endpoint"),
+            std::string::npos);
+  EXPECT_TRUE(load("bus: { bind: \"ipc:///run/hookgate/bus\" }\n"));
+  EXPECT_NE(first_error(load("hooks: { observer_threads: 100000 }\n"))
+                .find("hooks.observer_threads: expected 1 up to 256"),
+            std::string::npos);
+}
+
 TEST(ConfigLoaderTest, UnsetVariableIsAnErrorAndSecretsStayOut) {
   unsetenv("HG_DOES_NOT_EXIST");
   auto cfg = load("webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_DOES_NOT_EXIST}\n");
@@ -238,7 +264,7 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
             "test.yaml:2:21: extensions.maxExecutionTime must be positive");
   for (const char* listen : {"127.0.0.1:99464", "127.0.0.1:", ":abc", "localhost"}) {
     EXPECT_NE(first_error(load(std::string("admin: { listen: \"") + listen + "\" }\n"))
-                  .find("admin.listen: expected HOST:PORT with a port from 0 to 65535"),
+                  .find("admin.listen: expected ADDRESS:PORT"),
               std::string::npos)
         << listen;
   }

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "gateway/common/clock.hpp"
 #include "gateway/common/ids.hpp"
@@ -876,6 +877,25 @@ TEST_P(DispatcherTest, ReloadAddsChangesAndRemovesWebhooks) {
   EXPECT_FALSE(receiver_.wait_for(4, milliseconds(200)));
   EXPECT_EQ(store_.get(orphan.id)->state, DeliveryState::Pending);
   dispatcher.stop(milliseconds(0));
+}
+
+// Found in review: only `hookgate check` parsed the URL, so a reload with a broken one
+// dead-lettered every delivery to it at once (libcurl: URL malformed, a final error).
+TEST_P(DispatcherTest, AnUnusableUrlPausesTheWebhook) {
+  for (const std::string url : {"http://127.0.0.1:99999/", "http://127.0.0.1/ev ent"}) {
+    SCOPED_TRACE(url);
+    const std::string name = unique_name();
+    Dispatcher dispatcher(store_, diagnostics_.sink());
+    dispatcher.set_webhooks({webhook(name, url)});
+    auto status = status_of(dispatcher, name);
+    ASSERT_TRUE(status.has_value());
+    EXPECT_TRUE(status->paused);
+    dispatcher.start();
+    Delivery waiting = add(name);
+    std::this_thread::sleep_for(milliseconds(200));
+    EXPECT_EQ(store_.get(waiting.id)->state, DeliveryState::Pending);
+    dispatcher.stop(milliseconds(0));
+  }
 }
 
 TEST_P(DispatcherTest, UnusableSettingsPauseTheWebhookWithTheReason) {
