@@ -220,7 +220,11 @@ void stop_zap_authenticator(zmq::context_t& ctx) {
 }
 
 Result<std::string> read_server_key(const std::string& z85_or_file) {
-  if (valid_z85_key(z85_or_file)) return z85_or_file;
+  // A file first: "/etc/hookgate/keys/proxy-server1.key.pub" is 40 characters of the Z85
+  // alphabet too, and taking it for the key would fail every handshake without a word.
+  std::error_code ec;
+  if (valid_z85_key(z85_or_file) && !std::filesystem::is_regular_file(z85_or_file, ec))
+    return z85_or_file;
   auto keys = read_key_file(z85_or_file);
   if (!keys) return keys.error();
   if (keys->public_key.empty()) return make_error("key file " + z85_or_file + " has no public key");

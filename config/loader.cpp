@@ -60,8 +60,11 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   curve.get("server_key", bus.curve.server_key);
   bus.curve.secret_key_file = resolve_path(bus.curve.secret_key_file, base_dir);
   bus.curve.allowed_clients = resolve_path(bus.curve.allowed_clients, base_dir);
-  if (bus.curve.server_key.size() != 40)  // not a Z85 key itself: a key file
-    bus.curve.server_key = resolve_path(bus.curve.server_key, base_dir);
+  // A key file, unless it is a 40-character Z85 key itself (and no file has that name).
+  std::error_code ec;
+  if (const std::string as_path = resolve_path(bus.curve.server_key, base_dir);
+      bus.curve.server_key.size() != 40 || std::filesystem::is_regular_file(as_path, ec))
+    bus.curve.server_key = as_path;
   curve.finish();
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
   // ZeroMQ endpoints are TRANSPORT://ADDRESS; anything else fails only when `run` binds.

@@ -120,6 +120,18 @@ int hooks_new(const Args& args) {
   if (args.positional().size() < 2)
     return fail("usage: hookgate hooks new NAME --form yaml|program|native", 2);
   std::string name = args.positional()[1];
+  // The name becomes a file name in --dir and an identifier in the template: nothing that
+  // leaves the directory (../x, /etc/x), hides the file, or breaks the generated code.
+  const bool name_ok =
+      !name.empty() && name.front() != '.' && name.front() != '-' &&
+      std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+      });
+  if (!name_ok)
+    return fail("hook name '" + name +
+                    "': use letters, digits, '_', '-' and '.' only, not starting with '.' or '-' "
+                    "(for example _30_tag_region)",
+                2);
   std::string form = args.get_or("form", "yaml");
   std::string kind = args.get_or("kind", "transform");
   if (kind != "veto" && kind != "transform" && kind != "observe")
@@ -187,18 +199,22 @@ int hooks_new(const Args& args) {
     if (fs::exists(path))
       return fail(path.string() + " already exists");  // keep its CMakeLists.txt
     std::ostringstream cmake;
-    cmake << "cmake_minimum_required(VERSION 3.22)\nproject(" << name << " CXX)\n"
-          << "set(CMAKE_CXX_STANDARD 17)\n"
-          << "set(HOOKGATE_SDK_DIR \"" HOOKGATE_SDK_DIR
-             "\" CACHE PATH \"folder holding hookgate_hook.hpp\")\n"
-          << "add_library(" << name << " MODULE " << name << ".cpp)\n"
-          << "target_include_directories(" << name << " PRIVATE ${HOOKGATE_SDK_DIR})\n"
-          << "set_target_properties(" << name << " PROPERTIES PREFIX \"\")\n"
-          << "# Build: cmake -S . -B build && cmake --build build\n"
-          << "# Install beside this folder with a rename, never by overwriting a library a running "
-             "gateway has\n"
-          << "# loaded: cp build/" << name << ".so ../." << name << ".so.new && mv ../." << name
-          << ".so.new ../" << name << ".so\n";
+    cmake
+        << "cmake_minimum_required(VERSION 3.22)\nproject(" << name << " CXX)\n"
+        << "set(CMAKE_CXX_STANDARD 17)\n"
+        << "set(HOOKGATE_SDK_DIR \"" HOOKGATE_SDK_DIR
+           "\" CACHE PATH \"folder holding hookgate_hook.hpp\")\n"
+        << "add_library(" << name << " MODULE " << name << ".cpp)\n"
+        << "target_include_directories(" << name << " PRIVATE ${HOOKGATE_SDK_DIR})\n"
+        << "# Hidden symbols: the hook's own code (and any header-only library it uses) must not\n"
+        << "# bind to the copies the gateway has loaded (spdlog, fmt, yaml-cpp, ZeroMQ, ...).\n"
+        << "set_target_properties(" << name
+        << " PROPERTIES PREFIX \"\" CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)\n"
+        << "# Build: cmake -S . -B build && cmake --build build\n"
+        << "# Install beside this folder with a rename, never by overwriting a library a running "
+           "gateway has\n"
+        << "# loaded: cp build/" << name << ".so ../." << name << ".so.new && mv ../." << name
+        << ".so.new ../" << name << ".so\n";
     if (auto code = write_file(folder / "CMakeLists.txt", cmake.str())) return *code;
     body = "// " + name + ": a native " + kind +
            " hook. Build with the CMakeLists.txt beside this file.\n"

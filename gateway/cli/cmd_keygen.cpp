@@ -47,14 +47,25 @@ int cmd_keygen(const std::vector<std::string>& argv) {
       "keypair,\n"
       "                                         FILE.pub the public half to list in "
       "allowed_clients)\n"
-      "       hookgate keygen --webhook-secret  a whsec_ secret (24 random bytes, base64)\n";
+      "       hookgate keygen --webhook-secret [--out FILE]\n"
+      "                                         a whsec_ secret (24 random bytes, base64), "
+      "printed\n"
+      "                                         or written to FILE (mode 0600)\n";
   if (auto code = check_usage(args, {"out", "webhook-secret"}, usage)) return *code;
   if (args.has("webhook-secret")) {
     unsigned char bytes[24];
     if (RAND_bytes(bytes, sizeof bytes) != 1) return fail("no randomness available");
-    std::printf("whsec_%s\n", webhooks::base64_encode(
-                                  std::string_view(reinterpret_cast<char*>(bytes), sizeof bytes))
-                                  .c_str());
+    const std::string secret =
+        "whsec_" +
+        webhooks::base64_encode(std::string_view(reinterpret_cast<char*>(bytes), sizeof bytes)) +
+        "\n";
+    // --out keeps the secret off the terminal (and out of CI logs): it used to be ignored here.
+    if (auto out = args.get("out")) {
+      if (auto st = write_private_file(*out, secret); !st) return fail(st.error().message);
+      std::printf("wrote %s (keep it secret)\n", out->c_str());
+      return 0;
+    }
+    std::printf("%s", secret.c_str());
     return 0;
   }
   auto keys = bus::generate_curve_keypair();

@@ -1,6 +1,7 @@
 #include "bus/curve.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -67,6 +68,22 @@ TEST(CurveTest, BareKeysMayHoldColonsAndEquals) {
   auto server = read_server_key((dir.path / "server.pub").string());
   ASSERT_TRUE(server) << server.error().message;
   EXPECT_EQ(*server, with_colon);
+}
+
+// Found in review: a key file path of exactly 40 characters, all in the Z85 alphabet (as
+// /etc/hookgate/keys/proxy-server1.key.pub is), was taken for the key itself.
+TEST(CurveTest, AFortyCharacterKeyFilePathIsReadAsAFile) {
+  const std::string base = "/tmp/hg-z85-" + std::to_string(::getpid() % 100000);
+  std::string path = base + "/";
+  path += std::string(40 - path.size() - 4, 'k') + ".pub";
+  ASSERT_EQ(path.size(), 40u);
+  fs::create_directories(base);
+  const auto keys = generate_curve_keypair();
+  write(path, format_keypair_file(keys, false));
+  auto server = read_server_key(path);
+  fs::remove_all(base);
+  ASSERT_TRUE(server) << server.error().message;
+  EXPECT_EQ(*server, keys.public_key);
 }
 
 // libzmq admits any client that knows the server key unless ZAP says no: only listed keys pass.

@@ -69,6 +69,41 @@ TEST(CliTest, HooksNewFailsWhenItCannotWrite) {
   }
 }
 
+// Found in review: the name went into the path unchecked, so `hooks new ../x` wrote outside
+// --dir (and `/etc/cron.d/x` anywhere).
+TEST(CliTest, HooksNewRefusesNamesThatLeaveTheDirectory) {
+  TempDir dir;
+  const std::string hooks = (dir / "hooks").string();
+  for (const char* name : {"../escape", "/tmp/hookgate-escape", ".hidden", "my hook", "a/b"}) {
+    auto r = run_hookgate({"hooks", "new", name, "--form", "program", "--dir", hooks});
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("use letters, digits"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "escape.py"));
+  EXPECT_FALSE(std::filesystem::exists("/tmp/hookgate-escape.py"));
+  auto ok = run_hookgate({"hooks", "new", "_30_tag.v2", "--form", "yaml", "--dir", hooks});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// Found in review: --out was accepted with --webhook-secret and ignored, so the secret went to
+// stdout (a terminal's history, a CI log) and no file was written.
+TEST(CliTest, KeygenWritesAWebhookSecretToOutOwnerOnly) {
+  TempDir dir;
+  const auto file = dir / "siem.secret";
+  auto r = run_hookgate({"keygen", "--webhook-secret", "--out", file.string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("whsec_"), std::string::npos) << r.out;
+  namespace fs = std::filesystem;
+  ASSERT_TRUE(fs::exists(file));
+  EXPECT_EQ(fs::status(file).permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  std::ifstream in(file);
+  std::string secret;
+  std::getline(in, secret);
+  EXPECT_EQ(secret.rfind("whsec_", 0), 0u) << secret;
+  EXPECT_EQ(secret.size(), 6u + 32u);  // 24 bytes in base64
+}
+
 TEST(CliTest, KeygenWritesTheSecretHalfOwnerOnly) {
   TempDir dir;
   const auto key = dir / "server.key";
