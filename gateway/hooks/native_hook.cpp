@@ -186,10 +186,18 @@ class Worker {
     if (s_->quarantined) return Outcome::Quarantined;
     s_->queue.push_back(job);
     s_->cv.notify_all();
-    s_->cv.wait_until(
-        lock, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms), [&] {
-          return job->state == State::Done || (s_->quarantined && job->state == State::Queued);
-        });
+    const auto limit = std::chrono::milliseconds(timeout_ms);
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      s_->cv.wait_until(lock, deadline, [&] {
+        return job->state == State::Done || (s_->quarantined && job->state == State::Queued);
+      });
+      // Running: timeout_ms covers the call itself, not the time it waited behind another (a
+      // healthy hook must not be quarantined because two calls met).
+      if (job->state != State::Running || std::chrono::steady_clock::now() >= job->started + limit)
+        break;
+      deadline = job->started + limit;
+    }
     if (job->state == State::Done) return job->crash_signal != 0 ? Outcome::Crashed : Outcome::Done;
     if (job->state == State::Queued) {
       s_->queue.erase(std::find(s_->queue.begin(), s_->queue.end(), job));
@@ -217,6 +225,7 @@ class Worker {
   struct Job {
     std::function<void()> run;
     State state = State::Queued;
+    std::chrono::steady_clock::time_point started;  // when it became Running
     int crash_signal = 0;
   };
   struct Shared {
@@ -237,11 +246,14 @@ class Worker {
     ::sigaltstack(&ss, nullptr);
     std::unique_lock lock(s.mu);
     for (;;) {
-      s.cv.wait(lock, [&] { return s.stop || !s.queue.empty(); });
-      if (s.queue.empty()) break;  // stopping, nothing left
+      // A quarantined hook runs nothing more: after a crash its state (and the library's
+      // globals) may be corrupt. Its queued callers see the quarantine and withdraw.
+      s.cv.wait(lock, [&] { return s.stop || (!s.quarantined && !s.queue.empty()); });
+      if (s.quarantined || s.queue.empty()) break;  // stopping, or nothing may run any more
       auto job = std::move(s.queue.front());
       s.queue.pop_front();
       job->state = State::Running;
+      job->started = std::chrono::steady_clock::now();
       lock.unlock();
       const int sig = run_contained(job->run);
       lock.lock();
@@ -292,7 +304,15 @@ class NativeHook final : public Hook {
       const hookgate_hook_descriptor* d = desc_;
       void* state = state_;
       // destroy() gets the same deadline; a stuck one quarantines the hook like any call.
-      worker_.call([d, state] { d->destroy(state); }, spec().timeout_ms);
+      worker_.call(
+          [d, state] {
+            try {
+              d->destroy(state);
+            } catch (...) {  // like init and handle: nothing may unwind through the C ABI
+              spdlog::warn("native hook destroy() let an exception escape through the C ABI");
+            }
+          },
+          spec().timeout_ms);
     }
     if (worker_.quarantined()) {
       spdlog::warn("hook {}: unloading a quarantined native hook; {} stays loaded", spec().name,
@@ -394,7 +414,12 @@ class NativeHook final : public Hook {
     void* state = state_;
     auto outcome = worker_.call(
         [d, state, call] {
-          char* s = d->snapshot(state);
+          char* s = nullptr;
+          try {
+            s = d->snapshot(state);
+          } catch (...) {  // like init and handle; an empty snapshot, not a quarantine
+            return;
+          }
           call->has_value = s != nullptr;
           take_string(*d, s, call->json);
         },

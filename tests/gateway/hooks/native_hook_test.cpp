@@ -256,6 +256,49 @@ TEST(NativeHookTest, CallersQueuedBehindAStuckCallFailToo) {
   EXPECT_EQ(timeouts.load() + quarantined.load(), 3);
 }
 
+// Found in review: after a crash the worker went on to the next queued call, running it on the
+// crashed hook's state; the docs say a crashed hook is never called again.
+TEST(NativeHookTest, ACallQueuedBehindACrashIsNotRun) {
+  auto hook = load("fixture_hook", R"({"mode":"segv_slow"})");
+  ASSERT_TRUE(hook);
+  std::thread first([&] {
+    Event ev = make_event("{}");
+    (void)hook->handle(ev);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // queued behind the first call
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  first.join();
+  ASSERT_FALSE(r) << "the second call ran on the crashed hook: " << r.value().reason;
+  EXPECT_EQ(r.error().reason, "quarantined after a crash (SIGSEGV)");
+}
+
+// Found in review: time spent queued behind another call counted against a call's timeout, so
+// two 150 ms calls that met under a 200 ms timeout quarantined a healthy hook.
+TEST(NativeHookTest, TimeQueuedBehindAnotherCallDoesNotCountAgainstTheTimeout) {
+  auto hook = load("fixture_hook", R"({"mode":"slow"})", 200);
+  ASSERT_TRUE(hook);
+  std::thread first([&] {
+    Event ev = make_event("{}");
+    auto r = hook->handle(ev);
+    EXPECT_TRUE(r) << r.error().reason;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  first.join();
+  EXPECT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(hook->snapshot().find("quarantined"), std::string::npos) << hook->snapshot();
+}
+
+TEST(NativeHookTest, AThrowingSnapshotIsAnEmptyObjectNotAQuarantine) {
+  auto hook = load("fixture_hook", R"({"mode":"snapshot_throw"})");
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->snapshot(), "{}");
+  Event ev = make_event("{}");
+  EXPECT_TRUE(hook->handle(ev));
+}
+
 TEST(NativeHookTest, ConcurrentCallersAreSerialized) {
   auto hook = load("fixture_hook", R"({"mode":"continue"})");
   ASSERT_TRUE(hook);
