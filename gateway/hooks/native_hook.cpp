@@ -294,10 +294,28 @@ struct SnapshotCall {
   std::string json;
 };
 
+// Library files (device, inode) a hook crashed or hung in. Such a library stays mapped (a thread
+// may still be inside it) and its globals may be broken (a lock held at the crash, a static
+// initializer never finished), so a later load of the same file gets a fresh copy of it.
+using LibraryFile = std::pair<dev_t, ino_t>;
+std::mutex g_poisoned_mu;
+std::set<LibraryFile> g_poisoned;
+
+void poison_library(const LibraryFile& file) {
+  std::lock_guard lock(g_poisoned_mu);
+  g_poisoned.insert(file);
+}
+
+bool is_poisoned(const LibraryFile& file) {
+  std::lock_guard lock(g_poisoned_mu);
+  return g_poisoned.count(file) > 0;
+}
+
 class NativeHook final : public Hook {
  public:
-  NativeHook(HookSpec spec, std::string path, void* lib, const hookgate_hook_descriptor* desc)
-      : Hook(std::move(spec)), path_(std::move(path)), lib_(lib), desc_(desc) {}
+  NativeHook(HookSpec spec, std::string path, void* lib, const hookgate_hook_descriptor* desc,
+             std::optional<LibraryFile> file)
+      : Hook(std::move(spec)), path_(std::move(path)), lib_(lib), desc_(desc), file_(file) {}
 
   ~NativeHook() override {
     if (initialized_ && desc_->destroy != nullptr && !worker_.quarantined()) {
@@ -318,6 +336,7 @@ class NativeHook final : public Hook {
       spdlog::warn("hook {}: unloading a quarantined native hook; {} stays loaded", spec().name,
                    path_);
       keep_forever(state_);
+      if (file_) poison_library(*file_);
       return;  // ~Worker detaches; lib_ is leaked on purpose
     }
     // ~Worker joins first (members are destroyed after this body), so close the library after
@@ -510,6 +529,7 @@ class NativeHook final : public Hook {
   const std::string path_;
   void* const lib_;
   const hookgate_hook_descriptor* const desc_;
+  const std::optional<LibraryFile> file_;  // the file it was loaded from, if it could be stat()ed
   Unloader unload_;
   mutable Worker worker_;
   void* state_ = nullptr;
@@ -531,6 +551,22 @@ void* open_library(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   const std::pair<dev_t, ino_t> file{st.st_dev, st.st_ino};
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (is_poisoned(file)) {
+    // A copy has an inode of its own, so glibc maps it afresh: new globals, new static state.
+    std::string folder = (fs::temp_directory_path(ec) / "hookgate-native-XXXXXX").string();
+    if (ec || ::mkdtemp(folder.data()) == nullptr) {
+      ::dlerror();
+      return nullptr;  // never the poisoned mapping; load_native_hook reports it
+    }
+    const std::string copy = folder + "/" + fs::path(path).filename().string();
+    void* lib = nullptr;
+    if (fs::copy_file(path, copy, ec)) lib = ::dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ::unlink(copy.c_str());
+    ::rmdir(folder.c_str());
+    return lib;
+  }
   bool stale = false;
   if (void* same_name = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
     auto it = loaded_as.find(path);
@@ -543,8 +579,6 @@ void* open_library(const std::string& path) {
     if (lib != nullptr) loaded_as[path] = file;
     return lib;
   }
-  namespace fs = std::filesystem;
-  std::error_code ec;
   std::string folder = (fs::temp_directory_path(ec) / "hookgate-native-XXXXXX").string();
   if (ec || ::mkdtemp(folder.data()) == nullptr)
     return ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -703,7 +737,9 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
     spec.events = std::move(events);
   }
 
-  auto hook = std::make_shared<NativeHook>(std::move(spec), so_path, lib, desc);
+  std::optional<LibraryFile> file;
+  if (struct stat st; ::stat(path.c_str(), &st) == 0) file = LibraryFile{st.st_dev, st.st_ino};
+  auto hook = std::make_shared<NativeHook>(std::move(spec), so_path, lib, desc, file);
   if (auto err = hook->init()) return *std::move(err);  // ~NativeHook unloads (or leaks if stuck)
   spdlog::debug("hook {}: loaded native {} ({})", hook->spec().name, so_path,
                 desc->name != nullptr ? desc->name : "unnamed");

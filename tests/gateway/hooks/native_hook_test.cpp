@@ -229,6 +229,22 @@ TEST(NativeHookTest, CrashesAreContainedAndQuarantineTheHook) {
   EXPECT_EQ(r.value().action, Action::Veto);
 }
 
+// Found in review: a quarantined library stays mapped (a thread may still be in it), and loading
+// the same file again handed back that mapping, globals and all: a lock held at the crash, or a
+// static initializer it never finished, broke every reload. It now loads a fresh copy.
+TEST(NativeHookTest, ALoadAfterACrashGetsAFreshCopyOfTheLibrary) {
+  auto crashed = load("fixture_hook", R"({"mode":"crash_marking"})");
+  ASSERT_TRUE(crashed);
+  Event ev = make_event("{}");
+  ASSERT_FALSE(crashed->handle(ev));
+  crashed.reset();  // quarantined: the library stays mapped
+  auto fresh = load("fixture_hook", R"({"mode":"check_globals"})");
+  ASSERT_TRUE(fresh);
+  auto r = fresh->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r.value().action, Action::Continue) << r.value().reason;
+}
+
 TEST(NativeHookTest, CrashInInitIsALoadError) {
   auto hook =
       make_native_hook(make_spec(R"({"mode":"init_segv"})"), fixture("fixture_hook"), false);
