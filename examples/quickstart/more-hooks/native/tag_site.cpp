@@ -51,8 +51,17 @@ class TagSite : public hookgate::sdk::HookBase {
   }
 
   // Shown under this hook in GET /status.
+  // Written with RapidJSON, not pasted together: the site comes from config and may hold a quote.
   std::string snapshot() override {
-    return "{\"site\":\"" + site_ + "\",\"tagged\":" + std::to_string(tagged_) + "}";
+    rapidjson::StringBuffer out;
+    rapidjson::Writer<rapidjson::StringBuffer> writer(out);
+    writer.StartObject();
+    writer.Key("site");
+    writer.String(site_.c_str(), static_cast<rapidjson::SizeType>(site_.size()));
+    writer.Key("tagged");
+    writer.Uint64(tagged_);
+    writer.EndObject();
+    return out.GetString();
   }
 
  private:
