@@ -69,8 +69,9 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
   // ZeroMQ endpoints are TRANSPORT://ADDRESS; anything else fails only when `run` binds.
   auto check_endpoint = [&](const char* key, const std::string& endpoint) {
-    static constexpr std::string_view kTransports[] = {"tcp://", "ipc://", "inproc://", "ws://",
-                                                       "wss://", "pgm://", "epgm://"};
+    static constexpr std::string_view kTransports[] = {"tcp://",  "ipc://",  "inproc://", "ws://",
+                                                       "wss://",  "pgm://",  "epgm://",   "tipc://",
+                                                       "vmci://", "norm://", "udp://"};
     const bool known =
         std::any_of(std::begin(kTransports), std::end(kTransports), [&](std::string_view t) {
           return endpoint.size() > t.size() && endpoint.compare(0, t.size(), t) == 0;
@@ -309,7 +310,7 @@ void read_admin(MapReader r, AdminConfig& admin) {
             "0 to 65535), got '" +
                 admin.listen + "'");
   // Set but empty (an unset or empty ${VAR}) would silently run the endpoint without auth.
-  if (r.has("token") && admin.token.empty())
+  if (admin.enabled && r.has("token") && admin.token.empty())
     r.error(r.pos("token"),
             "admin.token is empty (an unset or empty ${VAR}?); leave the key out to run the admin "
             "endpoint without a token");

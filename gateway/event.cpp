@@ -99,35 +99,6 @@ std::string_view next_segment(std::string_view& path) {
   return seg;
 }
 
-// RFC 3339 date-time (what CloudEvents requires of `time`): 2026-11-25T17:00:00Z, with optional
-// fractional seconds and a numeric offset instead of Z. Receivers' SDKs refuse anything else, and
-// a 4xx is final, so such an event would never be delivered.
-bool is_rfc3339(std::string_view t) {
-  auto digits = [&](size_t at, size_t n, int lo, int hi) {
-    if (at + n > t.size()) return false;
-    int v = 0;
-    for (size_t i = at; i < at + n; ++i) {
-      if (t[i] < '0' || t[i] > '9') return false;
-      v = v * 10 + (t[i] - '0');
-    }
-    return v >= lo && v <= hi;
-  };
-  auto is = [&](size_t at, char c) { return at < t.size() && (t[at] | 0x20) == (c | 0x20); };
-  if (!digits(0, 4, 0, 9999) || !is(4, '-') || !digits(5, 2, 1, 12) || !is(7, '-') ||
-      !digits(8, 2, 1, 31) || !is(10, 'T') || !digits(11, 2, 0, 23) || !is(13, ':') ||
-      !digits(14, 2, 0, 59) || !is(16, ':') || !digits(17, 2, 0, 60))
-    return false;
-  size_t at = 19;
-  if (is(at, '.')) {
-    const size_t first = ++at;
-    while (at < t.size() && t[at] >= '0' && t[at] <= '9') ++at;
-    if (at == first) return false;
-  }
-  if (is(at, 'Z')) return at + 1 == t.size();
-  return (is(at, '+') || is(at, '-')) && digits(at + 1, 2, 0, 23) && is(at + 3, ':') &&
-         digits(at + 4, 2, 0, 59) && at + 6 == t.size();
-}
-
 bool parse_index(std::string_view seg, rapidjson::SizeType& out) {
   if (seg.empty()) return false;
   auto [p, ec] = std::from_chars(seg.data(), seg.data() + seg.size(), out);
@@ -217,15 +188,8 @@ Status Event::normalize(std::optional<int64_t> now_ms) {
           require_string("time", [&] { return format_rfc3339(now_ms ? *now_ms : now_unix_ms()); });
       !st)
     return st;
-  if (const JsonValue* time = member(doc_, "time");
-      !is_rfc3339(std::string_view(time->GetString(), time->GetStringLength())))
-    return make_error("event \"time\" must be an RFC 3339 timestamp (2026-11-25T17:00:00Z)");
-  const JsonValue* content_type = member(doc_, "datacontenttype");
-  if (content_type == nullptr) {
-    if (member(doc_, "data") != nullptr) doc_.AddMember("datacontenttype", "application/json", a);
-  } else if (!content_type->IsString() || content_type->GetStringLength() == 0) {
-    return make_error("event \"datacontenttype\" must be a non-empty string");
-  }
+  if (member(doc_, "data") != nullptr && member(doc_, "datacontenttype") == nullptr)
+    doc_.AddMember("datacontenttype", "application/json", a);
   return {};
 }
 

@@ -3,9 +3,11 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <algorithm>
 #include <ctime>
 #include <optional>
 
+#include "gateway/common/clock.hpp"
 #include "gateway/common/ids.hpp"
 
 namespace hookgate {
@@ -15,9 +17,17 @@ namespace {
 // (a "+0200" offset, a space for the T, an epoch number): the caller then uses the time the
 // gateway took the event in, rather than file it hours off or under 1970.
 std::optional<double> epoch_seconds(std::string_view t) {
+  // strptime takes one-digit fields ("24-1-2T3:4:5Z" is year 24): the shape is checked first.
+  auto digits_at = [&](std::initializer_list<size_t> at) {
+    return std::all_of(at.begin(), at.end(), [&](size_t i) { return t[i] >= '0' && t[i] <= '9'; });
+  };
+  if (t.size() < 20 || !digits_at({0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18}) ||
+      t[4] != '-' || t[7] != '-' || (t[10] != 'T' && t[10] != 't') || t[13] != ':' || t[16] != ':')
+    return std::nullopt;
   std::tm tm{};
   int ms = 0;
   std::string s(t);
+  s[10] = 'T';
   const char* rest = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
   if (!rest) return std::nullopt;
   if (*rest == '.') {
@@ -38,6 +48,7 @@ std::optional<double> epoch_seconds(std::string_view t) {
       return std::nullopt;
     const int hh = (rest[1] - '0') * 10 + (rest[2] - '0');
     const int mm = (rest[4] - '0') * 10 + (rest[5] - '0');
+    if (hh > 23 || mm > 59) return std::nullopt;
     offset = (hh * 60 + mm) * 60 * (*rest == '+' ? 1 : -1);
   }
   if (secs == static_cast<time_t>(-1)) return std::nullopt;
@@ -52,7 +63,9 @@ std::string hec_body(const Event& event, const config::WebhookConfig& w, int64_t
   const JsonValue* time = event.find("time");
   std::optional<double> seconds;
   if (time && time->IsString()) seconds = epoch_seconds(time->GetString());
-  out.Double(seconds ? *seconds : static_cast<double>(now_unix_ms) / 1000.0);
+  // now_ms is the schedule clock (the deliveries' times); Splunk wants the wall clock's.
+  out.Double(seconds ? *seconds
+                     : static_cast<double>(now_unix_ms - schedule_clock().skew_ms()) / 1000.0);
   out.Key("host");
   const JsonValue* host = event.find("data.host");
   out.String(host && host->IsString() ? host->GetString() : "hookgate");

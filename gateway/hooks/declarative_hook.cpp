@@ -416,6 +416,24 @@ std::optional<ActionStep> parse_action(const YAML::Node& node, const std::string
     for (const auto& p : step.paths)
       if (is_required_attribute(p))
         r.error(r.pos("remove"), what + ": '" + p + "' is a required event attribute");
+    // Every path names what was there before the step: removing a list element moves the later
+    // ones up, so higher indexes of one list go first (data.cards.1 before data.cards.0, 10
+    // before 2). Descending order, numeric segments compared as numbers, does that.
+    std::sort(step.paths.begin(), step.paths.end(), [](std::string_view a, std::string_view b) {
+      while (!a.empty() && !b.empty()) {
+        const std::string_view sa = a.substr(0, a.find('.')), sb = b.substr(0, b.find('.'));
+        a.remove_prefix(std::min(a.size(), sa.size() + 1));
+        b.remove_prefix(std::min(b.size(), sb.size() + 1));
+        if (sa == sb) continue;
+        const auto numeric = [](std::string_view s) {
+          return !s.empty() &&
+                 std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+        };
+        if (numeric(sa) && numeric(sb) && sa.size() != sb.size()) return sa.size() > sb.size();
+        return sa > sb;
+      }
+      return a.size() > b.size();  // the longer (deeper) path first
+    });
   } else if (r.has("set")) {
     step.op = ActionStep::Op::Set;
     YAML::Node map = r.node("set");

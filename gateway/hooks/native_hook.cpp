@@ -462,7 +462,10 @@ class NativeHook final : public Hook {
     return counter;
   }
 
+  // The file is marked at once, not when this hook is unloaded: a reload builds its new chain
+  // (and so loads the library again) while the old chain still holds this hook.
   HookResult stuck(const char* what) const {
+    if (file_) poison_library(*file_);
     quarantines().inc();
     std::string reason = std::string(what) + " did not return within " +
                          std::to_string(spec().timeout_ms) + " ms; hook quarantined until reloaded";
@@ -471,6 +474,7 @@ class NativeHook final : public Hook {
   }
 
   HookResult crashed(const char* what) const {
+    if (file_) poison_library(*file_);
     quarantines().inc();
     std::string reason =
         std::string(what) + " crashed; hook " + worker_.quarantine_reason() + ", until reloaded";

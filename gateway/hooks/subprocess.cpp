@@ -298,11 +298,14 @@ ReadStatus read_line(int fd, LineBuffer& buf, std::string& line, int64_t deadlin
     if (buf.take_line(line)) return ReadStatus::Line;
     if (buf.size() > max_line) return ReadStatus::TooLong;
     // A child that never stops writing never lets read() say EAGAIN: the deadline still holds.
-    if (remaining_ms(deadline_ns) <= 0) return ReadStatus::Timeout;
+    // One that has exited gets its last read first: that is an exit, not a timeout.
+    const bool late = remaining_ms(deadline_ns) <= 0;
+    if (late && !exited) return ReadStatus::Timeout;
     char chunk[65536];
     ssize_t n = ::read(fd, chunk, sizeof chunk);
     if (n > 0) {
       buf.append(chunk, static_cast<size_t>(n));
+      if (late) return buf.take_line(line) ? ReadStatus::Line : ReadStatus::Eof;  // a grandchild's
       continue;
     }
     if (n == 0) return ReadStatus::Eof;

@@ -71,7 +71,12 @@ TEST(RouterTest, SplunkHecTimeHonoursOffsetsAndFallsBackToIntakeTime) {
   EXPECT_DOUBLE_EQ(hec_time("2024-01-02T08:34:05+05:30"), 1704164645);
   EXPECT_DOUBLE_EQ(hec_time("2024-01-01T22:04:05-05:00"), 1704164645);
   EXPECT_DOUBLE_EQ(hec_time("2024-01-02T03:04:05.5z"), 1704164645.5);
-  // A `time` that is not RFC 3339 never gets this far: the envelope refuses it (EventTest).
+  // Not RFC 3339: filed at the time the gateway took the event in, not hours off or in 1970
+  // (and an absurd offset is not parsed into an overflow).
+  for (const char* odd : {"2024-01-02T03:04:05+0200", "2024-01-02 03:04:05Z", "1704164645",
+                          "2024-01-02T03:04:05+99999999:00", "2024-01-02T03:04:05", "24-1-2T3:4:5Z",
+                          "2024-01-02T03:04:05+99:99"})
+    EXPECT_DOUBLE_EQ(hec_time(odd), 1700000000.25) << odd;
 }
 
 }  // namespace

@@ -225,7 +225,8 @@ TEST(ProgramHookTest, GarbageAnswersAreFailuresAndTheProcessStays) {
             "garbage answer: invalid JSON at offset 1: Invalid value. (16 bytes; the debug log "
             "quotes them)");
   ev = make_event(R"({"do":"replace_infinite"})");
-  EXPECT_NE(hook->handle(ev).error().reason.find("garbage answer: invalid JSON: a number is out of range ("),
+  EXPECT_NE(hook->handle(ev).error().reason.find(
+                "garbage answer: invalid JSON: a number is out of range ("),
             std::string::npos);
   // The protocol is still in step: the next event is answered normally by the same process.
   ev = make_event(R"({"do":"skip"})");
