@@ -59,22 +59,36 @@ std::unique_ptr<bus::Publisher> publisher_for(const GatewayProcess& gw) {
   return std::move(pub.value());
 }
 
+// Starts `gw` with one webhook whose receiver is not up yet (`port`: connection refused) and
+// fast retries, publishes `n` events and waits until attempts are failing. The published ids;
+// fewer than `n` when something went wrong (the failure is recorded).
+std::set<std::string> publish_while_receiver_down(GatewayProcess& gw, int port, int n) {
+  std::set<std::string> sent;
+  if (!gw.start(config_for(
+          "http://127.0.0.1:" + std::to_string(port) + "/",
+          "    retry: { max_attempts: 100, initial_backoff_ms: 50, max_backoff_ms: 300 }\n"))) {
+    ADD_FAILURE() << gw.log();
+    return sent;
+  }
+  auto pub = publisher_for(gw);
+  if (!pub) {
+    ADD_FAILURE() << "no publisher";
+    return sent;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (!pub->publish("app.event", "{\"i\":" + std::to_string(i) + "}")) break;
+    sent.insert(pub->last_id());
+  }
+  EXPECT_TRUE(gw.wait_for_log("connect", 10s)) << gw.log();  // attempts are failing
+  return sent;
+}
+
 TEST(ReliabilityTest, ReceiverDownThenUpGetsEverything) {
   TempDir dir;
   int port = free_tcp_port();  // nothing listens here yet: connection refused
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_for(
-      "http://127.0.0.1:" + std::to_string(port) + "/",
-      "    retry: { max_attempts: 100, initial_backoff_ms: 50, max_backoff_ms: 300 }\n")))
-      << gw.log();
-  auto pub = publisher_for(gw);
-  ASSERT_TRUE(pub);
-  std::set<std::string> sent;
-  for (int i = 0; i < 50; ++i) {
-    ASSERT_TRUE(pub->publish("app.event", "{\"i\":" + std::to_string(i) + "}"));
-    sent.insert(pub->last_id());
-  }
-  ASSERT_TRUE(gw.wait_for_log("connect", 10s)) << gw.log();  // attempts are failing
+  const std::set<std::string> sent = publish_while_receiver_down(gw, port, 50);
+  ASSERT_EQ(sent.size(), 50u);
   HttpReceiver rx(port);
   ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 20s))
       << gw.log();
@@ -409,19 +423,8 @@ TEST(ReliabilityTest, AClockSetBackWhileStoppedDoesNotDelayPendingDeliveries) {
   TempDir dir;
   int port = free_tcp_port();  // nothing listens here yet: connection refused
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_for(
-      "http://127.0.0.1:" + std::to_string(port) + "/",
-      "    retry: { max_attempts: 100, initial_backoff_ms: 50, max_backoff_ms: 300 }\n")))
-      << gw.log();
-  auto pub = publisher_for(gw);
-  ASSERT_TRUE(pub);
-  std::set<std::string> sent;
-  for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(pub->publish("app.event", "{\"i\":" + std::to_string(i) + "}"));
-    sent.insert(pub->last_id());
-  }
-  ASSERT_TRUE(gw.wait_for_log("connect", 10s)) << gw.log();
-  pub.reset();
+  const std::set<std::string> sent = publish_while_receiver_down(gw, port, 5);
+  ASSERT_EQ(sent.size(), 5u);
   gw.signal(SIGTERM);
   ASSERT_EQ(gw.wait_exit(20s), 0) << gw.log();
 
