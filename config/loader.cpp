@@ -167,6 +167,18 @@ void validate_webhook(MapReader& r, WebhookConfig& w) {
   }
   for (const auto& [name, value] : w.headers)
     if (is_sensitive_header(name)) register_secret(value);
+  // A variable that is only part of a secret value holds a secret as well.
+  auto register_parts = [](const YAML::Node& node) {
+    if (node.IsScalar())
+      for (const auto& part : substituted_values(node.Scalar())) register_secret(part);
+  };
+  register_parts(r.node("secret"));
+  if (YAML::Node list = r.node("secrets"); list.IsSequence())
+    for (const auto& item : list) register_parts(item);
+  if (YAML::Node headers = r.node("headers"); headers.IsMap())
+    for (const auto& entry : headers)
+      if (entry.first.IsScalar() && is_sensitive_header(entry.first.Scalar()))
+        register_parts(entry.second);
 }
 
 void read_retry(MapReader r, RetryConfig& retry) {
@@ -299,6 +311,8 @@ void read_admin(MapReader r, AdminConfig& admin) {
   r.get("listen", admin.listen);
   r.get("token", admin.token);
   register_secret(admin.token);
+  if (YAML::Node token = r.node("token"); token.IsScalar())
+    for (const auto& part : substituted_values(token.Scalar())) register_secret(part);
   // The listener takes a literal address (no resolver at start), as `run` would find out.
   const auto host_port = split_host_port(admin.listen);
   const bool host_ok =

@@ -41,7 +41,8 @@ Result<YAML::Node, Diagnostics> parse_yaml_file(const std::string& path) {
   return parse_yaml(ss.str(), path);
 }
 
-std::string expand_env(std::string_view text, const Position& where, Diagnostics& errors) {
+std::string expand_env(std::string_view text, const Position& where, Diagnostics& errors,
+                       std::vector<std::string>* substituted) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
@@ -76,8 +77,10 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
     const char* value = var.empty() ? nullptr : std::getenv(var.c_str());
     if (value && *value) {
       out += value;
+      if (substituted) substituted->emplace_back(value);
     } else if (fallback) {
       out += *fallback;
+      if (substituted) substituted->emplace_back(*fallback);
     } else if (value) {
       // Set but empty: honour it (the operator said so explicitly).
     } else {
@@ -87,6 +90,13 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
     i = close + 1;
   }
   return out;
+}
+
+std::vector<std::string> substituted_values(std::string_view raw) {
+  std::vector<std::string> values;
+  Diagnostics ignored;  // the value was expanded (and its errors reported) when it was read
+  (void)expand_env(raw, Position{}, ignored, &values);
+  return values;
 }
 
 void report_duplicate_keys(const YAML::Node& map, const std::string& file,

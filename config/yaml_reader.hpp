@@ -24,7 +24,12 @@ Result<YAML::Node, Diagnostics> parse_yaml_file(const std::string& path);
 
 // Expands ${VAR} and ${VAR:-default} from the environment; `$${` is a literal `${`. An unset
 // variable without a default is an error (an empty secret would silently turn signing off).
-std::string expand_env(std::string_view text, const Position& where, Diagnostics& errors);
+// With `substituted`, each value a ${VAR} (or its default) put into the result is appended to it.
+std::string expand_env(std::string_view text, const Position& where, Diagnostics& errors,
+                       std::vector<std::string>* substituted = nullptr);
+// The values ${VAR}s put into `raw`: the parts of a secret value that must count as secrets on
+// their own (`Authorization: "Splunk ${HEC_TOKEN}"` → the token, which is all HEC_TOKEN holds).
+std::vector<std::string> substituted_values(std::string_view raw);
 
 // Each repeated key of `map` is an error at the repeat, naming the first's line. yaml-cpp keeps
 // every copy and lookups find the first, so a repeated block would vanish silently. MapReader

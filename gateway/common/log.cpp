@@ -7,8 +7,6 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
-#include <unistd.h>
-
 #include <mutex>
 #include <set>
 #include <vector>
@@ -108,23 +106,8 @@ void setup_logging(std::string_view level, std::string_view format) {
 
 void register_secret(std::string_view secret) {
   if (secret.size() < 4) return;  // too short to redact without mangling ordinary text
-  // A secret often reaches the config as part of a value (`Authorization: "Splunk ${HEC_TOKEN}"`):
-  // the variable then holds only the part, which must not be logged or handed to hooks either.
-  // Parts under kMinPart characters are left alone: they would match ordinary values.
-  constexpr size_t kMinPart = 8;
-  std::vector<std::string_view> parts;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string_view entry(*e);
-    const size_t equals = entry.find('=');
-    if (equals == std::string_view::npos) continue;
-    std::string_view value = entry.substr(equals + 1);
-    if (value.size() >= kMinPart && value.size() < secret.size() &&
-        secret.find(value) != std::string_view::npos)
-      parts.push_back(value);
-  }
   std::lock_guard lock(g_secret_mu);
   secrets().emplace(secret);
-  for (auto part : parts) secrets().emplace(part);
 }
 
 bool holds_secret(std::string_view value) {

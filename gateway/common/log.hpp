@@ -15,8 +15,8 @@ namespace hookgate {
 void setup_logging(std::string_view level, std::string_view format);
 // Whether `level` is one of the names above (spdlog reads any other name as "off").
 bool is_log_level(std::string_view level);
-// Registers values that must never appear in logs (webhook secrets, header values marked secret),
-// and the value of every environment variable (8 characters or more) that is part of one.
+// Registers values that must never appear in logs (webhook secrets, header values marked secret,
+// and the ${VAR} values the config put into them: config/loader.cpp).
 void register_secret(std::string_view secret);
 // Replaces every registered secret in `text` with "[REDACTED]", and strips userinfo from URLs.
 std::string redact_secrets(std::string_view text);

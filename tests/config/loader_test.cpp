@@ -193,6 +193,20 @@ TEST(ConfigLoaderTest, AVariableThatIsPartOfASecretHeaderIsASecretToo) {
   EXPECT_TRUE(holds_secret("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"));
   EXPECT_EQ(redact_secrets("token=0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"), "token=[REDACTED]");
   EXPECT_FALSE(holds_secret("eu"));
+  // Only what the config put into a secret counts: an unrelated variable of the same text does
+  // not make ordinary words secrets (it used to be any 8+ character variable found inside one).
+  setenv("HG_TEST_SPLUNK_USER", "hookgate-svc", 1);
+  setenv("HG_TEST_SPLUNK_PASS", "pa55-w0rd-for-hec", 1);
+  setenv("HG_TEST_UNRELATED", "w0rd-for-hec", 1);
+  auto basic = load(
+      "webhooks:\n  - name: siem\n    url: https://splunk-hec.example/\n"
+      "    headers: { Authorization: \"Basic ${HG_TEST_SPLUNK_USER}:${HG_TEST_SPLUNK_PASS}\" }\n");
+  unsetenv("HG_TEST_SPLUNK_USER");
+  unsetenv("HG_TEST_SPLUNK_PASS");
+  unsetenv("HG_TEST_UNRELATED");
+  ASSERT_TRUE(basic) << first_error(basic);
+  EXPECT_TRUE(holds_secret("pa55-w0rd-for-hec"));
+  EXPECT_FALSE(holds_secret("w0rd-for-hec"));
 }
 
 // Found in review: these passed `hookgate check` and then failed (or worse, silently changed
