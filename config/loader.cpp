@@ -10,6 +10,7 @@
 #include "config/yaml_reader.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/socket_address.hpp"
+#include "gateway/common/text.hpp"
 
 namespace hookgate::config {
 namespace fs = std::filesystem;
@@ -29,9 +30,13 @@ std::string resolve_path(const std::string& path, const std::string& base_dir) {
 }
 
 bool valid_webhook_name(const std::string& name) {
-  return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) {
-    return std::isalnum(c) || c == '_' || c == '-' || c == '.';
-  });
+  return !name.empty() && std::all_of(name.begin(), name.end(), is_name_char);
+}
+
+// A ${VAR} that is only part of a secret value (`Splunk ${HEC_TOKEN}`) holds a secret as well.
+void register_secret_parts(const YAML::Node& value) {
+  if (value.IsScalar())
+    for (const auto& part : substituted_values(value.Scalar())) register_secret(part);
 }
 
 // Header names whose values are credentials: never logged.
@@ -167,18 +172,13 @@ void validate_webhook(MapReader& r, WebhookConfig& w) {
   }
   for (const auto& [name, value] : w.headers)
     if (is_sensitive_header(name)) register_secret(value);
-  // A variable that is only part of a secret value holds a secret as well.
-  auto register_parts = [](const YAML::Node& node) {
-    if (node.IsScalar())
-      for (const auto& part : substituted_values(node.Scalar())) register_secret(part);
-  };
-  register_parts(r.node("secret"));
+  register_secret_parts(r.node("secret"));
   if (YAML::Node list = r.node("secrets"); list.IsSequence())
-    for (const auto& item : list) register_parts(item);
+    for (const auto& item : list) register_secret_parts(item);
   if (YAML::Node headers = r.node("headers"); headers.IsMap())
     for (const auto& entry : headers)
       if (entry.first.IsScalar() && is_sensitive_header(entry.first.Scalar()))
-        register_parts(entry.second);
+        register_secret_parts(entry.second);
 }
 
 void read_retry(MapReader r, RetryConfig& retry) {
@@ -311,8 +311,7 @@ void read_admin(MapReader r, AdminConfig& admin) {
   r.get("listen", admin.listen);
   r.get("token", admin.token);
   register_secret(admin.token);
-  if (YAML::Node token = r.node("token"); token.IsScalar())
-    for (const auto& part : substituted_values(token.Scalar())) register_secret(part);
+  register_secret_parts(r.node("token"));
   // The listener takes a literal address (no resolver at start), as `run` would find out.
   const auto host_port = split_host_port(admin.listen);
   const bool host_ok =
@@ -358,8 +357,7 @@ std::string alias_webhook_name(const std::string& event, const std::string& url)
   std::snprintf(hex, sizeof hex, "%08x", hash);
   std::string name = "extensions-" + (event.empty() ? std::string("all") : event) + "-" + hex;
   std::replace_if(
-      name.begin(), name.end(),
-      [](unsigned char c) { return !(std::isalnum(c) || c == '_' || c == '-' || c == '.'); }, '_');
+      name.begin(), name.end(), [](char c) { return !is_name_char(c); }, '_');
   return name;
 }
 

@@ -348,8 +348,9 @@ struct Gateway::Impl {
                bool observers_on, std::vector<webhooks::Delivery>& batch,
                const DiagnosticSink& sink) {
     received.inc();
-    int64_t now = now_unix_ms();
-    auto decoded = bus::decode_message(frames, static_cast<size_t>(cfg.bus.max_message_bytes), now);
+    const ClockReading now = read_clocks();  // the intake moment: event time and due time
+    auto decoded =
+        bus::decode_message(frames, static_cast<size_t>(cfg.bus.max_message_bytes), now.wall_ms);
     if (!decoded) {
       rejected.inc();
       const auto& rej = decoded.error();
@@ -367,7 +368,7 @@ struct Gateway::Impl {
     count_sequence_gap(ev);
     auto outcome = ch.run(ev, sink);
     if (outcome.vetoed) return true;
-    size_t n = rt.route(ev, schedule_now_ms(), batch);
+    size_t n = rt.route(ev, now.schedule_ms, batch);
     routed.inc(n);
     if (n == 0) unrouted.inc();
     if (observers_on)

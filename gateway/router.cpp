@@ -55,7 +55,7 @@ std::optional<double> epoch_seconds(std::string_view t) {
   return static_cast<double>(secs - offset) + ms / 1000.0;
 }
 
-std::string hec_body(const Event& event, const config::WebhookConfig& w, int64_t now_unix_ms) {
+std::string hec_body(const Event& event, const config::WebhookConfig& w, int64_t schedule_ms) {
   rapidjson::StringBuffer buf;
   rapidjson::Writer<rapidjson::StringBuffer> out(buf);
   out.StartObject();
@@ -63,9 +63,9 @@ std::string hec_body(const Event& event, const config::WebhookConfig& w, int64_t
   const JsonValue* time = event.find("time");
   std::optional<double> seconds;
   if (time && time->IsString()) seconds = epoch_seconds(time->GetString());
-  // now_ms is the schedule clock (the deliveries' times); Splunk wants the wall clock's.
+  // schedule_ms is the deliveries' clock; Splunk wants the wall clock's.
   out.Double(seconds ? *seconds
-                     : static_cast<double>(now_unix_ms - schedule_clock().skew_ms()) / 1000.0);
+                     : static_cast<double>(schedule_ms - schedule_clock().skew_ms()) / 1000.0);
   out.Key("host");
   const JsonValue* host = event.find("data.host");
   out.String(host && host->IsString() ? host->GetString() : "hookgate");
@@ -92,7 +92,7 @@ Router::Router(const std::vector<config::WebhookConfig>& webhooks) {
   for (const auto& w : webhooks) routes_.push_back({PatternSet(w.events), w});
 }
 
-size_t Router::route(const Event& event, int64_t now_unix_ms,
+size_t Router::route(const Event& event, int64_t schedule_ms,
                      std::vector<webhooks::Delivery>& out) const {
   std::string_view type = event.type();
   std::shared_ptr<const std::string> cloudevent_body, data_body;
@@ -111,7 +111,7 @@ size_t Router::route(const Event& event, int64_t now_unix_ms,
         body = data_body;
         break;
       case config::BodyMode::SplunkHec:
-        body = std::make_shared<const std::string>(hec_body(event, r.webhook, now_unix_ms));
+        body = std::make_shared<const std::string>(hec_body(event, r.webhook, schedule_ms));
         break;
     }
     webhooks::Delivery d;
@@ -120,8 +120,8 @@ size_t Router::route(const Event& event, int64_t now_unix_ms,
     d.event_id = std::string(event.id());
     d.event_type = std::string(type);
     d.body = std::move(body);
-    d.created_ms = now_unix_ms;
-    d.next_attempt_ms = now_unix_ms;
+    d.created_ms = schedule_ms;
+    d.next_attempt_ms = schedule_ms;
     out.push_back(std::move(d));
     ++added;
   }

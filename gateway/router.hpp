@@ -17,8 +17,9 @@ class Router {
  public:
   explicit Router(const std::vector<config::WebhookConfig>& webhooks);
 
-  // Appends the deliveries for `event` to `out`; returns how many were appended.
-  size_t route(const Event& event, int64_t now_unix_ms, std::vector<webhooks::Delivery>& out) const;
+  // Appends the deliveries for `event` to `out`, created and due at `schedule_ms` (the schedule
+  // clock, gateway/common/clock.hpp); returns how many were appended.
+  size_t route(const Event& event, int64_t schedule_ms, std::vector<webhooks::Delivery>& out) const;
   // Names of the webhooks an event of `type` would reach (for `hooks test`).
   std::vector<std::string> matching(std::string_view type) const;
   bool empty() const { return routes_.empty(); }

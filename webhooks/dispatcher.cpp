@@ -712,8 +712,8 @@ struct Dispatcher::Impl {
     Webhook& webhook = *transfer->webhook;
     const config::WebhookConfig& cfg = *transfer->config;
     const Delivery& delivery = transfer->delivery;
-    const int64_t now_ms = now_unix_ms();  // Retry-After dates and /status are wall-clock
-    const int64_t schedule_ms = schedule_now_ms();
+    // Retry-After dates and /status are wall-clock; the retry's due time is on the schedule clock.
+    const auto [now_ms, schedule_ms] = read_clocks();
 
     Classification classification = classify_attempt(result, now_ms, cfg.retry);
     RetryDecision decision = decide_outcome(delivery, classification, schedule_ms, cfg.retry, rng);

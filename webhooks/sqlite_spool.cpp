@@ -265,6 +265,11 @@ struct SqliteSpool::Conn {
   bool exec(const char* sql) {
     return sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK;
   }
+  // Undoes and ends savepoint `name`; false when it could not (the transaction must then go:
+  // committing it would keep what the savepoint was meant to undo).
+  bool undo_savepoint(const std::string& name) {
+    return exec(("ROLLBACK TO " + name).c_str()) && exec(("RELEASE " + name).c_str());
+  }
   // First column of the first row as an integer (pragmas, counts); nullopt on error or NULL.
   std::optional<int64_t> scalar(const char* sql) {
     sqlite3_stmt* s = stmt(sql);
@@ -752,8 +757,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           } else if (!err.empty()) {
             // If the partial batch cannot be undone, the whole transaction goes: committing it
             // would keep part of a batch reported refused.
-            if (!c.exec("ROLLBACK TO add_batch") || !c.exec("RELEASE add_batch"))
-              failure = err + "; " + c.error();
+            if (!c.undo_savepoint("add_batch")) failure = err + "; " + c.error();
             op.status = make_error("spool " + path_ + ": " + err);
           } else if (!c.exec("RELEASE add_batch")) {
             failure = c.error();
@@ -810,7 +814,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             op.count = 0;
             if (sqlite3_get_autocommit(c.db)) {
               failure = why;
-            } else if (!c.exec("ROLLBACK TO replay") || !c.exec("RELEASE replay")) {
+            } else if (!c.undo_savepoint("replay")) {
               failure = why + "; " + c.error();
             }
           } else if (!c.exec("RELEASE replay")) {

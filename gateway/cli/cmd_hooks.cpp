@@ -122,11 +122,8 @@ int hooks_new(const Args& args) {
   std::string name = args.positional()[1];
   // The name becomes a file name in --dir and an identifier in the template: nothing that
   // leaves the directory (../x, /etc/x), hides the file, or breaks the generated code.
-  const bool name_ok =
-      !name.empty() && name.front() != '.' && name.front() != '-' &&
-      std::all_of(name.begin(), name.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-      });
+  const bool name_ok = !name.empty() && name.front() != '.' && name.front() != '-' &&
+                       std::all_of(name.begin(), name.end(), is_name_char);
   if (!name_ok)
     return fail("hook name '" + name +
                     "': use letters, digits, '_', '-' and '.' only, not starting with '.' or '-' "

@@ -14,9 +14,10 @@ int64_t now_unix_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-int64_t ScheduleClock::now() {
+ClockReading ScheduleClock::read() {
   std::lock_guard lock(mu_);
-  return advance_locked(now_unix_ms());
+  const int64_t wall = now_unix_ms();
+  return {wall, advance_locked(wall)};
 }
 
 int64_t ScheduleClock::now(int64_t wall_ms) {
@@ -61,7 +62,11 @@ ScheduleClock& schedule_clock() {
 }
 
 int64_t schedule_now_ms() {
-  return schedule_clock().now();
+  return schedule_clock().read().schedule_ms;
+}
+
+ClockReading read_clocks() {
+  return schedule_clock().read();
 }
 
 int64_t now_steady_ns() {

@@ -9,6 +9,13 @@ namespace hookgate {
 // Wall-clock milliseconds since the Unix epoch: event times, signature timestamps, HTTP dates.
 int64_t now_unix_ms();
 
+// Both clocks from one wall-clock read: for code that needs the wall time (an event's time, a
+// Retry-After date) and the schedule time (a due time) of the same moment.
+struct ClockReading {
+  int64_t wall_ms;
+  int64_t schedule_ms;
+};
+
 // The clock deliveries are scheduled by (due times, creation and update times in the spool). It is
 // the wall clock (persisted schedules survive restarts, so they cannot be steady_clock values),
 // except that it never runs backwards: when the wall clock steps back by more than kStepMs (an
@@ -19,9 +26,9 @@ int64_t now_unix_ms();
 class ScheduleClock {
  public:
   static constexpr int64_t kStepMs = 1000;
-  // The schedule time now. The wall clock is read under the lock: a reading taken before a stall
-  // and used after another thread moved the clock on would look like a step back.
-  int64_t now();
+  // The wall and schedule times now. The wall clock is read under the lock: a reading taken
+  // before a stall and used after another thread moved the clock on would look like a step back.
+  ClockReading read();
   // The schedule time for wall-clock reading `wall_ms` (tests).
   int64_t now(int64_t wall_ms);
   // What is already scheduled reaches `ms` (the spool's latest time at start): a wall clock that
@@ -41,6 +48,7 @@ class ScheduleClock {
 // The process's schedule clock, and its reading now.
 ScheduleClock& schedule_clock();
 int64_t schedule_now_ms();
+ClockReading read_clocks();
 // Monotonic nanoseconds, for measuring durations.
 int64_t now_steady_ns();
 // RFC 3339 UTC with millisecond precision, e.g. 2026-11-21T12:00:00.123Z.

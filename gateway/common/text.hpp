@@ -70,6 +70,11 @@ inline std::string to_valid_utf8(std::string_view s) {
   return out;
 }
 
+// What a name may be made of (webhook names, hook names): letters, digits, '_', '-' and '.'.
+inline bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+}
+
 // Whether `s` is UTF-8 text without control characters (what may name things in metrics labels,
 // JSON and logs).
 inline bool is_display_text(std::string_view s) {

@@ -540,6 +540,24 @@ class NativeHook final : public Hook {
   bool initialized_ = false;
 };
 
+// Opens `path` under its own file name from a fresh temporary folder, removed again at once: as a
+// symlink (the same file under a name glibc has not seen) or as a copy (a file of its own, so a
+// fresh mapping). nullopt when the folder, link or copy cannot be made.
+std::optional<void*> dlopen_via_temp_folder(const std::string& path, bool copy) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::string folder = (fs::temp_directory_path(ec) / "hookgate-native-XXXXXX").string();
+  if (ec || ::mkdtemp(folder.data()) == nullptr) return std::nullopt;
+  const std::string entry = folder + "/" + fs::path(path).filename().string();
+  const bool made = copy ? fs::copy_file(path, entry, ec)
+                         : ::symlink(fs::absolute(path, ec).c_str(), entry.c_str()) == 0;
+  std::optional<void*> lib;
+  if (made) lib = ::dlopen(entry.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ::unlink(entry.c_str());
+  ::rmdir(folder.c_str());
+  return lib;
+}
+
 // dlopen() that follows the FILE rather than its name. glibc hands back an already-loaded library
 // whose name matches without looking at the file, so a rebuilt hook installed under the same name
 // (by rename, as docs/hooks.md says) would keep running its old code after a hot reload or SIGHUP:
@@ -550,27 +568,13 @@ class NativeHook final : public Hook {
 void* open_library(const std::string& path) {
   static std::mutex mu;
   // The file each name was last dlopen()ed as.
-  static std::map<std::string, std::pair<dev_t, ino_t>> loaded_as;
+  static std::map<std::string, LibraryFile> loaded_as;
   std::lock_guard lock(mu);
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  const std::pair<dev_t, ino_t> file{st.st_dev, st.st_ino};
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (is_poisoned(file)) {
-    // A copy has an inode of its own, so glibc maps it afresh: new globals, new static state.
-    std::string folder = (fs::temp_directory_path(ec) / "hookgate-native-XXXXXX").string();
-    if (ec || ::mkdtemp(folder.data()) == nullptr) {
-      ::dlerror();
-      return nullptr;  // never the poisoned mapping; load_native_hook reports it
-    }
-    const std::string copy = folder + "/" + fs::path(path).filename().string();
-    void* lib = nullptr;
-    if (fs::copy_file(path, copy, ec)) lib = ::dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
-    ::unlink(copy.c_str());
-    ::rmdir(folder.c_str());
-    return lib;
-  }
+  const LibraryFile file{st.st_dev, st.st_ino};
+  // Never the poisoned mapping: a copy, or nothing (load_native_hook reports it).
+  if (is_poisoned(file)) return dlopen_via_temp_folder(path, /*copy=*/true).value_or(nullptr);
   bool stale = false;
   if (void* same_name = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
     auto it = loaded_as.find(path);
@@ -578,23 +582,11 @@ void* open_library(const std::string& path) {
     ::dlclose(same_name);
   }
   ::dlerror();
-  if (!stale) {
-    void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr) loaded_as[path] = file;
-    return lib;
+  if (stale) {
+    if (auto lib = dlopen_via_temp_folder(path, /*copy=*/false)) return *lib;
   }
-  std::string folder = (fs::temp_directory_path(ec) / "hookgate-native-XXXXXX").string();
-  if (ec || ::mkdtemp(folder.data()) == nullptr)
-    return ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  const std::string alias = folder + "/" + fs::path(path).filename().string();
-  void* lib = nullptr;
-  if (::symlink(fs::absolute(path, ec).c_str(), alias.c_str()) == 0) {
-    lib = ::dlopen(alias.c_str(), RTLD_NOW | RTLD_LOCAL);
-    ::unlink(alias.c_str());
-  } else {
-    lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  }
-  ::rmdir(folder.c_str());
+  void* lib = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib != nullptr && !stale) loaded_as[path] = file;
   return lib;
 }
 

@@ -136,10 +136,9 @@ class ProgramHook final : public Hook {
         return crashed_locked();
     }
 
-    for (bool first = true;; first = false) {
-      // Blank lines and stale answers go round again: a hook printing them without end must
-      // still time out.
-      if (!first && remaining_ms(deadline) <= 0) return timed_out_locked("waiting for the answer");
+    // Blank lines and stale answers go round again; read_line keeps to the deadline even for a
+    // hook that prints them without end.
+    for (;;) {
       std::string line;
       switch (read_line(proc_->stdout_fd(), out_buf_, line, deadline, kMaxAnswerBytes,
                         proc_->exit_fd())) {
