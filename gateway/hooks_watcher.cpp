@@ -8,7 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <string_view>
+
+#include "gateway/hooks/discovery.hpp"
 
 namespace hookgate {
 namespace {
@@ -31,6 +36,20 @@ bool ignorable(std::string_view name) {
 
 }  // namespace
 
+namespace {
+constexpr uint32_t kDirectoryEvents = IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM |
+                                      IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF |
+                                      IN_MOVE_SELF;
+// In a parent, only the hook directory's own name matters: created, removed, renamed over, or a
+// symlink replaced.
+constexpr uint32_t kParentEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO;
+
+bool directory_exists(const std::filesystem::path& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec);
+}
+}  // namespace
+
 HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<void()> on_change,
                            std::chrono::milliseconds debounce)
     : directories_(std::move(directories)), on_change_(std::move(on_change)), debounce_(debounce) {
@@ -40,13 +59,10 @@ HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<v
     spdlog::warn("hooks: inotify unavailable, hot reload only on SIGHUP");
     return;
   }
-  for (const auto& dir : directories_) {
-    // Missing directories are not watched; creating one later needs a SIGHUP (which rebuilds the
-    // watcher).
-    inotify_add_watch(fd_, dir.c_str(),
-                      IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB |
-                          IN_CLOSE_WRITE);
-  }
+  fingerprint_ = hooks::hook_files_fingerprint(directories_);
+  for (const auto& dir : directories_)
+    existed_.push_back(directory_exists(hooks::normalized_directory(dir)));
+  renew_watches();
   thread_ = std::thread([this] {
     name_this_thread("hg-hook-watch");
     run();
@@ -61,6 +77,74 @@ HooksWatcher::~HooksWatcher() {
   if (thread_.joinable()) thread_.join();
   if (fd_ >= 0) close(fd_);
   if (stop_fd_ >= 0) close(stop_fd_);
+}
+
+void HooksWatcher::renew_watches() {
+  std::map<std::string, std::pair<uint32_t, Watch>> wanted;  // by path
+  for (const auto& configured : directories_) {
+    const auto dir = hooks::normalized_directory(configured);
+    auto& own = wanted[dir.string()];
+    own.first |= kDirectoryEvents;
+    own.second.whole_directory = true;
+    if (dir.has_parent_path() && dir.parent_path() != dir) {
+      auto& parent = wanted[dir.parent_path().string()];
+      parent.first |= kParentEvents;
+      parent.second.names.insert(dir.filename().string());
+    }
+  }
+  std::map<int, Watch> next;
+  for (auto& [path, want] : wanted) {
+    // IN_MASK_ADD: two paths may reach one directory (a symlink) and share its descriptor.
+    const int wd = inotify_add_watch(fd_, path.c_str(), want.first | IN_MASK_ADD);
+    if (wd < 0) {
+      // Missing is normal (optional directories, a parent that is not there either); anything
+      // else means changes there go unnoticed until SIGHUP, which an operator must hear once.
+      if (errno != ENOENT && errno != ENOTDIR && warned_unwatchable_.insert(path).second)
+        spdlog::warn("hooks: cannot watch {} ({}); changes there need a SIGHUP", path,
+                     std::strerror(errno));
+      continue;
+    }
+    Watch& watch = next[wd];
+    watch.whole_directory |= want.second.whole_directory;
+    watch.names.insert(want.second.names.begin(), want.second.names.end());
+  }
+  for (const auto& [wd, watch] : watches_)
+    if (!next.count(wd)) inotify_rm_watch(fd_, wd);  // a directory renamed away
+  watches_ = std::move(next);
+}
+
+bool HooksWatcher::counts(const inotify_event& event) const {
+  if (event.mask & IN_Q_OVERFLOW) return true;  // events were lost: look again
+  auto it = watches_.find(event.wd);
+  if (it == watches_.end()) return false;  // a watch renewed away
+  const std::string_view name = event.len > 0 ? std::string_view(event.name) : "";
+  return (it->second.whole_directory && !ignorable(name)) ||
+         it->second.names.count(std::string(name));
+}
+
+void HooksWatcher::settled() {
+  renew_watches();
+  for (size_t i = 0; i < directories_.size(); ++i) {
+    if (existed_[i] && !directory_exists(hooks::normalized_directory(directories_[i]))) {
+      if (!warned_missing_)
+        spdlog::warn(
+            "hooks: directory {} disappeared; the running hooks stay in place until it is back "
+            "(send SIGHUP to run without them)",
+            directories_[i]);
+      warned_missing_ = true;
+      return;
+    }
+  }
+  warned_missing_ = false;
+  std::string fingerprint = hooks::hook_files_fingerprint(directories_);
+  if (fingerprint == fingerprint_) {
+    spdlog::debug("hooks: changes in the hook directories, but no hook file changed");
+    return;
+  }
+  fingerprint_ = std::move(fingerprint);
+  for (size_t i = 0; i < directories_.size(); ++i)
+    existed_[i] = directory_exists(hooks::normalized_directory(directories_[i]));
+  on_change_();
 }
 
 void HooksWatcher::run() {
@@ -89,12 +173,14 @@ void HooksWatcher::run() {
       while ((got = read(fd_, buf, sizeof buf)) > 0) {
         for (ssize_t at = 0; at + static_cast<ssize_t>(sizeof(inotify_event)) <= got;) {
           const auto* event = reinterpret_cast<const inotify_event*>(buf + at);
-          relevant |= (event->mask & IN_Q_OVERFLOW) != 0 ||
-                      !ignorable(event->len > 0 ? std::string_view(event->name) : "");
+          relevant |= counts(*event);
           at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
         }
       }
       if (!relevant) continue;
+      // A directory created or swapped in is watched from now on, before it settles, so the
+      // files copied into it are seen.
+      renew_watches();
       last_change = Clock::now();
       if (!pending) first_change = last_change;
       pending = true;
@@ -102,7 +188,7 @@ void HooksWatcher::run() {
     }
     if (n == 0 && pending) {
       pending = false;
-      on_change_();
+      settled();
     }
   }
 }

@@ -2,14 +2,26 @@
 // Watches the hook directories with inotify and calls `on_change` once changes have settled
 // (debounced), so an editor's write-rename-chmod burst causes one reload, not three; a stream of
 // changes that never settles still reloads every 4 debounce periods. Changes to hidden, backup,
-// temporary, log, pid and lock files (*.swp, *~, *.tmp, *.log, ...) are ignored: they are not
-// hooks, and a hook that writes its log beside itself must not reload the chain in a loop.
+// temporary, log, pid and lock files (*.swp, *~, *.tmp, *.log, ...) are ignored outright, and
+// once changes settle `on_change` runs only if the hook files changed
+// (hooks::hook_files_fingerprint): a hook that writes its state or data beside itself must not
+// reload the chain, and so restart itself, in a loop.
+//
+// Each directory's parent is watched for the directory's name, and the watches are renewed after
+// every change, so a directory created after start, replaced by a rename, or swapped as a symlink
+// is followed. A directory that disappears keeps the running hooks (a deploy removing and copying
+// back a folder must not run events through a chain without its redaction hook meanwhile) until it
+// is back or a SIGHUP reloads.
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
+
+struct inotify_event;
 
 namespace hookgate {
 
@@ -20,8 +32,21 @@ class HooksWatcher {
   ~HooksWatcher();
 
  private:
+  struct Watch {
+    bool whole_directory = false;  // a hook directory: any name that is not ignorable counts
+    std::set<std::string> names;   // a parent: only these entries (the hook directories) count
+  };
   void run();
+  void renew_watches();
+  bool counts(const inotify_event& event) const;
+  void settled();
+
   std::vector<std::string> directories_;
+  std::map<int, Watch> watches_;  // by watch descriptor
+  std::set<std::string> warned_unwatchable_;
+  std::string fingerprint_;    // of the hook files the chain was last (re)loaded for
+  std::vector<bool> existed_;  // per directory, at that load
+  bool warned_missing_ = false;
   std::function<void()> on_change_;
   std::chrono::milliseconds debounce_;
   int fd_ = -1;

@@ -10,6 +10,8 @@
 #include <set>
 #include <system_error>
 
+#include <sys/stat.h>
+
 #include "config/yaml_reader.hpp"
 #include "gateway/common/text.hpp"
 
@@ -39,9 +41,10 @@ std::optional<HookForm> classify(const fs::directory_entry& entry) {
 // Files of `dir` that the YAML descriptor `yaml` names in run:, library: or as the first word of
 // command:. They are part of that hook, not hooks of their own: without this, a script kept
 // beside its descriptor would also load (and run) as a separate program hook. A descriptor that
-// does not parse names nothing here; the loader reports it.
+// does not parse names nothing here; the loader reports it. With `every_word`, every word of
+// command: too (its arguments: a script run by an interpreter), for hot reload's fingerprint.
 void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
-                                std::set<std::string>& out) {
+                                std::set<std::string>& out, bool every_word = false) {
   auto parsed = config::parse_yaml_file(yaml.string());
   if (!parsed) return;
   const YAML::Node root = parsed.value();
@@ -62,7 +65,10 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
   }
   if (const YAML::Node command = member("command"); command.IsScalar()) {
     auto w = split_words(command.Scalar());
-    if (!w.empty()) words.push_back(w.front());
+    if (every_word)
+      words.insert(words.end(), w.begin(), w.end());
+    else if (!w.empty())
+      words.push_back(w.front());
   }
   if (const YAML::Node library = member("library"); library.IsScalar())
     words.push_back(library.Scalar());
@@ -73,6 +79,19 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
     if (p.parent_path() == dir) out.insert(p.string());
   }
 }
+
+}  // namespace
+
+fs::path normalized_directory(const std::string& configured) {
+  std::error_code ec;
+  fs::path dir = fs::absolute(configured, ec);
+  if (ec) dir = configured;
+  dir = dir.lexically_normal();
+  if (!dir.has_filename() && dir.has_parent_path()) dir = dir.parent_path();  // "x/" → "x"
+  return dir;
+}
+
+namespace {
 
 struct Candidate {
   std::string file_name;
@@ -185,10 +204,7 @@ std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories
   std::set<std::string> seen_dirs;
   for (const auto& configured : directories) {
     std::error_code ec;
-    fs::path dir = fs::absolute(configured, ec);
-    if (ec) dir = configured;
-    dir = dir.lexically_normal();
-    if (!dir.has_filename() && dir.has_parent_path()) dir = dir.parent_path();  // "x/" → "x"
+    const fs::path dir = normalized_directory(configured);
     // The same directory listed twice would otherwise override itself.
     fs::path canonical = fs::weakly_canonical(dir, ec);
     if (!seen_dirs.insert(ec ? dir.string() : canonical.string()).second) continue;
@@ -232,6 +248,51 @@ std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories
   for (auto& [name, files] : by_name)
     for (auto& f : files) out.push_back(std::move(f));
   std::sort(out.begin(), out.end(), runs_before);
+  return out;
+}
+
+std::string hook_files_fingerprint(const std::vector<std::string>& directories) {
+  std::string out;
+  auto append_identity = [&out](const struct stat& st) {
+    out += std::to_string(st.st_dev) + ':' + std::to_string(st.st_ino) + ':' +
+           std::to_string(st.st_size) + ':' + std::to_string(st.st_mtim.tv_sec) + '.' +
+           std::to_string(st.st_mtim.tv_nsec) + ':' + std::to_string(st.st_mode) + '\n';
+  };
+  for (const auto& configured : directories) {
+    const fs::path dir = normalized_directory(configured);
+    out += dir.string() + '\n';
+    struct stat dir_st {};
+    if (::stat(dir.c_str(), &dir_st) != 0 || !S_ISDIR(dir_st.st_mode)) {
+      out += "missing\n";
+      continue;
+    }
+    // Only which directory it is: its mtime moves with every file a hook writes into it.
+    out += std::to_string(dir_st.st_dev) + ':' + std::to_string(dir_st.st_ino) + '\n';
+    std::set<std::string> files;  // sorted: the fingerprint must not depend on readdir order
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.empty() || name.front() == '.') continue;
+      const auto form = classify(*it);
+      if (!form) continue;
+      files.insert(it->path().string());
+      if (*form != HookForm::Declarative) continue;
+      try {
+        collect_descriptor_targets(it->path(), dir, files, true);
+      } catch (const std::exception&) {
+        // Not a readable descriptor: its own identity is in the fingerprint.
+      }
+    }
+    for (const auto& path : files) {
+      out += path + '\n';
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0)
+        append_identity(st);  // follows links (ConfigMaps)
+      else
+        out += "unreadable\n";
+    }
+  }
   return out;
 }
 

@@ -2,6 +2,7 @@
 // Hook discovery (PRODUCT.md "Hooks"): which files of hooks.directories are hooks, what they are
 // called, which file wins when several directories define the same name, and the run order.
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +42,10 @@ std::optional<HookFileName> parse_hook_file_name(std::string_view file_name);
 // then by name, then by path.
 bool runs_before(const HookFile& a, const HookFile& b);
 
+// A configured hook directory as discovery and hot reload both name it: absolute, normalized,
+// without a trailing slash.
+std::filesystem::path normalized_directory(const std::string& configured);
+
 // Scans `directories` in order (built-in → user → workspace), non-recursively. Missing directories
 // are skipped silently; unreadable ones are reported in `errors`. Hidden files, subfolders, files
 // that are not hooks, and programs/libraries a YAML descriptor of the same directory names (run:,
@@ -51,6 +56,13 @@ inline std::vector<HookFile> discover_hooks(const config::HooksConfig& config,
                                             config::Diagnostics& errors) {
   return discover_hooks(config.directories, errors);
 }
+
+// What hot reload compares to tell a change of the chain from other writes in a hook directory:
+// the identity (device, inode, size, mtime, mode; links followed) of each directory and of every
+// file in it that is a hook or that a descriptor names (run:, command: and its arguments,
+// library:). Data, state and module files a hook keeps beside itself are not in it, so a hook
+// that writes them does not reload the chain (and so restart itself) in a loop.
+std::string hook_files_fingerprint(const std::vector<std::string>& directories);
 
 // The words of a descriptor's string-form `run:` / `command:` (split on whitespace; the list form
 // is for arguments with spaces).

@@ -32,9 +32,85 @@ TEST(HooksWatcherTest, HookFilesReloadButLogsAndEditorFilesDoNot) {
 
   dir.write("10_redact.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
   EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 3s));
-  // A helper script a descriptor runs is not a hook file by its name, but it is a change.
-  dir.write("helper.py", "print()\n");
+  // A script a descriptor runs through an interpreter is not a hook file by its name, but it is
+  // part of the hook.
+  dir.write("20_audit.yaml", "kind: observe\nrun: python3 helper.py\n");
   EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 2; }, 3s));
+  std::this_thread::sleep_for(200ms);
+  dir.write("helper.py", "print()\n");
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 3; }, 3s));
+}
+
+// Found in review: program hooks run in their directory, and one that kept its state there
+// (state.json, seen.db) reloaded the chain, which restarted it, which wrote again: a reload every
+// 300 ms, forever.
+TEST(HooksWatcherTest, AHookWritingDataBesideItselfDoesNotReload) {
+  testing::TempDir dir;
+  dir.write("10_audit.yaml", "kind: observe\nrun: python3 audit.py\n");
+  dir.write("audit.py", "print()\n");
+  std::atomic<int> reloads{0};
+  HooksWatcher watcher(
+      {dir.path().string()}, [&] { ++reloads; }, 50ms);
+  for (int i = 0; i < 5; ++i) {
+    dir.write("state.json", "{\"n\": " + std::to_string(i) + "}");
+    dir.write("seen.db", std::string(static_cast<size_t>(i + 1), 'x'));
+    dir.write("seen.db-journal", "j");
+    std::this_thread::sleep_for(100ms);
+  }
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(reloads.load(), 0);
+  dir.write("audit.py", "print('changed')\n");
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 3s));
+}
+
+// Found in review: the watch was on the directory's inode, added once; a directory created after
+// start, or a new one renamed into place, was never watched.
+TEST(HooksWatcherTest, FollowsADirectoryCreatedOrSwappedInAfterStart) {
+  namespace fs = std::filesystem;
+  testing::TempDir root;
+  const fs::path hooks = root / "hooks";
+  std::atomic<int> reloads{0};
+  HooksWatcher watcher(
+      {hooks.string()}, [&] { ++reloads; }, 50ms);
+
+  fs::create_directory(hooks);
+  root.write("hooks/10_x.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
+  ASSERT_TRUE(testing::wait_until([&] { return reloads.load() >= 1; }, 3s));
+  std::this_thread::sleep_for(200ms);
+  const int after_create = reloads.load();
+
+  // A deploy's atomic swap: build the new folder beside, rename it over the old one.
+  root.write("hooks.new/10_x.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
+  fs::rename(hooks, root / "hooks.old");
+  fs::rename(root / "hooks.new", hooks);
+  ASSERT_TRUE(testing::wait_until([&] { return reloads.load() == after_create + 1; }, 3s));
+  std::this_thread::sleep_for(200ms);
+
+  // The swapped-in folder is the one watched now; the old one is not.
+  root.write("hooks/20_y.yaml", "kind: transform\nactions: [ {remove: [data.z]} ]\n");
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == after_create + 2; }, 3s));
+  std::this_thread::sleep_for(200ms);
+  root.write("hooks.old/30_z.yaml", "kind: transform\nactions: [ {remove: [data.z]} ]\n");
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(reloads.load(), after_create + 2);
+}
+
+// A directory removed and copied back (a non-atomic deploy) must not run events through a chain
+// without its hooks in between: the running chain stays until the directory is back.
+TEST(HooksWatcherTest, ADirectoryThatDisappearsKeepsTheRunningHooksUntilItIsBack) {
+  namespace fs = std::filesystem;
+  testing::TempDir root;
+  root.write("hooks/10_redact.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
+  std::atomic<int> reloads{0};
+  HooksWatcher watcher(
+      {(root / "hooks").string()}, [&] { ++reloads; }, 50ms);
+
+  fs::remove_all(root / "hooks");
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(reloads.load(), 0) << "a vanished directory reloaded the chain without its hooks";
+
+  root.write("hooks/10_redact.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 3s));
 }
 
 // Found in review: a ConfigMap volume's update touches only hidden names (`..2026_…/`, `..data`),
