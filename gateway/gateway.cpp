@@ -311,8 +311,15 @@ struct Gateway::Impl {
     }
     if (n.spool.path != cfg.spool.path || n.spool.mode != cfg.spool.mode ||
         n.spool.memory_max_pending != cfg.spool.memory_max_pending ||
-        n.spool.synchronous != cfg.spool.synchronous)
-      spdlog::warn("reload: spool settings changed; they take effect on restart");
+        n.spool.synchronous != cfg.spool.synchronous ||
+        n.spool.retention_ms != cfg.spool.retention_ms)
+      spdlog::warn(
+          "reload: spool settings (path, mode, synchronous, memory_max_pending, retention_ms) "
+          "changed; they take effect on restart");
+    // Read only when stopping, on this thread: the next stop uses the new grace.
+    cfg.spool.shutdown_grace_ms = n.spool.shutdown_grace_ms;
+    if (n.admin.enabled != cfg.admin.enabled)
+      spdlog::warn("reload: admin.enabled changed; it takes effect on restart");
     if (n.admin.listen != cfg.admin.listen)
       spdlog::warn("reload: admin.listen changed; it takes effect on restart");
     if (n.admin.token != cfg.admin.token)  // never log either token
@@ -394,7 +401,7 @@ struct Gateway::Impl {
       spdlog::warn(
           "bus: {} message(s) from publisher stream {} (source '{}') never arrived: "
           "hookgateseq jumped to {}",
-          lost, stream, source, seq);
+          lost, stream, printable_prefix(source, 200), seq);
   }
 
   // Processes `frames` and whatever else is queued (up to kMaxBatch messages) as one batch:
@@ -628,6 +635,9 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   g.router = std::make_shared<const Router>(g.cfg.webhooks);
   g.dispatcher->set_webhooks(g.cfg.webhooks);
   g.report_unconfigured_backlogs(g.cfg.webhooks);
+  // The watcher first: a hook changed while the chain loads (program hooks' handshakes can take
+  // seconds) then reloads it once the ingest loop runs.
+  g.start_watcher();
   g.load_chain(g.cfg.hooks, false);  // before the bus opens: the first event sees the hooks
 
   const auto& topics = g.cfg.bus.topics;
@@ -652,7 +662,6 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
     if (!admin) return admin.error();
     g.admin = std::move(admin.value());
   }
-  g.start_watcher();
   g.dispatcher->start();
   g.loader = std::thread([raw] { raw->loader_loop(); });
   spdlog::info("hookgate {} listening on {}{}{}", HOOKGATE_VERSION,

@@ -310,6 +310,32 @@ TEST(OperationsTest, CommandLineLogLevelSurvivesAReload) {
   EXPECT_TRUE(wait_until([&] { return count() == 2; }, 10s)) << gw.log();
 }
 
+// Found in review: a reload dropped changes to spool.retention_ms and admin.enabled without a
+// word, and spool.shutdown_grace_ms too. The first two need a restart and now say so; the grace is
+// read only when stopping, so the next stop uses the reloaded one.
+TEST(OperationsTest, AReloadAppliesTheShutdownGraceAndNamesRestartOnlySettings) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  auto config = [&](const std::string& spool_extra, bool admin) {
+    return "bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
+           "admin: { enabled: " +
+           std::string(admin ? "true" : "false") +
+           ", listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+           "spool: { path: ./spool.db" +
+           spool_extra + " }\n" + webhook_rx(rx.url());
+  };
+  ASSERT_TRUE(gw.start(config(", shutdown_grace_ms: 4000", true))) << gw.log();
+  dir.write("hookgate.yaml", config(", shutdown_grace_ms: 1234, retention_ms: 60000", false));
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("configuration reloaded", 10s)) << gw.log();
+  EXPECT_TRUE(gw.wait_for_log("retention_ms) changed; they take effect on restart", 1s))
+      << gw.log();
+  EXPECT_TRUE(gw.wait_for_log("admin.enabled changed; it takes effect on restart", 1s)) << gw.log();
+  gw.signal(SIGTERM);
+  EXPECT_TRUE(gw.wait_for_log("waiting up to 1234 ms", 10s)) << gw.log();
+}
+
 TEST(OperationsTest, TopicFiltersAreNotCountedAsDroppedMessages) {
   TempDir dir;
   HttpReceiver rx;
