@@ -22,6 +22,7 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
     s.set(zmq::sockopt::sndhwm, options.send_hwm);
     s.set(zmq::sockopt::linger, 5000);       // flush queued events on close, but never hang forever
     s.set(zmq::sockopt::xpub_nodrop, true);  // a full queue is reported to the caller, not dropped
+    if (!options.queue_while_disconnected) s.set(zmq::sockopt::immediate, true);
     if (options.client_keys) {
       if (auto st = configure_curve_client(s, options.server_public_key, *options.client_keys); !st)
         return st.error();
@@ -60,16 +61,26 @@ bool Publisher::has_subscriber_for(std::string_view topic) const {
 }
 
 bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
+  std::lock_guard lock(mu_);
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  drain_subscriptions();
-  while (subscriptions_.empty()) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
-    zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, left) > 0) drain_subscriptions();
+  try {
+    drain_subscriptions();
+    while (subscriptions_.empty()) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+      try {
+        if (zmq::poll(&item, 1, left) > 0) drain_subscriptions();
+      } catch (const zmq::error_t& e) {
+        // A signal handler ran in the caller's process (SIGCHLD...): wait on.
+        if (e.num() != EINTR) throw;
+      }
+    }
+    return true;
+  } catch (const zmq::error_t&) {
+    return false;  // the context is terminating: no subscriber will come
   }
-  return true;
 }
 
 Status Publisher::publish(std::string_view type, std::string_view data_json,
@@ -87,6 +98,15 @@ Status Publisher::publish(std::string_view type, std::string_view data_json,
 }
 
 Status Publisher::publish(Event& event) {
+  std::lock_guard lock(mu_);
+  try {
+    return publish_locked(event);
+  } catch (const zmq::error_t& e) {
+    return make_error(std::string("bus send failed: ") + e.what());
+  }
+}
+
+Status Publisher::publish_locked(Event& event) {
   if (auto st = event.normalize(now_unix_ms()); !st) return st;
   if (options_.sequence) {
     if (stream_id_.empty()) stream_id_ = new_uuid_v7();
@@ -100,13 +120,9 @@ Status Publisher::publish(Event& event) {
                       "type out): nothing was sent, retry once one subscribes");
   std::vector<zmq::message_t> frames;
   encode_message(event, frames);
-  try {
-    if (!socket_->send(frames[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
-        !socket_->send(frames[1], zmq::send_flags::dontwait))
-      return make_error("bus send queue is full (send_hwm reached)");
-  } catch (const zmq::error_t& e) {
-    return make_error(std::string("bus send failed: ") + e.what());
-  }
+  if (!socket_->send(frames[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
+      !socket_->send(frames[1], zmq::send_flags::dontwait))
+    return make_error("bus send queue is full (send_hwm reached)");
   last_id_ = std::string(event.id());
   ++next_seq_;
   return {};

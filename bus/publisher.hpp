@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,12 @@ struct PublisherOptions {
   // (hookgate_bus_messages_dropped_total; bus/sequence_gaps.hpp).
   bool sequence = true;
   int send_hwm = 100000;
+  // true: while a gateway this publisher connects to is away (restarting), its events queue for
+  // it, up to send_hwm, and go out when it is back. Decision: the default, since a restart then
+  // loses nothing. But with several `endpoints` one gateway that stays away fills its queue and
+  // then every publish() fails, for the healthy gateways too. false (ZMQ_IMMEDIATE): a gateway
+  // that is away takes nothing, so publish() fails only once none subscribes ("no subscriber").
+  bool queue_while_disconnected = true;
   // CURVE: the server's public key and this client's keypair (all Z85), when the bus requires it.
   std::string server_public_key;
   std::optional<CurveKeypair> client_keys;
@@ -51,18 +58,28 @@ class Publisher {
   // When send_hwm messages are queued it fails at once ("bus send queue is full") rather than
   // dropping or blocking: nothing was sent, retry it. It also fails at once when no subscriber
   // takes this type ("no subscriber for ..."): ZeroMQ would drop the message without a word, as
-  // while the gateway restarts, or when its bus.topics leave the type out. Nothing was sent
-  // either; retry once one subscribes (wait_for_subscriber).
+  // before the first gateway subscribed, after a gateway connected to a binding publisher went
+  // away, or when its bus.topics leave the type out (a gateway this publisher connects to keeps
+  // its subscription while it restarts: see queue_while_disconnected). Nothing was sent either;
+  // retry once one subscribes (wait_for_subscriber).
+  //
+  // publish() and wait_for_subscriber() may be called from several threads (they take one lock:
+  // a ZeroMQ socket is not thread-safe, and the sequence numbers must not repeat).
   [[nodiscard]] Status publish(std::string_view type, std::string_view data_json,
                                std::string_view source = {});
   // Sends a prepared envelope; missing attributes are filled in first.
   [[nodiscard]] Status publish(Event& event);
-  // The id of the last event published.
-  const std::string& last_id() const { return last_id_; }
+  // The id of the last event published (by any thread).
+  std::string last_id() const {
+    std::lock_guard lock(mu_);
+    return last_id_;
+  }
 
  private:
   Publisher() = default;
+  Status publish_locked(Event& event);
   void drain_subscriptions();
+  mutable std::mutex mu_;
   bool has_subscriber_for(std::string_view topic) const;
 
   std::unique_ptr<zmq::context_t> own_ctx_;

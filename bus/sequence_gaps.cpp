@@ -15,8 +15,7 @@ uint64_t SequenceGaps::observe(std::string_view stream, uint64_t seq) {
   // A jump no queue could explain (a third-party publisher that restarted with the same stream
   // id, or a bogus number) starts the stream over instead of counting millions as lost, or
   // hiding the real gaps below the old maximum.
-  if ((seq > last && seq - last > kMaxPlausibleGap) ||
-      (seq < last && last - seq > kMaxPlausibleGap)) {
+  if ((seq > last && seq - last > kMaxPlausibleGap) || (seq < last && last - seq > kMaxLateness)) {
     it->second = seq;
     return 0;
   }

@@ -15,15 +15,20 @@ namespace hookgate::bus {
 // The CloudEvents extension attributes the publisher library sets.
 inline constexpr const char* kStreamAttribute = "hookgatestream";
 inline constexpr const char* kSequenceAttribute = "hookgateseq";
+inline constexpr size_t kMaxStreamIdBytes = 64;
 
 class SequenceGaps {
  public:
   // Streams remembered at most; past it the table starts over (a gap right after that is missed,
   // never invented).
   static constexpr size_t kMaxStreams = 10000;
-  // A jump (either way) beyond this is taken as the stream starting over, not as lost messages:
-  // no HWM holds a million messages, so such a number is a reused stream id or a bogus stamp.
-  static constexpr uint64_t kMaxPlausibleGap = uint64_t{1} << 20;
+  // A forward jump beyond this is taken as a bogus stamp (the stream starts over), not as lost
+  // messages. It is large on purpose: a gateway stalled for minutes behind a lossy proxy really
+  // does miss millions, and that must show.
+  static constexpr uint64_t kMaxPlausibleGap = uint64_t{1} << 32;
+  // A number this far below the last one is the stream starting over (a publisher that stamps a
+  // fixed stream id and restarted), not a late message: no queue holds a million messages.
+  static constexpr uint64_t kMaxLateness = uint64_t{1} << 20;
 
   // Records `seq` of `stream`; returns how many numbers were skipped since the last one seen
   // (0 for the first message seen of a stream, and for a repeated or late number).

@@ -57,7 +57,9 @@ bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags f
     zmq::message_t part;
     (void)socket_.recv(part);  // parts of one message arrive together
     more = part.more();
-    frames.push_back(std::move(part));
+    // A message of more than two frames is rejected whatever they hold: keep one too many to
+    // say so, not millions of empty frames a hostile sender strung together.
+    if (frames.size() <= kMaxMessageFrames) frames.push_back(std::move(part));
   }
   return true;
 }

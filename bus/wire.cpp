@@ -7,14 +7,6 @@
 namespace hookgate::bus {
 namespace {
 
-std::string printable_prefix(std::string_view bytes, size_t max = 64) {
-  std::string out;
-  for (unsigned char c : bytes.substr(0, max))
-    out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
-  if (bytes.size() > max) out += "...";
-  return out;
-}
-
 // Copies the stream stamp of a parsed but rejected envelope into `rej`.
 Rejection with_sequence(const Event& ev, Rejection rej) {
   if (auto stamp = stream_stamp(ev)) {
@@ -29,7 +21,8 @@ Rejection with_sequence(const Event& ev, Rejection rej) {
 std::optional<StreamStamp> stream_stamp(const Event& event) {
   const JsonValue* stream = event.find(kStreamAttribute);
   const JsonValue* seq = event.find(kSequenceAttribute);
-  if (stream == nullptr || seq == nullptr || !stream->IsString() || !seq->IsUint64())
+  if (stream == nullptr || seq == nullptr || !stream->IsString() || !seq->IsUint64() ||
+      stream->GetStringLength() > kMaxStreamIdBytes)
     return std::nullopt;
   return StreamStamp{std::string_view(stream->GetString(), stream->GetStringLength()),
                      seq->GetUint64()};
@@ -38,7 +31,8 @@ std::optional<StreamStamp> stream_stamp(const Event& event) {
 Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
                                         size_t max_message_bytes, int64_t now_unix_ms) {
   if (frames.empty() || frames.size() > 2)
-    return Rejection{"expected 1 or 2 frames, got " + std::to_string(frames.size())};
+    return Rejection{"expected 1 or 2 frames, got " +
+                     (frames.empty() ? std::string("none") : std::string("more"))};
   size_t total = 0;
   for (const auto& f : frames) total += f.size();
   if (total > max_message_bytes)

@@ -27,7 +27,9 @@ struct Rejection {
 };
 
 // The publisher library's stamp on `event` (kStreamAttribute, kSequenceAttribute), if it has a
-// well-formed one. The view points into the event.
+// well-formed one: a stream id of at most kMaxStreamIdBytes (the library's is a 36-character
+// UUID; a longer one is ignored, since the gateway keeps each stream id it sees). The view points
+// into the event.
 struct StreamStamp {
   std::string_view stream;
   uint64_t sequence;

@@ -93,4 +93,14 @@ inline std::string display_text(std::string_view s) {
   return out;
 }
 
+// At most `max` bytes of sender-supplied `bytes` for a log line or a reason: printable ASCII kept,
+// every other byte '?', "..." when cut.
+inline std::string printable_prefix(std::string_view bytes, size_t max = 64) {
+  std::string out;
+  for (unsigned char c : bytes.substr(0, max))
+    out.push_back(c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?');
+  if (bytes.size() > max) out += "...";
+  return out;
+}
+
 }  // namespace hookgate

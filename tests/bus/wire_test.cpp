@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "bus/sequence_gaps.hpp"
+
 namespace hookgate::bus {
 namespace {
 
@@ -17,6 +19,20 @@ TEST(WireTest, TwoFramesTopicAndEnvelope) {
   ASSERT_TRUE(ev) << ev.error().reason;
   EXPECT_EQ(ev->type(), "user.created");
   EXPECT_FALSE(ev->id().empty());
+}
+
+// Found in review: any length of stream id was kept as a key of the gateway's stream table (up to
+// 10,000 of them), so 1 MiB ids could hold gigabytes.
+TEST(WireTest, AStreamStampWithAnOverlongStreamIdIsIgnored) {
+  auto stamped = [](size_t stream_bytes) {
+    auto f = frames_of({R"({"type":"a.b","hookgatestream":")" + std::string(stream_bytes, 's') +
+                        R"(","hookgateseq":7})"});
+    auto ev = decode_message(f, 1 << 20, 0);
+    EXPECT_TRUE(ev);
+    return stream_stamp(*ev).has_value();
+  };
+  EXPECT_TRUE(stamped(kMaxStreamIdBytes));
+  EXPECT_FALSE(stamped(kMaxStreamIdBytes + 1));
 }
 
 TEST(WireTest, SingleFrameAndTopicStandsInForMissingType) {
