@@ -15,6 +15,8 @@ namespace hookgate::bus {
 namespace fs = std::filesystem;
 namespace {
 
+// Bumped by every allow-list change, so AllowListCheck knows when its answers are stale.
+std::atomic<uint64_t> g_allow_list_generation{0};
 std::mutex g_auth_mu;
 std::map<void*, std::unique_ptr<ZapAuthenticator>>& authenticators() {
   static std::map<void*, std::unique_ptr<ZapAuthenticator>> m;
@@ -109,6 +111,7 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
 
 ZapAuthenticator::ZapAuthenticator(zmq::context_t& ctx, std::set<std::string> allowed_z85)
     : socket_(ctx, zmq::socket_type::rep), allowed_(std::move(allowed_z85)) {
+  g_allow_list_generation.fetch_add(1);
   socket_.set(zmq::sockopt::linger, 0);
   socket_.bind("inproc://zeromq.zap.01");
   thread_ = std::thread([this] {
@@ -125,6 +128,37 @@ ZapAuthenticator::~ZapAuthenticator() {
 void ZapAuthenticator::set_allowed(std::set<std::string> allowed_z85) {
   std::lock_guard lock(mu_);
   allowed_ = std::move(allowed_z85);
+  g_allow_list_generation.fetch_add(1);
+}
+
+bool ZapAuthenticator::allows(const std::string& client_key_z85) const {
+  std::lock_guard lock(mu_);
+  return allowed_.count(client_key_z85) > 0;
+}
+
+bool AllowListCheck::allows(zmq::message_t& first_frame) {
+  // Set by our ZAP handler's reply for CURVE connections; absent otherwise (inproc, a test's
+  // plain socket), and then there is no key to check.
+  const char* user_id = zmq_msg_gets(first_frame.handle(), "User-Id");
+  if (user_id == nullptr || *user_id == '\0') return true;
+  const uint64_t generation = g_allow_list_generation.load(std::memory_order_acquire);
+  if (generation == last_generation_ && last_key_ == user_id) return last_answer_;
+  bool allowed = false;  // no handler any more: refuse, as the handshake would
+  {
+    std::lock_guard lock(g_auth_mu);
+    auto it = authenticators().find(ctx_.handle());
+    if (it != authenticators().end() && it->second) allowed = it->second->allows(user_id);
+  }
+  if (!allowed && (last_answer_ || last_key_ != user_id)) {
+    spdlog::warn(
+        "bus: refusing messages from public key {}: it was removed from allowed_clients after "
+        "it connected (it keeps its connection, but nothing it sends is accepted)",
+        user_id);
+  }
+  last_key_ = user_id;
+  last_generation_ = generation;
+  last_answer_ = allowed;
+  return allowed;
 }
 
 void ZapAuthenticator::run() {

@@ -39,17 +39,36 @@ class ZapAuthenticator {
   ZapAuthenticator(zmq::context_t& ctx, std::set<std::string> allowed_z85);
   ~ZapAuthenticator();
   void set_allowed(std::set<std::string> allowed_z85);  // on reload
+  bool allows(const std::string& client_key_z85) const;
   uint64_t denied() const { return denied_.load(); }
 
  private:
   void run();
   void answer_one(metrics::Counter& denied_counter);  // waits up to 100 ms for one request
   zmq::socket_t socket_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::set<std::string> allowed_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> denied_{0};
   std::thread thread_;
+};
+
+// ZAP is asked only when a client connects, so a key removed from the allow-list (and SIGHUP) would
+// keep sending over the connection it already has. A CURVE server socket's receiver asks this
+// for every message instead: the ZAP handler names each connection by its client key (User-Id),
+// and a message whose key is no longer listed is refused. One answer is kept until the key or
+// the allow-list changes, so the lookup costs one atomic load per message.
+class AllowListCheck {
+ public:
+  explicit AllowListCheck(zmq::context_t& ctx) : ctx_(ctx) {}
+  // False when `first_frame` came from a CURVE client whose key is no longer allowed.
+  [[nodiscard]] bool allows(zmq::message_t& first_frame);
+
+ private:
+  zmq::context_t& ctx_;
+  std::string last_key_;
+  uint64_t last_generation_ = ~uint64_t{0};
+  bool last_answer_ = true;
 };
 
 // Makes `sock` (created in `ctx`, not yet bound) a CURVE server with the configured secret key,

@@ -1,6 +1,7 @@
 #include "bus/subscriber.hpp"
 
 #include "bus/curve.hpp"
+#include "gateway/common/metrics.hpp"
 
 namespace hookgate::bus {
 
@@ -26,6 +27,8 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
     }
     for (const auto& topic : cfg.topics) sock.set(zmq::sockopt::subscribe, topic);
     std::unique_ptr<Subscriber> sub(new Subscriber(std::move(sock)));
+    if (cfg.curve.enabled && !cfg.curve.client_mode())
+      sub->allow_list_ = std::make_unique<AllowListCheck>(ctx);
     if (cfg.bind) {
       try {
         sub->socket_.bind(*cfg.bind);
@@ -48,20 +51,28 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
 }
 
 bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags) {
-  frames.clear();
-  zmq::message_t msg;
-  if (!socket_.recv(msg, flags)) return false;
-  bool more = msg.more();
-  frames.push_back(std::move(msg));
-  while (more) {
-    zmq::message_t part;
-    (void)socket_.recv(part);  // parts of one message arrive together
-    more = part.more();
-    // A message of more than two frames is rejected whatever they hold: keep one too many to
-    // say so, not millions of empty frames a hostile sender strung together.
-    if (frames.size() <= kMaxMessageFrames) frames.push_back(std::move(part));
+  static auto& denied = metrics::counter(
+      "hookgate_bus_messages_denied_total",
+      "Bus messages refused because the sender's CURVE key left bus.curve.allowed_clients after "
+      "it connected");
+  for (;;) {
+    frames.clear();
+    zmq::message_t msg;
+    if (!socket_.recv(msg, flags)) return false;
+    bool more = msg.more();
+    frames.push_back(std::move(msg));
+    while (more) {
+      zmq::message_t part;
+      (void)socket_.recv(part);  // parts of one message arrive together
+      more = part.more();
+      // A message of more than two frames is rejected whatever they hold: keep one too many to
+      // say so, not millions of empty frames a hostile sender strung together.
+      if (frames.size() <= kMaxMessageFrames) frames.push_back(std::move(part));
+    }
+    if (!allow_list_ || allow_list_->allows(frames.front())) return true;
+    denied.inc();  // and on to the next message, which may be allowed
+    flags = zmq::recv_flags::dontwait;
   }
-  return true;
 }
 
 bool Subscriber::receive(std::vector<zmq::message_t>& frames, std::chrono::milliseconds timeout) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/curve.hpp"
 #include "config/config.hpp"
 #include "gateway/common/result.hpp"
 
@@ -44,6 +45,7 @@ class Subscriber {
   bool read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags);
 
   zmq::socket_t socket_;
+  std::unique_ptr<AllowListCheck> allow_list_;  // a CURVE server: senders still allowed?
   std::string bound_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "bus/publisher.hpp"
 #include "bus/subscriber.hpp"
+#include "gateway/common/metrics.hpp"
 #include "tests/support/receiving_thread.hpp"
 
 namespace hookgate::bus {
@@ -121,6 +122,47 @@ TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
   auto parts = rx.next(std::chrono::seconds(5));
   ASSERT_FALSE(parts.empty());
   EXPECT_EQ(parts[0], "ok.event");
+  stop_zap_authenticator(ctx);
+}
+
+// Found in review: ZAP is asked only at the handshake, so a publisher whose key was removed from
+// the allow-list (and the list re-read, as SIGHUP does) kept sending over its open connection.
+TEST(CurveTest, AKeyRemovedFromTheAllowListIsRefusedOnItsOpenConnection) {
+  TempDir dir;
+  auto server = generate_curve_keypair();
+  auto client = generate_curve_keypair();
+  write(dir.path / "server.key", format_keypair_file(server, true));
+  write(dir.path / "allowed", format_keypair_file(client, false));
+
+  zmq::context_t ctx;
+  config::BusConfig cfg;
+  cfg.bind = "tcp://127.0.0.1:*";
+  cfg.curve = {true, (dir.path / "server.key").string(), (dir.path / "allowed").string()};
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub) << sub.error().message;
+  testing::ReceivingThread rx(*sub.value());
+  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()},
+                                 .server_public_key = server.public_key,
+                                 .client_keys = client});
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  ASSERT_TRUE(pub.value()->publish("app.before", "{}"));
+  ASSERT_FALSE(rx.next(std::chrono::seconds(5)).empty());
+
+  auto& denied = metrics::counter("hookgate_bus_messages_denied_total", "");
+  const uint64_t denied_before = denied.value();
+  write(dir.path / "allowed", "# nobody\n");
+  ASSERT_TRUE(ensure_zap_authenticator(ctx, cfg.curve));  // what a reload does
+  ASSERT_TRUE(pub.value()->publish("app.revoked", "{}"));
+  EXPECT_TRUE(rx.next(std::chrono::milliseconds(500)).empty()) << "a revoked key got an event in";
+  EXPECT_EQ(denied.value(), denied_before + 1);
+
+  write(dir.path / "allowed", format_keypair_file(client, false));
+  ASSERT_TRUE(ensure_zap_authenticator(ctx, cfg.curve));
+  ASSERT_TRUE(pub.value()->publish("app.again", "{}"));
+  auto parts = rx.next(std::chrono::seconds(5));
+  ASSERT_FALSE(parts.empty());
+  EXPECT_EQ(parts[0], "app.again");
   stop_zap_authenticator(ctx);
 }
 

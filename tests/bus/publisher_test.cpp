@@ -152,9 +152,16 @@ TEST(PublisherTest, WithoutQueueingForAbsentGatewaysAHealthyOneKeepsReceiving) {
          .queue_while_disconnected = queue_while_disconnected},
         &ctx);
     EXPECT_TRUE(pub);
-    // Both have subscribed once every publish reaches both (a publish before then goes to one).
+    // Both have subscribed once an event reaches the one that will leave.
     EXPECT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    auto rx_leaving = std::make_unique<testing::ReceivingThread>(*leaving.value());
+    EXPECT_TRUE(testing::wait_until(
+        [&] {
+          (void)pub.value()->publish("app.event", "{}");
+          return !rx_leaving->next(std::chrono::milliseconds(50)).empty();
+        },
+        std::chrono::seconds(5)));
+    rx_leaving.reset();
     leaving.value().reset();
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the disconnect is noticed
     // A full queue is retried for a while: the healthy gateway's pipe drains, the other's not.
