@@ -2,6 +2,7 @@
 
 #include <microhttpd.h>
 #include <openssl/crypto.h>
+#include <openssl/sha.h>
 
 #include <cctype>
 #include <cstring>
@@ -19,14 +20,20 @@ using MhdResult = int;
 
 namespace {
 
-// "Bearer TOKEN" (the scheme is case-insensitive, RFC 9110 §11.1), the token compared in constant
-// time so the answer's timing says nothing about how much of a guess was right.
+// "Bearer TOKEN" (the scheme is case-insensitive, RFC 9110 §11.1). The SHA-256 digests of the
+// guess and the token are compared, in constant time, so the answer's timing says nothing about
+// how much of a guess was right, nor how long the token is.
 bool bearer_matches(std::string_view header, const std::string& token) {
   constexpr std::string_view kScheme = "bearer ";
-  if (header.size() != kScheme.size() + token.size()) return false;
+  if (header.size() < kScheme.size()) return false;
+  bool scheme_ok = true;
   for (size_t i = 0; i < kScheme.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return false;
-  return CRYPTO_memcmp(header.data() + kScheme.size(), token.data(), token.size()) == 0;
+    scheme_ok &= std::tolower(static_cast<unsigned char>(header[i])) == kScheme[i];
+  const std::string_view guess = header.substr(kScheme.size());
+  unsigned char guess_digest[SHA256_DIGEST_LENGTH], token_digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(guess.data()), guess.size(), guess_digest);
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), token_digest);
+  return CRYPTO_memcmp(guess_digest, token_digest, sizeof guess_digest) == 0 && scheme_ok;
 }
 
 // Connections the admin listener holds at once, and per client address: scrapers and probes need

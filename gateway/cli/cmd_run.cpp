@@ -1,7 +1,8 @@
 #include <signal.h>
 
-#include <atomic>
 #include <cstdio>
+#include <mutex>
+#include <utility>
 
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
@@ -26,22 +27,33 @@ int cmd_run(const std::vector<std::string>& argv) {
   setup_logging(cfg->log.effective_level(), cfg->log.format);
   if (cfg->file.empty()) spdlog::info("no --config given: running on embedded defaults");
 
-  // Signals first: every thread the gateway starts inherits the blocked mask.
-  std::atomic<Gateway*> running{nullptr};
-  std::atomic<int> stop_requests{0};
-  handle_signals([&](int sig) {
-    Gateway* g = running.load();
+  // Signals first: every thread the gateway starts inherits the blocked mask. The signal thread
+  // is detached and outlives this function, so what it shares lives in a static, and one lock
+  // keeps it from using a gateway that is being destroyed.
+  struct SignalState {
+    std::mutex mu;
+    Gateway* running = nullptr;
+    int stop_requests = 0;
+    bool reload_pending = false;  // a SIGHUP while the gateway starts: reloads once it runs
+  };
+  static SignalState state;
+  handle_signals([](int sig) {
+    std::lock_guard lock(state.mu);
     if (sig == SIGHUP) {
-      spdlog::info("SIGHUP: reloading configuration and hooks");
-      if (g) g->request_reload();
+      spdlog::info("SIGHUP: reloading configuration and hooks{}",
+                   state.running ? "" : " once the gateway has started");
+      if (state.running)
+        state.running->request_reload();
+      else
+        state.reload_pending = true;
       return;
     }
-    if (++stop_requests > 1) {
+    if (++state.stop_requests > 1) {
       spdlog::warn("second stop signal: exiting now; pending deliveries stay spooled");
       std::_Exit(0);
     }
     spdlog::info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    if (g) g->request_stop();
+    if (state.running) state.running->request_stop();
   });
 
   auto gateway = Gateway::create(std::move(*cfg));
@@ -49,10 +61,17 @@ int cmd_run(const std::vector<std::string>& argv) {
     spdlog::error("cannot start: {}", gateway.error().message);
     return 1;
   }
-  running = gateway.value().get();
-  if (stop_requests.load() > 0) gateway.value()->request_stop();
+  {
+    std::lock_guard lock(state.mu);
+    state.running = gateway.value().get();
+    if (state.stop_requests > 0) state.running->request_stop();
+    if (std::exchange(state.reload_pending, false)) state.running->request_reload();
+  }
   gateway.value()->run();
-  running = nullptr;
+  {
+    std::lock_guard lock(state.mu);
+    state.running = nullptr;
+  }
   gateway.value().reset();
   return 0;
 }

@@ -527,6 +527,26 @@ TEST(OperationsTest, HotReloadUnderSteadyStreamAndSighup) {
   EXPECT_EQ(rx.count(), sent.size());
 }
 
+// Found in review: a SIGHUP that arrived while the gateway was starting (program hooks' handshakes
+// can take seconds) was logged as "reloading" and then dropped.
+TEST(OperationsTest, ASighupDuringStartReloadsOnceTheGatewayRuns) {
+  TempDir dir;
+  HttpReceiver rx;
+  // Silent until killed: the start waits out its 3 s handshake timeout.
+  dir.write("hooks/_10_silent.sh", "#!/bin/sh\nexec sleep 60\n", /*executable=*/true);
+  GatewayProcess gw(dir);
+  std::thread hup([&] {
+    if (gw.wait_for_log("spool: ", 10s)) gw.signal(SIGHUP);  // the start is under way
+  });
+  const bool started = gw.start(config_with(
+      "hooks: { directories: [./hooks], hot_reload: false, default_timeout_ms: 3000 }\n" +
+      webhook_rx(rx.url())));
+  hup.join();
+  ASSERT_TRUE(started) << gw.log();
+  ASSERT_TRUE(gw.wait_for_log("once the gateway has started", 1s)) << gw.log();
+  EXPECT_TRUE(gw.wait_for_log("reload: configuration reloaded", 15s)) << gw.log();
+}
+
 // A reload builds the next chain off the ingest thread: while a new program hook takes its time
 // to answer the handshake (here: never, so the load waits out its 5 s timeout), events keep
 // flowing through the running chain. Before, the bus was not read until the load ended.
