@@ -42,10 +42,32 @@ ObserverPool::~ObserverPool() {
 
 bool ObserverPool::submit(ObserverJob job) {
   const char* why = "observer queue full";
+  std::string dropped_hook = job.hook ? job.hook->spec().name : std::string();
+  ObserverJob evicted;  // released outside the lock
+  bool accepted = false;
   {
     std::lock_guard lock(mu_);
+    const Hook* key = job.hook.get();
+    if (!accepting_) {
+      why = "observer pool stopped";
+    } else if (queued_ >= capacity_) {
+      // Full. The queue is shared, but a slow observer must not starve the others of it: if
+      // another hook holds more queued runs than this one, its newest run makes room (it is
+      // the one falling behind), and this run is queued.
+      auto own = lanes_.find(key);
+      const size_t own_size = own == lanes_.end() ? 0 : own->second.jobs.size();
+      auto longest = lanes_.end();
+      for (auto it = lanes_.begin(); it != lanes_.end(); ++it)
+        if (longest == lanes_.end() || it->second.jobs.size() > longest->second.jobs.size())
+          longest = it;
+      if (longest != lanes_.end() && longest->second.jobs.size() > own_size + 1) {
+        evicted = std::move(longest->second.jobs.back());
+        longest->second.jobs.pop_back();  // at least one stays: the lane keeps its place
+        --queued_;
+        dropped_hook = evicted.hook ? evicted.hook->spec().name : std::string();
+      }
+    }
     if (accepting_ && queued_ < capacity_) {
-      const Hook* key = job.hook.get();
       Lane& lane = lanes_[key];
       lane.jobs.push_back(std::move(job));
       ++queued_;
@@ -53,15 +75,14 @@ bool ObserverPool::submit(ObserverJob job) {
         ready_.push_back(key);
         work_cv_.notify_one();
       }
-      return true;
+      accepted = true;
     }
-    if (!accepting_) why = "observer pool stopped";
   }
-  note_drop(1, why);
-  return false;
+  if (!accepted || evicted.hook) note_drop(1, why, dropped_hook);
+  return accepted;
 }
 
-void ObserverPool::note_drop(size_t n, const char* why) {
+void ObserverPool::note_drop(size_t n, const char* why, const std::string& hook) {
   dropped_total_.inc(n);
   uint64_t to_report = 0;
   {
@@ -77,7 +98,8 @@ void ObserverPool::note_drop(size_t n, const char* why) {
   }
   // Rate-limited: a flood of events against a slow observer must not become a flood of logs.
   if (to_report > 0) {
-    spdlog::warn("{} (capacity {}): dropped {} observer run(s)", why, capacity_, to_report);
+    spdlog::warn("{} (capacity {}): dropped {} observer run(s){}", why, capacity_, to_report,
+                 hook.empty() ? "" : ", the latest of hook " + hook);
   }
 }
 

@@ -44,7 +44,9 @@ class ObserverPool {
   ObserverPool& operator=(const ObserverPool&) = delete;
 
   // Queues one observer run. Returns false (and counts hookgate_observer_dropped_total, with a
-  // rate-limited warn log) when the queue is full or the pool is stopping. Never blocks.
+  // rate-limited warn log) when the queue is full or the pool is stopping. Never blocks. When
+  // the queue is full and another hook holds more queued runs than this one, that hook's newest
+  // run is dropped (and counted) instead: a slow observer falls behind alone.
   bool submit(ObserverJob job);
 
   // Stops accepting work, lets the threads drain the queue for up to `drain`, drops whatever is
@@ -60,7 +62,7 @@ class ObserverPool {
  private:
   void worker();
   void run(ObserverJob& job);
-  void note_drop(size_t n, const char* why);
+  void note_drop(size_t n, const char* why, const std::string& hook = {});
 
   const size_t capacity_;
   const DiagnosticSink diagnostics_;

@@ -145,6 +145,40 @@ TEST(ObserverPool, OneStuckObserverDoesNotHoldUpTheOthers) {
   EXPECT_EQ(pool.dropped(), 0u);
 }
 
+// Found in review: the queue was shared first come, first served, so a slow observer's backlog
+// filled it and every run of the fast observers was dropped, with their threads idle.
+TEST(ObserverPool, ASlowObserversBacklogMakesRoomForTheOthers) {
+  Gate gate;
+  auto slow = fake("pool_fair_slow", HookKind::Observe, [&](Event&) {
+    gate.wait();
+    return answer(Action::Continue);
+  });
+  std::atomic<int> fast_runs{0};
+  auto fast = fake("pool_fair_fast", HookKind::Observe, [&](Event&) {
+    fast_runs.fetch_add(1);
+    return answer(Action::Continue);
+  });
+  ObserverPool pool(2, 10, {});
+  ASSERT_TRUE(pool.submit(job_for(slow)));
+  ASSERT_TRUE(gate.wait_for_waiters(1));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(pool.submit(job_for(slow)));
+  EXPECT_FALSE(pool.submit(job_for(slow)));  // its own lane is the longest: its new run goes
+  EXPECT_EQ(pool.dropped(), 1u);
+  // The first fast run makes room by dropping slow's newest; from then on a slot is free
+  // whenever the fast observer has caught up.
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_TRUE(pool.submit(job_for(fast))) << i;
+    EXPECT_TRUE(hookgate::testing::wait_until([&] { return fast_runs.load() == i + 1; },
+                                              std::chrono::seconds(5)));
+  }
+  EXPECT_EQ(pool.dropped(), 2u);
+  EXPECT_EQ(pool.queued(), 9u);  // slow's backlog, one shorter
+  gate.open();
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_EQ(slow->calls(), 10);
+  EXPECT_EQ(fast_runs.load(), 20);
+}
+
 TEST(ObserverPool, FailuresAreReportedLikeFailOpenAndNeverVeto) {
   DiagnosticLog diags;
   auto broken = fake(
