@@ -42,7 +42,6 @@ ObserverPool::~ObserverPool() {
 
 bool ObserverPool::submit(ObserverJob job) {
   const char* why = "observer queue full";
-  std::string dropped_hook = job.hook ? job.hook->spec().name : std::string();
   ObserverJob evicted;  // released outside the lock
   bool accepted = false;
   {
@@ -64,7 +63,6 @@ bool ObserverPool::submit(ObserverJob job) {
         evicted = std::move(longest->second.jobs.back());
         longest->second.jobs.pop_back();  // at least one stays: the lane keeps its place
         --queued_;
-        dropped_hook = evicted.hook ? evicted.hook->spec().name : std::string();
       }
     }
     if (accepting_ && queued_ < capacity_) {
@@ -78,7 +76,9 @@ bool ObserverPool::submit(ObserverJob job) {
       accepted = true;
     }
   }
-  if (!accepted || evicted.hook) note_drop(1, why, dropped_hook);
+  // `job` is still whole when it was not queued.
+  const HookPtr& dropped = accepted ? evicted.hook : job.hook;
+  if (!accepted || evicted.hook) note_drop(1, why, dropped ? dropped->spec().name : "");
   return accepted;
 }
 
