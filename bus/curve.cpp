@@ -137,10 +137,18 @@ bool ZapAuthenticator::allows(const std::string& client_key_z85) const {
 }
 
 bool AllowListCheck::allows(zmq::message_t& first_frame) {
-  // Set by our ZAP handler's reply for CURVE connections; absent otherwise (inproc, a test's
-  // plain socket), and then there is no key to check.
+  // Our ZAP handler names every connection it admits by its client key. A message without one
+  // came over a connection no handler vetted: libzmq admits everyone when the handler is gone
+  // (its thread died, or a context outlived its registry entry). Refuse rather than fail open.
   const char* user_id = zmq_msg_gets(first_frame.handle(), "User-Id");
-  if (user_id == nullptr || *user_id == '\0') return true;
+  if (user_id == nullptr || *user_id == '\0') {
+    if (!warned_unvetted_)
+      spdlog::error(
+          "bus: refusing messages from a connection the CURVE allow-list did not vet (is the "
+          "ZAP handler still running? see earlier warnings)");
+    warned_unvetted_ = true;
+    return false;
+  }
   const uint64_t generation = g_allow_list_generation.load(std::memory_order_acquire);
   if (generation == last_generation_ && last_key_ == user_id) return last_answer_;
   bool allowed = false;  // no handler any more: refuse, as the handshake would

@@ -61,7 +61,8 @@ class ZapAuthenticator {
 class AllowListCheck {
  public:
   explicit AllowListCheck(zmq::context_t& ctx) : ctx_(ctx) {}
-  // False when `first_frame` came from a CURVE client whose key is no longer allowed.
+  // False when `first_frame` came from a CURVE client whose key is no longer allowed, or over a
+  // connection the ZAP handler did not admit by key.
   [[nodiscard]] bool allows(zmq::message_t& first_frame);
 
  private:
@@ -69,6 +70,7 @@ class AllowListCheck {
   std::string last_key_;
   uint64_t last_generation_ = ~uint64_t{0};
   bool last_answer_ = true;
+  bool warned_unvetted_ = false;
 };
 
 // Makes `sock` (created in `ctx`, not yet bound) a CURVE server with the configured secret key,

@@ -166,5 +166,33 @@ TEST(CurveTest, AKeyRemovedFromTheAllowListIsRefusedOnItsOpenConnection) {
   stop_zap_authenticator(ctx);
 }
 
+// Found in review: libzmq 4.3 admits every CURVE client when no ZAP handler answers (its thread
+// died, or a context outlived its registry entry). Messages over such a connection carry no
+// User-Id, and the subscriber now refuses them.
+TEST(CurveTest, WithoutAZapHandlerNothingGetsIn) {
+  TempDir dir;
+  auto server = generate_curve_keypair();
+  auto stranger = generate_curve_keypair();
+  write(dir.path / "server.key", format_keypair_file(server, true));
+  write(dir.path / "allowed", "# nobody\n");
+
+  zmq::context_t ctx;
+  config::BusConfig cfg;
+  cfg.bind = "tcp://127.0.0.1:*";
+  cfg.curve = {true, (dir.path / "server.key").string(), (dir.path / "allowed").string()};
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub) << sub.error().message;
+  stop_zap_authenticator(ctx);  // the handler is gone
+  testing::ReceivingThread rx(*sub.value());
+  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()},
+                                 .server_public_key = server.public_key,
+                                 .client_keys = stranger});
+  ASSERT_TRUE(pub);
+  if (!pub.value()->wait_for_subscriber(std::chrono::seconds(2)))
+    GTEST_SKIP() << "this libzmq refuses clients without a ZAP handler by itself";
+  ASSERT_TRUE(pub.value()->publish("evil.event", "{}"));
+  EXPECT_TRUE(rx.next(std::chrono::milliseconds(500)).empty()) << "an unvetted client got in";
+}
+
 }  // namespace
 }  // namespace hookgate::bus
