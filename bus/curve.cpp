@@ -109,8 +109,7 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
   return allowed;
 }
 
-ZapAuthenticator::ZapAuthenticator(zmq::context_t& ctx, std::set<std::string> allowed_z85)
-    : socket_(ctx, zmq::socket_type::rep), allowed_(std::move(allowed_z85)) {
+ZapAuthenticator::ZapAuthenticator(zmq::context_t& ctx) : socket_(ctx, zmq::socket_type::rep) {
   g_allow_list_generation.fetch_add(1);
   socket_.set(zmq::sockopt::linger, 0);
   socket_.bind("inproc://zeromq.zap.01");
@@ -125,15 +124,16 @@ ZapAuthenticator::~ZapAuthenticator() {
   if (thread_.joinable()) thread_.join();
 }
 
-void ZapAuthenticator::set_allowed(std::set<std::string> allowed_z85) {
+void ZapAuthenticator::set_allowed(const std::string& domain, std::set<std::string> allowed_z85) {
   std::lock_guard lock(mu_);
-  allowed_ = std::move(allowed_z85);
+  allowed_[domain] = std::move(allowed_z85);
   g_allow_list_generation.fetch_add(1);
 }
 
-bool ZapAuthenticator::allows(const std::string& client_key_z85) const {
+bool ZapAuthenticator::allows(const std::string& domain, const std::string& client_key_z85) const {
   std::lock_guard lock(mu_);
-  return allowed_.count(client_key_z85) > 0;
+  auto it = allowed_.find(domain);
+  return it != allowed_.end() && it->second.count(client_key_z85) > 0;
 }
 
 bool AllowListCheck::allows(zmq::message_t& first_frame) {
@@ -155,7 +155,7 @@ bool AllowListCheck::allows(zmq::message_t& first_frame) {
   {
     std::lock_guard lock(g_auth_mu);
     auto it = authenticators().find(ctx_.handle());
-    if (it != authenticators().end() && it->second) allowed = it->second->allows(user_id);
+    if (it != authenticators().end() && it->second) allowed = it->second->allows(domain_, user_id);
   }
   if (!allowed && (last_answer_ || last_key_ != user_id)) {
     spdlog::warn(
@@ -200,19 +200,19 @@ void ZapAuthenticator::answer_one(metrics::Counter& denied_counter) {
     zmq_z85_encode(z85, static_cast<const uint8_t*>(frames[6].data()), 32);
     client_key = z85;
   }
-  bool ok;
-  {
-    std::lock_guard lock(mu_);
-    ok = !client_key.empty() && allowed_.count(client_key) > 0;
-  }
+  const std::string domain = frames[2].to_string();
+  const bool ok = !client_key.empty() && allows(domain, client_key);
   spdlog::debug("bus: ZAP {} from {}: {}", mechanism, frames[3].to_string(),
                 ok ? "allowed" : "denied");
   if (!ok) {
     denied_.fetch_add(1);
     denied_counter.inc();
-    spdlog::warn(
-        "bus: refused {} client from {}{}", mechanism, frames[3].to_string(),
-        client_key.empty() ? "" : " (public key " + client_key + " not in allowed_clients)");
+    spdlog::warn("bus: refused {} client from {}{}", mechanism, frames[3].to_string(),
+                 client_key.empty() ? ""
+                                    : " (public key " + client_key + " not in " +
+                                          (domain == kSubscriberDomain ? "--allowed-subscribers"
+                                                                       : "allowed_clients") +
+                                          ")");
   }
   std::array<std::string, 6> reply = {"1.0",
                                       frames[1].to_string(),
@@ -226,33 +226,33 @@ void ZapAuthenticator::answer_one(metrics::Counter& denied_counter) {
   }
 }
 
-Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg) {
+Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg,
+                                const std::string& domain) {
   auto allowed = read_allowed_clients(cfg.allowed_clients);
   if (!allowed) return allowed.error();
   std::lock_guard lock(g_auth_mu);
   auto& slot = authenticators()[ctx.handle()];
-  if (slot) {
-    slot->set_allowed(std::move(allowed.value()));
-  } else {
+  if (!slot) {
     try {
-      slot = std::make_unique<ZapAuthenticator>(ctx, std::move(allowed.value()));
+      slot = std::make_unique<ZapAuthenticator>(ctx);
     } catch (const zmq::error_t& e) {
       return make_error(std::string("cannot start ZAP handler: ") + e.what());
     }
   }
+  slot->set_allowed(domain, std::move(allowed.value()));
   return {};
 }
 
 Status configure_curve_server(zmq::context_t& ctx, zmq::socket_t& sock,
-                              const config::CurveConfig& cfg) {
+                              const config::CurveConfig& cfg, const std::string& domain) {
   auto keys = read_key_file(cfg.secret_key_file);
   if (!keys) return keys.error();
   if (keys->secret_key.empty())
     return make_error("key file " + cfg.secret_key_file + " has no secret key");
-  if (auto st = ensure_zap_authenticator(ctx, cfg); !st) return st;
+  if (auto st = ensure_zap_authenticator(ctx, cfg, domain); !st) return st;
   sock.set(zmq::sockopt::curve_server, true);
   sock.set(zmq::sockopt::curve_secretkey, keys->secret_key);
-  sock.set(zmq::sockopt::zap_domain, "hookgate");
+  sock.set(zmq::sockopt::zap_domain, domain);
   return {};
 }
 

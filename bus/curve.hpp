@@ -6,6 +6,7 @@
 #include <zmq.hpp>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -32,14 +33,20 @@ Result<CurveKeypair> read_key_file(const std::string& path);
 // allowed_clients: a key file (one public key a line) or a folder of *.key / *.pub files.
 Result<std::set<std::string>> read_allowed_clients(const std::string& path);
 
+// ZAP domains: each CURVE server socket names the allow-list that judges its clients. The proxy's
+// subscriber side has its own, so a publisher's key cannot also read every event off the bus.
+inline constexpr const char* kPublisherDomain = "hookgate";
+inline constexpr const char* kSubscriberDomain = "hookgate-subscribers";
+
 // Answers ZAP requests on inproc://zeromq.zap.01 for every socket in `ctx`: CURVE clients whose
-// public key is in the allow-list get 200, everyone else 400. NULL/PLAIN mechanisms are refused.
+// public key is in the allow-list of the socket's domain get 200, everyone else 400. NULL/PLAIN
+// mechanisms are refused.
 class ZapAuthenticator {
  public:
-  ZapAuthenticator(zmq::context_t& ctx, std::set<std::string> allowed_z85);
+  explicit ZapAuthenticator(zmq::context_t& ctx);
   ~ZapAuthenticator();
-  void set_allowed(std::set<std::string> allowed_z85);  // on reload
-  bool allows(const std::string& client_key_z85) const;
+  void set_allowed(const std::string& domain, std::set<std::string> allowed_z85);  // and reload
+  bool allows(const std::string& domain, const std::string& client_key_z85) const;
   uint64_t denied() const { return denied_.load(); }
 
  private:
@@ -47,7 +54,7 @@ class ZapAuthenticator {
   void answer_one(metrics::Counter& denied_counter);  // waits up to 100 ms for one request
   zmq::socket_t socket_;
   mutable std::mutex mu_;
-  std::set<std::string> allowed_;
+  std::map<std::string, std::set<std::string>> allowed_;  // by ZAP domain
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> denied_{0};
   std::thread thread_;
@@ -60,13 +67,14 @@ class ZapAuthenticator {
 // the allow-list changes, so the lookup costs one atomic load per message.
 class AllowListCheck {
  public:
-  explicit AllowListCheck(zmq::context_t& ctx) : ctx_(ctx) {}
+  AllowListCheck(zmq::context_t& ctx, std::string domain) : ctx_(ctx), domain_(std::move(domain)) {}
   // False when `first_frame` came from a CURVE client whose key is no longer allowed, or over a
   // connection the ZAP handler did not admit by key.
   [[nodiscard]] bool allows(zmq::message_t& first_frame);
 
  private:
   zmq::context_t& ctx_;
+  const std::string domain_;
   std::string last_key_;
   uint64_t last_generation_ = ~uint64_t{0};
   bool last_answer_ = true;
@@ -74,11 +82,15 @@ class AllowListCheck {
 };
 
 // Makes `sock` (created in `ctx`, not yet bound) a CURVE server with the configured secret key,
-// first starting the context's ZapAuthenticator with the allow-list (or refreshing it).
+// first starting the context's ZapAuthenticator with the allow-list for `domain` (or refreshing
+// it).
 Status configure_curve_server(zmq::context_t& ctx, zmq::socket_t& sock,
-                              const config::CurveConfig& cfg);
-// Starts (once per context) the authenticator with the configured allow-list, or refreshes it.
-Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg);
+                              const config::CurveConfig& cfg,
+                              const std::string& domain = kPublisherDomain);
+// Starts (once per context) the authenticator with the configured allow-list for `domain`, or
+// refreshes it.
+Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg,
+                                const std::string& domain = kPublisherDomain);
 // Stops the context's authenticator; call before the context is destroyed.
 void stop_zap_authenticator(zmq::context_t& ctx);
 // Calls stop_zap_authenticator(ctx) when it goes out of scope, on every path (a start-up that

@@ -28,7 +28,7 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
     for (const auto& topic : cfg.topics) sock.set(zmq::sockopt::subscribe, topic);
     std::unique_ptr<Subscriber> sub(new Subscriber(std::move(sock)));
     if (cfg.curve.enabled && !cfg.curve.client_mode())
-      sub->allow_list_ = std::make_unique<AllowListCheck>(ctx);
+      sub->allow_list_ = std::make_unique<AllowListCheck>(ctx, kPublisherDomain);
     if (cfg.bind) {
       try {
         sub->socket_.bind(*cfg.bind);

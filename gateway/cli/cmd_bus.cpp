@@ -2,6 +2,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <zmq.hpp>
 
@@ -17,17 +19,18 @@ namespace hookgate::cli {
 int cmd_bus(const std::vector<std::string>& argv) {
   Args args(argv, {});
   const char* usage =
-      "Usage: hookgate bus --frontend EP --backend EP [--curve-secret-key FILE --allowed-clients "
-      "PATH]\n"
-      "                    [--max-message-bytes N] [--hwm N]\n"
-      "Publishers connect to the frontend, subscribers to the backend. With CURVE, both sides "
-      "require\n"
-      "a client key listed in --allowed-clients. --hwm (default 100000) is how many messages each "
-      "side\n"
-      "queues; a burst beyond it is dropped (and shows as a sequence gap at the gateway).\n";
+      "Usage: hookgate bus --frontend EP --backend EP\n"
+      "                    [--curve-secret-key FILE --allowed-clients PATH "
+      "[--allowed-subscribers PATH]]\n"
+      "                    [--max-message-bytes N] [--hwm N] [--log-level LEVEL]\n"
+      "Publishers connect to the frontend, subscribers (gateways) to the backend. With CURVE, a\n"
+      "publisher's key must be in --allowed-clients and a subscriber's in --allowed-subscribers\n"
+      "(without it, --allowed-clients serves both sides, and any publisher may read every event).\n"
+      "--hwm (default 100000) is how many messages each side queues; a burst beyond it is dropped\n"
+      "(and shows as a sequence gap at the gateway). --log-level: debug, info (default), warn...\n";
   if (auto code = check_usage(args,
                               {"frontend", "backend", "curve-secret-key", "allowed-clients",
-                               "max-message-bytes", "hwm", "log-level"},
+                               "allowed-subscribers", "max-message-bytes", "hwm", "log-level"},
                               usage))
     return *code;
   auto frontend = args.get("frontend");
@@ -47,14 +50,38 @@ int cmd_bus(const std::vector<std::string>& argv) {
         "--hwm: expected a positive number of messages, got '" + args.get_or("hwm", "") + "'", 2);
 
   zmq::context_t ctx(1);
+  // The signal thread is detached and outlives this function: it reaches the context only
+  // through `live`, under `mu`, and this function clears it before the context goes.
+  static std::mutex mu;
+  static zmq::context_t* live = nullptr;
+  static int stop_signals = 0;
+  struct LiveContext {
+    explicit LiveContext(zmq::context_t& c) {
+      std::lock_guard lock(mu);
+      live = &c;
+    }
+    ~LiveContext() {
+      std::lock_guard lock(mu);
+      live = nullptr;
+    }
+  } live_context(ctx);
   bus::ZapAuthenticatorStopper zap_stopper(ctx);  // runs after the sockets below close
   zmq::socket_t control_in(ctx, zmq::socket_type::pair);
   control_in.bind("inproc://hookgate-bus-control");
-  handle_signals([&ctx](int sig) {
-    if (sig == SIGHUP) return;
-    zmq::socket_t control_out(ctx, zmq::socket_type::pair);
-    control_out.connect("inproc://hookgate-bus-control");
-    control_out.send(zmq::str_buffer("TERMINATE"), zmq::send_flags::none);
+  handle_signals([](int sig) {
+    if (sig == SIGHUP) {
+      spdlog::warn("SIGHUP: the bus proxy does not reload; restart it to change its allow-lists");
+      return;
+    }
+    std::lock_guard lock(mu);
+    if (++stop_signals > 1 || live == nullptr) std::_Exit(0);  // a proxy holds nothing to save
+    try {
+      zmq::socket_t control_out(*live, zmq::socket_type::pair);
+      control_out.connect("inproc://hookgate-bus-control");
+      control_out.send(zmq::str_buffer("TERMINATE"), zmq::send_flags::none);
+    } catch (const zmq::error_t&) {
+      std::_Exit(0);  // the context is already stopping
+    }
   });
 
   int rc = 0;
@@ -69,14 +96,23 @@ int cmd_bus(const std::vector<std::string>& argv) {
     // event is rejected (and counted) by the gateway instead of cutting its publisher's
     // connection here, with whatever was queued behind it.
     xsub.set(zmq::sockopt::maxmsgsize, bus::kOversizeHardCapFactor * *max_message_bytes);
+    if (!args.get("curve-secret-key") &&
+        (args.get("allowed-clients") || args.get("allowed-subscribers")))
+      return fail("--allowed-clients and --allowed-subscribers need --curve-secret-key", 2);
     if (auto key = args.get("curve-secret-key")) {
       auto allowed = args.get("allowed-clients");
       if (!allowed) return fail("--curve-secret-key needs --allowed-clients", 2);
-      config::CurveConfig curve{true, *key, *allowed};
-      for (auto* s : {&xsub, &xpub}) {
-        if (auto st = bus::configure_curve_server(ctx, *s, curve); !st)
-          return fail(st.error().message);
-      }
+      config::CurveConfig publishers{true, *key, *allowed};
+      config::CurveConfig subscribers{true, *key, args.get_or("allowed-subscribers", *allowed)};
+      if (!args.get("allowed-subscribers"))
+        spdlog::warn(
+            "bus proxy: --allowed-clients serves both sides, so every publisher may also subscribe "
+            "and read every event; give --allowed-subscribers to list the gateways apart");
+      if (auto st = bus::configure_curve_server(ctx, xsub, publishers, bus::kPublisherDomain); !st)
+        return fail(st.error().message);
+      if (auto st = bus::configure_curve_server(ctx, xpub, subscribers, bus::kSubscriberDomain);
+          !st)
+        return fail(st.error().message);
     }
     try {
       xsub.bind(*frontend);

@@ -145,6 +145,50 @@ TEST(BusSecurityTest, GatewayConnectsAsCurveClientOfASecuredProxy) {
   ASSERT_EQ(waitpid(proxy, &status, 0), proxy);
 }
 
+// Found in review: the proxy judged both of its sides by one allow-list, so any publisher's key
+// could subscribe to the backend and read every event (auth failures with their details). With
+// --allowed-subscribers the sides have their own lists.
+TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
+  TempDir dir;
+  HttpReceiver rx, snooped;
+  ASSERT_TRUE(keygen(dir, {"proxy", "gateway", "publisher"}));
+  std::filesystem::create_directories(dir / "subscribers");
+  std::filesystem::copy_file(dir / "publisher.key.pub", dir / "clients" / "publisher.pub");
+  std::filesystem::copy_file(dir / "gateway.key.pub", dir / "subscribers" / "gateway.pub");
+  int front = free_tcp_port(), back = free_tcp_port();
+  std::string frontend = "tcp://127.0.0.1:" + std::to_string(front);
+  std::string backend = "tcp://127.0.0.1:" + std::to_string(back);
+  pid_t proxy = spawn_proxy(
+      frontend, backend,
+      {"--curve-secret-key", (dir / "proxy.key").string(), "--allowed-clients",
+       (dir / "clients").string(), "--allowed-subscribers", (dir / "subscribers").string()});
+  ASSERT_GT(proxy, 0);
+  auto gateway_config = [&](const char* key, const HttpReceiver& to) {
+    return "bus:\n  connect: [\"" + backend +
+           "\"]\n  curve: { enabled: true, server_key: ./proxy.key.pub, secret_key_file: ./" + key +
+           " }\nadmin: { enabled: false }\nspool: { mode: memory }\n"
+           "webhooks:\n  - name: rx\n    url: " +
+           to.url() + "\n    events: [\"app.*\"]\n";
+  };
+  TempDir other;
+  std::filesystem::copy_file(dir / "proxy.key.pub", other / "proxy.key.pub");
+  std::filesystem::copy_file(dir / "publisher.key", other / "publisher.key");
+  GatewayProcess gw(dir), snoop(other);
+  ASSERT_TRUE(gw.start(gateway_config("gateway.key", rx))) << gw.log();
+  ASSERT_TRUE(snoop.start(gateway_config("publisher.key", snooped))) << snoop.log();
+  auto sent = run_hookgate({"publish", "--endpoint", frontend, "--type", "app.secret", "--data",
+                            "{}", "--server-key", (dir / "proxy.key.pub").string(), "--client-key",
+                            (dir / "publisher.key").string(), "--wait-ms", "5000"});
+  EXPECT_EQ(sent.exit_code, 0) << sent.err;
+  EXPECT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(snooped.count(), 0u) << "a publisher's key read events off the proxy";
+  kill(proxy, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(proxy, &status, 0), proxy);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 TEST(BusSecurityTest, AllowListIsReReadOnSighup) {
   TempDir dir;
   HttpReceiver rx;
