@@ -169,6 +169,9 @@ struct Gateway::Impl {
   };
   std::optional<LoadRequest> loader_request;  // guarded by loader_mu
   bool loader_stopping = false;               // guarded by loader_mu
+  // Set with loader_stopping: a load under way stops before its next hook, and nothing waits
+  // for the old chain's users (stopping must not wait out a reload's handshakes).
+  std::atomic<bool> loader_cancel{false};
   std::thread loader;
 
   void request_chain_load(const config::HooksConfig& hooks,
@@ -202,6 +205,7 @@ struct Gateway::Impl {
       std::lock_guard lock(loader_mu);
       loader_stopping = true;
     }
+    loader_cancel = true;
     loader_cv.notify_all();
     if (loader.joinable()) loader.join();
   }
@@ -210,7 +214,11 @@ struct Gateway::Impl {
   void load_chain(const config::HooksConfig& hooks_config, bool announce,
                   const std::vector<config::WebhookConfig>* webhooks = nullptr) {
     config::Diagnostics errors;
-    auto next = hooks::HookChain::load(hooks_config, errors);
+    auto next = hooks::HookChain::load(hooks_config, errors, &loader_cancel);
+    if (!next) {
+      spdlog::info("hooks: reload abandoned, the gateway is stopping");
+      return;
+    }
     for (const auto& e : errors) spdlog::warn("hooks: {}", e.str());
     auto next_router = webhooks ? std::make_shared<const Router>(*webhooks) : nullptr;
     std::shared_ptr<const hooks::HookChain> old;
@@ -244,7 +252,8 @@ struct Gateway::Impl {
     // Stopping the old chain's co-processes takes up to ~300 ms per hook: done here, not on the
     // ingest thread, which may still hold the old chain for the batch it is in. Observers
     // holding it past the wait release it wherever they finish.
-    for (int waited_ms = 0; old && old.use_count() > 1 && waited_ms < 2000; waited_ms += 10)
+    for (int waited_ms = 0; old && old.use_count() > 1 && waited_ms < 2000 && !loader_cancel;
+         waited_ms += 10)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     old.reset();
   }

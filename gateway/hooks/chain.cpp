@@ -55,10 +55,12 @@ std::shared_ptr<const HookChain> HookChain::build(std::vector<HookEntry> entries
 }
 
 std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& config,
-                                                 config::Diagnostics& errors) {
+                                                 config::Diagnostics& errors,
+                                                 const std::atomic<bool>* cancel) {
   std::vector<HookEntry> entries;
   if (!config.enabled) return build(std::move(entries));
   for (auto& file : discover_hooks(config, errors)) {
+    if (cancel && cancel->load()) return nullptr;  // the hooks loaded so far stop as they go
     HookEntry entry;
     if (!file.error.empty()) {
       entry.error = file.error;

@@ -3,6 +3,7 @@
 // filename order, then observers handed to the ObserverPool. A chain is immutable once built and
 // shared as std::shared_ptr<const HookChain>: a reload builds a new one and swaps the pointer, so
 // events in flight finish on the generation they started on.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,9 +45,12 @@ class HookChain {
  public:
   // Discovers and loads every hook of config.directories. A file that fails to load is kept as an
   // entry carrying its error (and reported in `errors` and the log) and left out of execution;
-  // the rest load. A disabled hooks section gives an empty chain.
+  // the rest load. A disabled hooks section gives an empty chain. `cancel`, when set, is looked
+  // at before each hook: once true the load stops there (the gateway is stopping, and a load of
+  // hooks that each wait out a handshake timeout must not hold its exit) and returns nullptr.
   static std::shared_ptr<const HookChain> load(const config::HooksConfig& config,
-                                               config::Diagnostics& errors);
+                                               config::Diagnostics& errors,
+                                               const std::atomic<bool>* cancel = nullptr);
   // Builds a chain from entries already in run order (tests, tools). Entries without a hook are
   // listed but never run.
   static std::shared_ptr<const HookChain> build(std::vector<HookEntry> entries);

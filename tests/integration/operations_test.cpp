@@ -547,6 +547,27 @@ TEST(OperationsTest, ASighupDuringStartReloadsOnceTheGatewayRuns) {
   EXPECT_TRUE(gw.wait_for_log("reload: configuration reloaded", 15s)) << gw.log();
 }
 
+// Found in review: SIGTERM during a reload waited for the whole load, here three hooks that each
+// wait out a 3 s handshake timeout, before the shutdown grace even began.
+TEST(OperationsTest, AStopDoesNotWaitForAReloadToFinish) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks/.keep", "");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with(
+      "hooks: { directories: [./hooks], hot_reload: false, default_timeout_ms: 3000 }\n" +
+      webhook_rx(rx.url()))))
+      << gw.log();
+  for (const char* name : {"_10_a.sh", "_20_b.sh", "_30_c.sh"})
+    dir.write(std::string("hooks/") + name, "#!/bin/sh\nexec sleep 60\n", /*executable=*/true);
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("hooks: reloading", 10s)) << gw.log();
+  const auto stop_sent = std::chrono::steady_clock::now();
+  gw.signal(SIGTERM);
+  EXPECT_EQ(gw.wait_exit(20s), 0) << gw.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - stop_sent, 6s) << gw.log();
+}
+
 // A reload builds the next chain off the ingest thread: while a new program hook takes its time
 // to answer the handshake (here: never, so the load waits out its 5 s timeout), events keep
 // flowing through the running chain. Before, the bus was not read until the load ended.
