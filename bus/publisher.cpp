@@ -120,6 +120,11 @@ Status Publisher::publish_locked(Event& event) {
                       "type out): nothing was sent, retry once one subscribes");
   std::vector<zmq::message_t> frames;
   encode_message(event, frames);
+  const size_t bytes = frames[0].size() + frames[1].size();
+  if (options_.max_message_bytes > 0 && bytes > options_.max_message_bytes)
+    return make_error("event of " + std::to_string(bytes) + " bytes exceeds max_message_bytes " +
+                      std::to_string(options_.max_message_bytes) +
+                      " (the gateway's bus.max_message_bytes): nothing was sent");
   if (!socket_->send(frames[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
       !socket_->send(frames[1], zmq::send_flags::dontwait))
     return make_error("bus send queue is full (send_hwm reached)");

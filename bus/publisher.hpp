@@ -33,6 +33,10 @@ struct PublisherOptions {
   // (hookgate_bus_messages_dropped_total; bus/sequence_gaps.hpp).
   bool sequence = true;
   int send_hwm = 100000;
+  // The gateway's bus.max_message_bytes (default 1 MiB): a larger event is refused here, with the
+  // reason, because the gateway would reject it, and above twice the limit its socket would drop
+  // this publisher's connection with everything queued behind it. 0 = no check.
+  size_t max_message_bytes = 1 << 20;
   // true: while a gateway this publisher connects to is away (restarting), its events queue for
   // it, up to send_hwm, and go out when it is back. Decision: the default, since a restart then
   // loses nothing. But with several `endpoints` one gateway that stays away fills its queue and

@@ -201,6 +201,20 @@ TEST(PublisherTest, PublishFromSeveralThreadsNumbersEveryEventOnce) {
   EXPECT_EQ(*seen.rbegin(), static_cast<uint64_t>(4 * kPerThread));
 }
 
+// Found in review: an event over twice the gateway's limit made its socket drop this publisher's
+// connection, losing what was queued behind it, while publish() had reported success.
+TEST(PublisherTest, AnEventOverMaxMessageBytesIsRefusedBeforeSending) {
+  Loopback bus;
+  ASSERT_TRUE(bus.ok());
+  auto big = bus.pub->publish("app.big", "\"" + std::string(1 << 20, 'x') + "\"");
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().message.find("exceeds max_message_bytes"), std::string::npos);
+  ASSERT_TRUE(bus.pub->publish("app.small", "{}"));
+  auto next = bus.next();
+  ASSERT_TRUE(next) << next.error().reason;
+  EXPECT_EQ(next->type(), "app.small");
+}
+
 TEST(PublisherTest, RejectsInvalidData) {
   auto pub = Publisher::connect({.endpoints = {"tcp://127.0.0.1:1"}});
   ASSERT_TRUE(pub);
