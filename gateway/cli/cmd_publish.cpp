@@ -12,14 +12,17 @@ int cmd_publish(const std::vector<std::string>& argv) {
   Args args(argv, {});
   if (auto code = check_usage(
           args,
-          {"endpoint", "type", "data", "data-file", "source", "wait-ms", "server-key",
-           "client-key"},
+          {"endpoint", "type", "data", "data-file", "source", "wait-ms", "server-key", "client-key",
+           "max-message-bytes"},
           "Usage: hookgate publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] "
           "[--source S]\n"
           "       [--wait-ms 3000] [--server-key Z85|FILE --client-key FILE]\n"
+          "       [--max-message-bytes 1048576]\n"
           "Publishes one CloudEvent on the bus. Waits up to --wait-ms for the gateway's "
           "subscription\n"
-          "so the event is not dropped by ZeroMQ's slow-joiner effect; prints the event id.\n"))
+          "so the event is not dropped by ZeroMQ's slow-joiner effect; prints the event id.\n"
+          "An event over --max-message-bytes (give the gateway's bus.max_message_bytes) is "
+          "refused.\n"))
     return *code;
   auto endpoint = args.get("endpoint");
   auto type = args.get("type");
@@ -33,8 +36,14 @@ int cmd_publish(const std::vector<std::string>& argv) {
     ss << in.rdbuf();
     data = ss.str();
   }
+  const auto max_bytes = positive_option(args, "max-message-bytes", "1048576");
+  if (!max_bytes)
+    return fail("--max-message-bytes: expected a positive number of bytes, got '" +
+                    args.get_or("max-message-bytes", "") + "'",
+                2);
   bus::PublisherOptions options{.endpoints = {*endpoint},
-                                .source = args.get_or("source", "unknown")};
+                                .source = args.get_or("source", "unknown"),
+                                .max_message_bytes = static_cast<size_t>(*max_bytes)};
   if (auto server = args.get("server-key")) {
     auto server_key = bus::read_server_key(*server);
     if (!server_key) return fail(server_key.error().message);

@@ -387,6 +387,23 @@ TEST(OperationsTest, PublishingATypeNoSubscriberTakesFails) {
 
 // Found in review: a rejected message's topic went into the text log raw, so a publisher could
 // forge log lines with an embedded newline. Control characters are now escaped in every record.
+// `hookgate publish` refuses an event the gateway would reject for its size, and says so.
+TEST(OperationsTest, PublishRefusesAnEventOverMaxMessageBytes) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with(webhook_rx(rx.url())))) << gw.log();
+  const std::string data = "\"" + std::string(300, 'x') + "\"";
+  auto refused = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "app.big",
+                               "--data", data, "--max-message-bytes", "256"});
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("exceeds max_message_bytes 256"), std::string::npos) << refused.err;
+  auto sent = run_hookgate(
+      {"publish", "--endpoint", gw.bus_endpoint(), "--type", "app.big", "--data", data});
+  EXPECT_EQ(sent.exit_code, 0) << sent.err;
+  EXPECT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+}
+
 TEST(OperationsTest, ControlCharactersFromTheBusCannotForgeLogLines) {
   TempDir dir;
   GatewayProcess gw(dir);
