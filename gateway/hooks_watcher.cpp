@@ -51,8 +51,12 @@ bool directory_exists(const std::filesystem::path& path) {
 }  // namespace
 
 HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<void()> on_change,
-                           std::chrono::milliseconds debounce)
-    : directories_(std::move(directories)), on_change_(std::move(on_change)), debounce_(debounce) {
+                           std::chrono::milliseconds debounce,
+                           std::chrono::milliseconds vanished_grace)
+    : directories_(std::move(directories)),
+      on_change_(std::move(on_change)),
+      debounce_(debounce),
+      vanished_grace_(vanished_grace) {
   fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   stop_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (fd_ < 0 || stop_fd_ < 0) {
@@ -86,10 +90,13 @@ void HooksWatcher::renew_watches() {
     auto& own = wanted[dir.string()];
     own.first |= kDirectoryEvents;
     own.second.whole_directory = true;
-    if (dir.has_parent_path() && dir.parent_path() != dir) {
-      auto& parent = wanted[dir.parent_path().string()];
-      parent.first |= kParentEvents;
-      parent.second.names.insert(dir.filename().string());
+    // Every ancestor, for the next name down: a parent created later (mkdir -p), or a release
+    // folder higher up renamed into place, is seen too. Only those names count there.
+    for (auto below = dir; below.has_parent_path() && below.parent_path() != below;
+         below = below.parent_path()) {
+      auto& ancestor = wanted[below.parent_path().string()];
+      ancestor.first |= kParentEvents;
+      ancestor.second.names.insert(below.filename().string());
     }
   }
   std::map<int, Watch> next;
@@ -124,18 +131,26 @@ bool HooksWatcher::counts(const inotify_event& event) const {
 
 void HooksWatcher::settled() {
   renew_watches();
+  const auto now = std::chrono::steady_clock::now();
   for (size_t i = 0; i < directories_.size(); ++i) {
-    if (existed_[i] && !directory_exists(hooks::normalized_directory(directories_[i]))) {
-      if (!warned_missing_)
-        spdlog::warn(
-            "hooks: directory {} disappeared; the running hooks stay in place until it is back "
-            "(send SIGHUP to run without them)",
-            directories_[i]);
-      warned_missing_ = true;
+    if (!existed_[i] || directory_exists(hooks::normalized_directory(directories_[i]))) continue;
+    if (!missing_since_) {
+      missing_since_ = now;
+      spdlog::warn(
+          "hooks: directory {} disappeared; the running hooks stay in place for {} s in case it "
+          "comes back (a deploy copying it anew), then the chain reloads without it",
+          directories_[i], vanished_grace_.count() / 1000.0);
+    }
+    if (now - *missing_since_ < vanished_grace_) {
+      recheck_at_ = *missing_since_ + vanished_grace_;
       return;
     }
+    spdlog::warn("hooks: directory {} is still missing; reloading without its hooks",
+                 directories_[i]);
+    break;
   }
-  warned_missing_ = false;
+  missing_since_.reset();
+  recheck_at_.reset();
   std::string fingerprint = hooks::hook_files_fingerprint(directories_);
   if (fingerprint == fingerprint_) {
     spdlog::debug("hooks: changes in the hook directories, but no hook file changed");
@@ -157,11 +172,12 @@ void HooksWatcher::run() {
   alignas(inotify_event) char buf[8192];
   while (true) {
     int timeout = -1;
-    if (pending) {
-      auto now = Clock::now();
-      auto due = std::min(last_change + debounce_, first_change + max_wait);
+    std::optional<Clock::time_point> due;
+    if (pending) due = std::min(last_change + debounce_, first_change + max_wait);
+    if (recheck_at_) due = due ? std::min(*due, *recheck_at_) : *recheck_at_;
+    if (due) {
       timeout = static_cast<int>(std::max<int64_t>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(due - now).count()));
+          0, std::chrono::ceil<std::chrono::milliseconds>(*due - Clock::now()).count()));
     }
     pollfd fds[2] = {{fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
     int n = poll(fds, 2, timeout);
@@ -186,8 +202,12 @@ void HooksWatcher::run() {
       pending = true;
       continue;
     }
-    if (n == 0 && pending) {
+    if (n == 0 && (pending || recheck_at_)) {
+      // Woken for the recheck while changes are still settling: wait for them instead.
+      if (pending && Clock::now() < std::min(last_change + debounce_, first_change + max_wait))
+        continue;
       pending = false;
+      recheck_at_.reset();
       settled();
     }
   }

@@ -7,15 +7,17 @@
 // (hooks::hook_files_fingerprint): a hook that writes its state or data beside itself must not
 // reload the chain, and so restart itself, in a loop.
 //
-// Each directory's parent is watched for the directory's name, and the watches are renewed after
-// every change, so a directory created after start, replaced by a rename, or swapped as a symlink
-// is followed. A directory that disappears keeps the running hooks (a deploy removing and copying
-// back a folder must not run events through a chain without its redaction hook meanwhile) until it
-// is back or a SIGHUP reloads.
+// Each ancestor of a directory is watched for the next name on the way down, and the watches are
+// renewed after every change, so a directory created after start (with its parents), replaced by
+// a rename at any level, or swapped as a symlink is followed. A directory that disappears keeps
+// the running hooks for `vanished_grace` (a deploy removing and copying back a folder must not run
+// events through a chain without its redaction hook meanwhile); still gone after that, it counts
+// as removed and the chain reloads without it.
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -28,7 +30,8 @@ namespace hookgate {
 class HooksWatcher {
  public:
   HooksWatcher(std::vector<std::string> directories, std::function<void()> on_change,
-               std::chrono::milliseconds debounce = std::chrono::milliseconds(300));
+               std::chrono::milliseconds debounce = std::chrono::milliseconds(300),
+               std::chrono::milliseconds vanished_grace = std::chrono::seconds(10));
   ~HooksWatcher();
 
  private:
@@ -46,9 +49,11 @@ class HooksWatcher {
   std::set<std::string> warned_unwatchable_;
   std::string fingerprint_;    // of the hook files the chain was last (re)loaded for
   std::vector<bool> existed_;  // per directory, at that load
-  bool warned_missing_ = false;
+  // Since when a directory that existed at the last load has been missing, and when to look again.
+  std::optional<std::chrono::steady_clock::time_point> missing_since_, recheck_at_;
   std::function<void()> on_change_;
   std::chrono::milliseconds debounce_;
+  std::chrono::milliseconds vanished_grace_;
   int fd_ = -1;
   int stop_fd_ = -1;
   std::thread thread_;

@@ -256,7 +256,8 @@ std::string hook_files_fingerprint(const std::vector<std::string>& directories) 
   auto append_identity = [&out](const struct stat& st) {
     out += std::to_string(st.st_dev) + ':' + std::to_string(st.st_ino) + ':' +
            std::to_string(st.st_size) + ':' + std::to_string(st.st_mtim.tv_sec) + '.' +
-           std::to_string(st.st_mtim.tv_nsec) + ':' + std::to_string(st.st_mode) + '\n';
+           std::to_string(st.st_mtim.tv_nsec) + ':' + std::to_string(st.st_ctim.tv_sec) + '.' +
+           std::to_string(st.st_ctim.tv_nsec) + ':' + std::to_string(st.st_mode) + '\n';
   };
   for (const auto& configured : directories) {
     const fs::path dir = normalized_directory(configured);

@@ -58,7 +58,8 @@ inline std::vector<HookFile> discover_hooks(const config::HooksConfig& config,
 }
 
 // What hot reload compares to tell a change of the chain from other writes in a hook directory:
-// the identity (device, inode, size, mtime, mode; links followed) of each directory and of every
+// the identity (device, inode, size, mtime, ctime, mode; links followed; ctime because `cp -p`
+// or `tar x` rewrite a file in place and put its old mtime back) of each directory and of every
 // file in it that is a hook or that a descriptor names (run:, command: and its arguments,
 // library:). Data, state and module files a hook keeps beside itself are not in it, so a hook
 // that writes them does not reload the chain (and so restart itself) in a loop.

@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include "tests/support/gateway_process.hpp"
 
 namespace hookgate {
@@ -103,13 +106,80 @@ TEST(HooksWatcherTest, ADirectoryThatDisappearsKeepsTheRunningHooksUntilItIsBack
   root.write("hooks/10_redact.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {(root / "hooks").string()}, [&] { ++reloads; }, 50ms);
+      {(root / "hooks").string()}, [&] { ++reloads; }, 50ms, 1500ms);
 
   fs::remove_all(root / "hooks");
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(reloads.load(), 0) << "a vanished directory reloaded the chain without its hooks";
 
   root.write("hooks/10_redact.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 3s));
+  std::this_thread::sleep_for(1700ms);
+  EXPECT_EQ(reloads.load(), 1) << "the grace of the first disappearance fired after all";
+}
+
+// Found in review: a directory removed for good (an operator dropping the user hooks) kept its
+// hooks running, and held back every other directory's reloads, until SIGHUP.
+TEST(HooksWatcherTest, ADirectoryGoneForLongerThanTheGraceIsReloadedWithout) {
+  namespace fs = std::filesystem;
+  testing::TempDir root;
+  root.write("user/10_a.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
+  root.write("workspace/20_b.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
+  std::atomic<int> reloads{0};
+  HooksWatcher watcher(
+      {(root / "user").string(), (root / "workspace").string()}, [&] { ++reloads; }, 50ms, 800ms);
+  fs::remove_all(root / "user");
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(reloads.load(), 0);
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 3s));
+  // The other directory reloads as usual from then on.
+  std::this_thread::sleep_for(200ms);
+  root.write("workspace/30_c.yaml", "kind: transform\nactions: [ {remove: [data.z]} ]\n");
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 2; }, 3s));
+}
+
+// Found in review: only the parent was watched, so a hook directory whose parents were created
+// after start (mkdir -p), or a release folder swapped in one level up, went unnoticed.
+TEST(HooksWatcherTest, FollowsChangesFurtherUpThePath) {
+  namespace fs = std::filesystem;
+  testing::TempDir root;
+  const fs::path hooks = root / "release" / "hooks";
+  std::atomic<int> reloads{0};
+  HooksWatcher watcher(
+      {hooks.string()}, [&] { ++reloads; }, 50ms);
+
+  root.write("release/hooks/10_x.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
+  ASSERT_TRUE(testing::wait_until([&] { return reloads.load() >= 1; }, 3s));
+  std::this_thread::sleep_for(200ms);
+  const int after_create = reloads.load();
+
+  root.write("release.new/hooks/10_x.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
+  fs::rename(root / "release", root / "release.old");
+  fs::rename(root / "release.new", root / "release");
+  ASSERT_TRUE(testing::wait_until([&] { return reloads.load() == after_create + 1; }, 3s));
+  std::this_thread::sleep_for(200ms);
+  root.write("release/hooks/20_y.yaml", "kind: transform\nactions: [ {remove: [data.z]} ]\n");
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == after_create + 2; }, 3s));
+}
+
+// Found in review: `cp -p` (or `tar x`) rewrites a hook in place, same size, and puts its old
+// mtime back; only the ctime tells.
+TEST(HooksWatcherTest, AnInPlaceRewriteThatKeepsSizeAndMtimeReloads) {
+  testing::TempDir dir;
+  const std::string path =
+      dir.write("10_x.yaml", "kind: transform\nactions: [ {remove: [data.a]} ]\n");
+  std::atomic<int> reloads{0};
+  HooksWatcher watcher(
+      {dir.path().string()}, [&] { ++reloads; }, 50ms);
+  struct stat before {};
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  std::this_thread::sleep_for(50ms);
+  {
+    std::ofstream out(path, std::ios::in | std::ios::out);
+    out << "kind: transform\nactions: [ {remove: [data.b]} ]\n";
+  }
+  const timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
   EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 3s));
 }
 
