@@ -150,22 +150,28 @@ bool AllowListCheck::allows(zmq::message_t& first_frame) {
     return false;
   }
   const uint64_t generation = g_allow_list_generation.load(std::memory_order_acquire);
-  if (generation == last_generation_ && last_key_ == user_id) return last_answer_;
+  const std::string_view key(user_id);
+  auto cached = answers_.find(key);
+  if (cached != answers_.end() && cached->second.generation == generation)
+    return cached->second.allowed;
   bool allowed = false;  // no handler any more: refuse, as the handshake would
   {
     std::lock_guard lock(g_auth_mu);
     auto it = authenticators().find(ctx_.handle());
-    if (it != authenticators().end() && it->second) allowed = it->second->allows(domain_, user_id);
+    if (it != authenticators().end() && it->second)
+      allowed = it->second->allows(domain_, std::string(key));
   }
-  if (!allowed && (last_answer_ || last_key_ != user_id)) {
+  const bool was_allowed = cached == answers_.end() || cached->second.allowed;
+  if (!allowed && was_allowed)
     spdlog::warn(
         "bus: refusing messages from public key {}: it was removed from allowed_clients after "
         "it connected (it keeps its connection, but nothing it sends is accepted)",
-        user_id);
+        key);
+  if (cached == answers_.end()) {
+    if (answers_.size() >= kMaxKeys) answers_.clear();
+    cached = answers_.emplace(std::string(key), Answer{}).first;
   }
-  last_key_ = user_id;
-  last_generation_ = generation;
-  last_answer_ = allowed;
+  cached->second = Answer{generation, allowed};
   return allowed;
 }
 
@@ -259,6 +265,7 @@ Status configure_curve_server(zmq::context_t& ctx, zmq::socket_t& sock,
 void stop_zap_authenticator(zmq::context_t& ctx) {
   std::lock_guard lock(g_auth_mu);
   authenticators().erase(ctx.handle());
+  g_allow_list_generation.fetch_add(1);  // answers given by the handler no longer hold
 }
 
 Result<std::string> read_server_key(const std::string& z85_or_file) {

@@ -73,11 +73,16 @@ class AllowListCheck {
   [[nodiscard]] bool allows(zmq::message_t& first_frame);
 
  private:
+  struct Answer {
+    uint64_t generation = ~uint64_t{0};
+    bool allowed = true;
+  };
   zmq::context_t& ctx_;
   const std::string domain_;
-  std::string last_key_;
-  uint64_t last_generation_ = ~uint64_t{0};
-  bool last_answer_ = true;
+  // By client key: senders interleave, and a refused key is logged once per list generation, not
+  // once per message. Publishers are few; the map starts over past kMaxKeys.
+  static constexpr size_t kMaxKeys = 4096;
+  std::map<std::string, Answer, std::less<>> answers_;
   bool warned_unvetted_ = false;
 };
 

@@ -61,25 +61,27 @@ bool Publisher::has_subscriber_for(std::string_view topic) const {
 }
 
 bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
-  std::lock_guard lock(mu_);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  try {
-    drain_subscriptions();
-    while (subscriptions_.empty()) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+  // The lock is taken per slice of at most 10 ms, so publish() on other threads waits at most
+  // that long, not the whole timeout.
+  constexpr auto kSlice = std::chrono::milliseconds(10);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    {
+      std::lock_guard lock(mu_);
       try {
-        if (zmq::poll(&item, 1, left) > 0) drain_subscriptions();
+        drain_subscriptions();
+        if (!subscriptions_.empty()) return true;
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return false;
+        zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+        (void)zmq::poll(&item, 1, std::min(left, kSlice));
       } catch (const zmq::error_t& e) {
-        // A signal handler ran in the caller's process (SIGCHLD...): wait on.
-        if (e.num() != EINTR) throw;
+        // A signal handler ran in the caller's process (SIGCHLD...): wait on. Anything else:
+        // the context is terminating, and no subscriber will come.
+        if (e.num() != EINTR) return false;
       }
     }
-    return true;
-  } catch (const zmq::error_t&) {
-    return false;  // the context is terminating: no subscriber will come
   }
 }
 

@@ -27,8 +27,14 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
     }
     for (const auto& topic : cfg.topics) sock.set(zmq::sockopt::subscribe, topic);
     std::unique_ptr<Subscriber> sub(new Subscriber(std::move(sock)));
-    if (cfg.curve.enabled && !cfg.curve.client_mode())
+    if (cfg.curve.enabled && !cfg.curve.client_mode()) {
       sub->allow_list_ = std::make_unique<AllowListCheck>(ctx, kPublisherDomain);
+      // Registered now, so /metrics shows it (at 0) before the first refusal.
+      sub->denied_ = &metrics::counter(
+          "hookgate_bus_messages_denied_total",
+          "Bus messages refused because the sender's CURVE key left bus.curve.allowed_clients "
+          "after it connected, or came over a connection the allow-list did not vet");
+    }
     if (cfg.bind) {
       try {
         sub->socket_.bind(*cfg.bind);
@@ -51,10 +57,6 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
 }
 
 bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags) {
-  static auto& denied = metrics::counter(
-      "hookgate_bus_messages_denied_total",
-      "Bus messages refused because the sender's CURVE key left bus.curve.allowed_clients after "
-      "it connected");
   for (;;) {
     frames.clear();
     zmq::message_t msg;
@@ -70,7 +72,7 @@ bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags f
       if (frames.size() <= kMaxMessageFrames) frames.push_back(std::move(part));
     }
     if (!allow_list_ || allow_list_->allows(frames.front())) return true;
-    denied.inc();  // and on to the next message, which may be allowed
+    denied_->inc();  // and on to the next message, which may be allowed
     flags = zmq::recv_flags::dontwait;
   }
 }

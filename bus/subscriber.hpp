@@ -46,6 +46,7 @@ class Subscriber {
 
   zmq::socket_t socket_;
   std::unique_ptr<AllowListCheck> allow_list_;  // a CURVE server: senders still allowed?
+  metrics::Counter* denied_ = nullptr;          // with allow_list_
   std::string bound_;
 };
 

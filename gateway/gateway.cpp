@@ -76,6 +76,10 @@ class LogLimiter {
 }  // namespace
 
 struct Gateway::Impl {
+  // The watcher's thread sets reload_hooks, declared after it: stop it first on every path (a
+  // start that fails after the watcher started included).
+  ~Impl() { watcher.reset(); }
+
   config::Config cfg;
   zmq::context_t ctx{1};
   bus::ZapAuthenticatorStopper zap_stopper{ctx};  // after the sockets close, before ctx ends

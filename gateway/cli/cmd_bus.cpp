@@ -55,6 +55,10 @@ int cmd_bus(const std::vector<std::string>& argv) {
   static std::mutex mu;
   static zmq::context_t* live = nullptr;
   static int stop_signals = 0;
+  bus::ZapAuthenticatorStopper zap_stopper(ctx);  // runs after the sockets below close
+  zmq::socket_t control_in(ctx, zmq::socket_type::pair);
+  control_in.bind("inproc://hookgate-bus-control");
+  // After control_in: cleared (and the signal thread kept off the context) before it closes.
   struct LiveContext {
     explicit LiveContext(zmq::context_t& c) {
       std::lock_guard lock(mu);
@@ -65,9 +69,6 @@ int cmd_bus(const std::vector<std::string>& argv) {
       live = nullptr;
     }
   } live_context(ctx);
-  bus::ZapAuthenticatorStopper zap_stopper(ctx);  // runs after the sockets below close
-  zmq::socket_t control_in(ctx, zmq::socket_type::pair);
-  control_in.bind("inproc://hookgate-bus-control");
   handle_signals([](int sig) {
     if (sig == SIGHUP) {
       spdlog::warn("SIGHUP: the bus proxy does not reload; restart it to change its allow-lists");
@@ -77,8 +78,9 @@ int cmd_bus(const std::vector<std::string>& argv) {
     if (++stop_signals > 1 || live == nullptr) std::_Exit(0);  // a proxy holds nothing to save
     try {
       zmq::socket_t control_out(*live, zmq::socket_type::pair);
+      control_out.set(zmq::sockopt::linger, 0);
       control_out.connect("inproc://hookgate-bus-control");
-      control_out.send(zmq::str_buffer("TERMINATE"), zmq::send_flags::none);
+      (void)control_out.send(zmq::str_buffer("TERMINATE"), zmq::send_flags::dontwait);
     } catch (const zmq::error_t&) {
       std::_Exit(0);  // the context is already stopping
     }
