@@ -43,6 +43,8 @@ std::optional<int64_t> parse_retry_after(std::string_view value, int64_t now_uni
   max_ms = std::clamp<int64_t>(max_ms, 0, kMaxRetryAfterMs);
   if (std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); })) {
     // Delta-seconds; anything longer than the clamp needs no exact value (and may overflow).
+    // Leading zeros say nothing: "0000000000001" is one second.
+    text.erase(0, std::min(text.find_first_not_of('0'), text.size() - 1));
     if (text.size() > 12) return max_ms;
     int64_t seconds = std::stoll(text);
     return std::min(seconds * 1000, max_ms);

@@ -248,6 +248,16 @@ bool is_reserved_header(std::string_view name) {
   return false;
 }
 
+bool is_framing_header(std::string_view name) {
+  static constexpr std::string_view kFraming[] = {
+      "Host",    "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "TE",
+      "Trailer", "Expect",         "Proxy-Connection"};
+  for (auto framing : kFraming) {
+    if (iequals(name, framing)) return true;
+  }
+  return false;
+}
+
 Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
                                          const Delivery& delivery, int64_t timestamp_s) {
   auto keys = SigningKeys::make(webhook.secrets);
@@ -287,6 +297,12 @@ Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
     if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
       return make_error("webhook " + webhook.name + ": header " + name +
                         " has a line break or NUL in its value");
+    // The HTTP client writes these from the request itself: a second Content-Length, or one
+    // beside Transfer-Encoding, would make a receiver or a proxy read a different body than the
+    // one signed (or refuse every request, which dead-letters everything).
+    if (is_framing_header(name))
+      return make_error("webhook " + webhook.name + ": header " + name +
+                        " describes the HTTP message itself and is set by hookgate; remove it");
     if (is_reserved_header(name)) continue;  // hookgate's ids and signatures always win
     bool replaced = false;
     for (auto& header : headers) {

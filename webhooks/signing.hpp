@@ -94,6 +94,9 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 // replace (case-insensitive): the X-Hookgate-* ids and every signature header. Custom
 // `Content-Type` and `User-Agent` do replace the defaults.
 bool is_reserved_header(std::string_view name);
+// Headers that frame the HTTP message (Host, Content-Length, Transfer-Encoding, Connection...):
+// the client sets them, and a custom `headers:` entry naming one is a configuration error.
+bool is_framing_header(std::string_view name);
 
 // Every header of one attempt, in a stable order: User-Agent, Content-Type, X-Hookgate-Event,
 // X-Hookgate-Delivery, then (with secrets) X-Signature, webhook-id, webhook-timestamp,

@@ -27,6 +27,16 @@ int cmd_check(const std::vector<std::string>& argv) {
                    st.error().message.c_str());
       ++problems;
     }
+    // A plain secret works (it is keyed on its bytes), but the Standard Webhooks libraries
+    // base64-decode any secret they are given: say how receivers must pass it. Never the value.
+    for (const auto& secret : w.secrets)
+      if (!secret.starts_with("whsec_"))
+        std::fprintf(stderr,
+                     "%s: warning: webhook %s: a secret without the whsec_ prefix is used as raw "
+                     "bytes; standardwebhooks/svix receivers must pass it as bytes (Python "
+                     "Webhook(secret.encode()), JS {format: \"raw\"}), or use `hookgate keygen "
+                     "--webhook-secret`\n",
+                     w.where.str().c_str(), w.name.c_str());
     // Secrets that do not decode, reserved or malformed headers: what would pause the webhook at
     // run time.
     if (auto headers = webhooks::build_attempt_headers(w, webhooks::Delivery{.id = "msg_check"}, 0);

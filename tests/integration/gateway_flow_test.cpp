@@ -237,6 +237,25 @@ TEST(GatewayFlowTest, BrokenConfigReportedAtItsLine) {
   EXPECT_NE(run.err.find(":6:5:"), std::string::npos);
 }
 
+// A plain secret is allowed but earns a warning (Standard Webhooks libraries decode secrets as
+// base64), and a framing header is an error; neither message shows the secret.
+TEST(GatewayFlowTest, CheckWarnsAboutPlainSecretsAndRefusesFramingHeaders) {
+  TempDir dir;
+  std::string path = dir.write("hookgate.yaml",
+                               "webhooks:\n  - name: a\n    url: http://127.0.0.1:9/\n"
+                               "    secret: plain-shared-secret-value\n"
+                               "    headers: { Content-Length: \"5\" }\n");
+  auto r = run_hookgate({"check", "--config", path});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("warning: webhook a: a secret without the whsec_ prefix"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("header Content-Length describes the HTTP message itself"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("plain-shared-secret-value"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 problem found"), std::string::npos) << r.err;
+}
+
 TEST(GatewayFlowTest, SigtermExitsZero) {
   TempDir dir;
   HttpReceiver rx;

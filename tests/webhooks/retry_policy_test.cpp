@@ -114,11 +114,13 @@ TEST(RetryPolicyTest, ParsesRetryAfterForms) {
   const RetryAfterCase kCases[] = {
       {"0", 0},
       {"  12  ", 12000},
-      {"Wed, 21 Oct 2015 07:28:10 GMT", 10000},        // IMF-fixdate
-      {"Wednesday, 21-Oct-15 07:28:10 GMT", 10000},    // obsolete RFC 850
-      {"Wed Oct 21 07:28:10 2015", 10000},             // obsolete asctime
-      {"Wed, 21 Oct 2015 07:00:00 GMT", 0},            // in the past
-      {"99999999999999999999", 60000},                 // clamped, no overflow
+      {"Wed, 21 Oct 2015 07:28:10 GMT", 10000},      // IMF-fixdate
+      {"Wednesday, 21-Oct-15 07:28:10 GMT", 10000},  // obsolete RFC 850
+      {"Wed Oct 21 07:28:10 2015", 10000},           // obsolete asctime
+      {"Wed, 21 Oct 2015 07:00:00 GMT", 0},          // in the past
+      {"99999999999999999999", 60000},               // clamped, no overflow
+      {"0000000000001", 1000},                       // leading zeros: one second
+      {"0000000000000", 0},
       {"Fri, 31 Dec 9999 23:59:59 GMT", 60000},        // far future: clamped
       {"Fri, 31 Dec 2147483647 23:59:59 GMT", 60000},  // seconds that overflow as ms
       {"", std::nullopt},

@@ -235,6 +235,22 @@ TEST(SigningTest, HeaderInjectionIsRefusedOrNeutralized) {
   EXPECT_EQ(h["X-Hookgate-Event"], "evil%0D%0AX-Injected: 1");
 }
 
+// Found in review: a custom Content-Length went out beside the client's own (a 400, final, so
+// every delivery dead-lettered), and beside Transfer-Encoding it lets a proxy and the receiver
+// disagree on where the signed body ends. Framing headers are a configuration error now.
+TEST(SigningTest, CustomFramingHeadersAreRefused) {
+  config::WebhookConfig webhook;
+  webhook.name = "framing";
+  for (const char* name : {"Content-Length", "transfer-encoding", "Host", "Connection"}) {
+    webhook.headers = {{name, "1"}};
+    auto built = build_attempt_headers(webhook, make_delivery("{}"), 1);
+    ASSERT_FALSE(built.ok()) << name;
+    EXPECT_NE(built.error().message.find("set by hookgate"), std::string::npos);
+  }
+  webhook.headers = {{"Authorization", "Splunk t"}};
+  EXPECT_TRUE(build_attempt_headers(webhook, make_delivery("{}"), 1).ok());
+}
+
 TEST(SigningTest, UndecodableWhsecSecretFailsTheHeaderBuild) {
   config::WebhookConfig webhook;
   webhook.name = "broken";
