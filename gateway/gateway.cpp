@@ -90,7 +90,7 @@ struct Gateway::Impl {
     std::future<Status> accepted;
     size_t events = 0;  // all decoded events of the batch (vetoed and unrouted ones too)
     size_t deliveries = 0;
-    size_t routed_events = 0;  // those with a delivery in it: what a refused add loses
+    size_t routed_events = 0;  // those with a delivery of their own in it: what a refused add loses
   };
   std::deque<AddInFlight> adds;
   size_t open_deliveries = 0;  // sum over `adds`
@@ -363,10 +363,13 @@ struct Gateway::Impl {
   }
 
   // Decodes, runs the chain and routes one message; deliveries (and diagnostics raised on this
-  // thread) go into `batch`. False when the message was rejected (it is not an accepted event).
-  bool process(std::vector<zmq::message_t>& frames, const hooks::HookChain& ch, const Router& rt,
-               bool observers_on, std::vector<webhooks::Delivery>& batch,
-               const DiagnosticSink& sink) {
+  // thread) go into `batch`. The number of deliveries made for the event itself (0 when vetoed
+  // or unrouted; its diagnostics' deliveries do not count), or nullopt when the message was
+  // rejected (it is not an accepted event).
+  std::optional<size_t> process(std::vector<zmq::message_t>& frames, const hooks::HookChain& ch,
+                                const Router& rt, bool observers_on,
+                                std::vector<webhooks::Delivery>& batch,
+                                const DiagnosticSink& sink) {
     received.inc();
     const ClockReading now = read_clocks();  // the intake moment: event time and due time
     auto decoded =
@@ -382,18 +385,18 @@ struct Gateway::Impl {
                            .event_id = rej.event_id,
                            .event_type = rej.event_type,
                            .reason = rej.reason});
-      return false;
+      return std::nullopt;
     }
     Event& ev = decoded.value();
     count_sequence_gap(ev);
     auto outcome = ch.run(ev, sink);
-    if (outcome.vetoed) return true;
+    if (outcome.vetoed) return 0;
     size_t n = rt.route(ev, now.schedule_ms, batch);
     routed.inc(n);
     if (n == 0) unrouted.inc();
     if (observers_on)
       ch.dispatch_observers(std::make_shared<const Event>(std::move(ev)), *observers);
-    return true;
+    return n;
   }
 
   // Before the chain runs: a hook may rewrite or remove the attributes. Only when this gateway
@@ -436,10 +439,9 @@ struct Gateway::Impl {
     size_t events = 0;  // messages that decoded into events (vetoed ones included)
     size_t routed_events = 0;
     do {
-      const size_t before = batch.size();
-      if (process(frames, *ch, *rt, observers_on, batch, sink)) {
+      if (auto deliveries = process(frames, *ch, *rt, observers_on, batch, sink)) {
         ++events;
-        if (batch.size() > before) ++routed_events;
+        if (*deliveries > 0) ++routed_events;
       }
       ++messages;
     } while (messages < kMaxBatch && sub->try_receive(frames));
