@@ -20,7 +20,7 @@ TEST(HooksWatcherTest, HookFilesReloadButLogsAndEditorFilesDoNot) {
   testing::TempDir dir;
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {dir.path().string()}, [&] { ++reloads; }, 50ms);
+      {dir.path().string()}, [&] { ++reloads; }, 150ms);
 
   // What a program hook or an editor writes beside the hooks: no reload, however often.
   for (int i = 0; i < 5; ++i) {
@@ -53,7 +53,7 @@ TEST(HooksWatcherTest, AHookWritingDataBesideItselfDoesNotReload) {
   dir.write("audit.py", "print()\n");
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {dir.path().string()}, [&] { ++reloads; }, 50ms);
+      {dir.path().string()}, [&] { ++reloads; }, 150ms);
   for (int i = 0; i < 5; ++i) {
     dir.write("state.json", "{\"n\": " + std::to_string(i) + "}");
     dir.write("seen.db", std::string(static_cast<size_t>(i + 1), 'x'));
@@ -74,7 +74,7 @@ TEST(HooksWatcherTest, FollowsADirectoryCreatedOrSwappedInAfterStart) {
   const fs::path hooks = root / "hooks";
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {hooks.string()}, [&] { ++reloads; }, 50ms);
+      {hooks.string()}, [&] { ++reloads; }, 150ms);
 
   fs::create_directory(hooks);
   root.write("hooks/10_x.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
@@ -106,7 +106,7 @@ TEST(HooksWatcherTest, ADirectoryThatDisappearsKeepsTheRunningHooksUntilItIsBack
   root.write("hooks/10_redact.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {(root / "hooks").string()}, [&] { ++reloads; }, 50ms, 1500ms);
+      {(root / "hooks").string()}, [&] { ++reloads; }, 150ms, 1500ms);
 
   fs::remove_all(root / "hooks");
   std::this_thread::sleep_for(500ms);
@@ -127,7 +127,7 @@ TEST(HooksWatcherTest, ADirectoryGoneForLongerThanTheGraceIsReloadedWithout) {
   root.write("workspace/20_b.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {(root / "user").string(), (root / "workspace").string()}, [&] { ++reloads; }, 50ms, 800ms);
+      {(root / "user").string(), (root / "workspace").string()}, [&] { ++reloads; }, 150ms, 800ms);
   fs::remove_all(root / "user");
   std::this_thread::sleep_for(400ms);
   EXPECT_EQ(reloads.load(), 0);
@@ -146,7 +146,7 @@ TEST(HooksWatcherTest, FollowsChangesFurtherUpThePath) {
   const fs::path hooks = root / "release" / "hooks";
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {hooks.string()}, [&] { ++reloads; }, 50ms);
+      {hooks.string()}, [&] { ++reloads; }, 150ms);
 
   root.write("release/hooks/10_x.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
   ASSERT_TRUE(testing::wait_until([&] { return reloads.load() >= 1; }, 3s));
@@ -170,7 +170,7 @@ TEST(HooksWatcherTest, AnInPlaceRewriteThatKeepsSizeAndMtimeReloads) {
       dir.write("10_x.yaml", "kind: transform\nactions: [ {remove: [data.a]} ]\n");
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {dir.path().string()}, [&] { ++reloads; }, 50ms);
+      {dir.path().string()}, [&] { ++reloads; }, 150ms);
   struct stat before {};
   ASSERT_EQ(::stat(path.c_str(), &before), 0);
   std::this_thread::sleep_for(50ms);
@@ -193,7 +193,7 @@ TEST(HooksWatcherTest, AConfigMapStyleSymlinkSwapReloads) {
   fs::create_symlink("..data/_10_x.yaml", dir / "_10_x.yaml");
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {dir.path().string()}, [&] { ++reloads; }, 50ms);
+      {dir.path().string()}, [&] { ++reloads; }, 150ms);
 
   // What kubelet's atomic writer does: a new directory, a temporary link to it, renamed over.
   dir.write("..v2/_10_x.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");

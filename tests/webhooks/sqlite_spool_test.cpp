@@ -276,7 +276,8 @@ TEST_F(SqliteSpoolTest, RejectsBadBatchesWhole) {
 }
 
 TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
-  cfg_.retention_ms = 100;
+  // Long enough that "new" is not yet old when the prune runs, on a loaded machine too.
+  cfg_.retention_ms = 1000;
   auto spool = open();
   ASSERT_TRUE(spool);
   ASSERT_TRUE(spool->add({make("old", "siem"), make("dead", "siem")}));
@@ -285,7 +286,7 @@ TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
                                      : AttemptOutcome{AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
   }
   ASSERT_TRUE(spool->flush());
-  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   ASSERT_TRUE(spool->add({make("new", "siem"), make("waiting", "siem")}));
   for (auto& d : spool->claim_due("siem", now_unix_ms(), 1))
     spool->complete(d, {AttemptOutcome::Kind::Delivered});
