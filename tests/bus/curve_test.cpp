@@ -87,35 +87,47 @@ TEST(CurveTest, AFortyCharacterKeyFilePathIsReadAsAFile) {
   EXPECT_EQ(*server, keys.public_key);
 }
 
+// A CURVE server bus bound on loopback: its keypair written to dir/server.key, its allow-list at
+// `allowed` (a file or a folder).
+config::BusConfig curve_server_bus(const TempDir& dir, const CurveKeypair& server,
+                                   const fs::path& allowed) {
+  write(dir.path / "server.key", format_keypair_file(server, true));
+  config::BusConfig cfg;
+  cfg.bind = "tcp://127.0.0.1:*";
+  cfg.curve = {true, (dir.path / "server.key").string(), allowed.string()};
+  return cfg;
+}
+
+// A publisher connected to `sub` as the CURVE client `client`.
+Result<std::unique_ptr<Publisher>> curve_publisher(const Subscriber& sub,
+                                                   const CurveKeypair& server,
+                                                   const CurveKeypair& client) {
+  return Publisher::connect({.endpoints = {sub.bound_endpoint()},
+                             .server_public_key = server.public_key,
+                             .client_keys = client});
+}
+
 // libzmq admits any client that knows the server key unless ZAP says no: only listed keys pass.
 TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
   TempDir dir;
   auto server = generate_curve_keypair();
   auto listed = generate_curve_keypair();
   auto unlisted = generate_curve_keypair();
-  write(dir.path / "server.key", format_keypair_file(server, true));
   fs::create_directories(dir.path / "clients");
   write(dir.path / "clients" / "svc.key", format_keypair_file(listed, false));
 
   zmq::context_t ctx;
-  config::BusConfig cfg;
-  cfg.bind = "tcp://127.0.0.1:*";
-  cfg.curve = {true, (dir.path / "server.key").string(), (dir.path / "clients").string()};
-  auto sub = Subscriber::open(ctx, cfg);
+  auto sub = Subscriber::open(ctx, curve_server_bus(dir, server, dir.path / "clients"));
   ASSERT_TRUE(sub) << sub.error().message;
 
   testing::ReceivingThread rx(*sub.value());
-  auto bad = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()},
-                                 .server_public_key = server.public_key,
-                                 .client_keys = unlisted});
+  auto bad = curve_publisher(*sub.value(), server, unlisted);
   ASSERT_TRUE(bad);
   EXPECT_FALSE(bad.value()->wait_for_subscriber(std::chrono::milliseconds(500)));
   (void)bad.value()->publish("evil.event", "{}");
   EXPECT_TRUE(rx.next(std::chrono::milliseconds(300)).empty());
 
-  auto good = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()},
-                                  .server_public_key = server.public_key,
-                                  .client_keys = listed});
+  auto good = curve_publisher(*sub.value(), server, listed);
   ASSERT_TRUE(good);
   ASSERT_TRUE(good.value()->wait_for_subscriber(std::chrono::seconds(5)));
   ASSERT_TRUE(good.value()->publish("ok.event", "{}"));
@@ -131,19 +143,14 @@ TEST(CurveTest, AKeyRemovedFromTheAllowListIsRefusedOnItsOpenConnection) {
   TempDir dir;
   auto server = generate_curve_keypair();
   auto client = generate_curve_keypair();
-  write(dir.path / "server.key", format_keypair_file(server, true));
   write(dir.path / "allowed", format_keypair_file(client, false));
 
   zmq::context_t ctx;
-  config::BusConfig cfg;
-  cfg.bind = "tcp://127.0.0.1:*";
-  cfg.curve = {true, (dir.path / "server.key").string(), (dir.path / "allowed").string()};
+  const config::BusConfig cfg = curve_server_bus(dir, server, dir.path / "allowed");
   auto sub = Subscriber::open(ctx, cfg);
   ASSERT_TRUE(sub) << sub.error().message;
   testing::ReceivingThread rx(*sub.value());
-  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()},
-                                 .server_public_key = server.public_key,
-                                 .client_keys = client});
+  auto pub = curve_publisher(*sub.value(), server, client);
   ASSERT_TRUE(pub);
   ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
   ASSERT_TRUE(pub.value()->publish("app.before", "{}"));
@@ -173,20 +180,14 @@ TEST(CurveTest, WithoutAZapHandlerNothingGetsIn) {
   TempDir dir;
   auto server = generate_curve_keypair();
   auto stranger = generate_curve_keypair();
-  write(dir.path / "server.key", format_keypair_file(server, true));
   write(dir.path / "allowed", "# nobody\n");
 
   zmq::context_t ctx;
-  config::BusConfig cfg;
-  cfg.bind = "tcp://127.0.0.1:*";
-  cfg.curve = {true, (dir.path / "server.key").string(), (dir.path / "allowed").string()};
-  auto sub = Subscriber::open(ctx, cfg);
+  auto sub = Subscriber::open(ctx, curve_server_bus(dir, server, dir.path / "allowed"));
   ASSERT_TRUE(sub) << sub.error().message;
   stop_zap_authenticator(ctx);  // the handler is gone
   testing::ReceivingThread rx(*sub.value());
-  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()},
-                                 .server_public_key = server.public_key,
-                                 .client_keys = stranger});
+  auto pub = curve_publisher(*sub.value(), server, stranger);
   ASSERT_TRUE(pub);
   if (!pub.value()->wait_for_subscriber(std::chrono::seconds(2)))
     GTEST_SKIP() << "this libzmq refuses clients without a ZAP handler by itself";
