@@ -110,7 +110,6 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
 }
 
 ZapAuthenticator::ZapAuthenticator(zmq::context_t& ctx) : socket_(ctx, zmq::socket_type::rep) {
-  g_allow_list_generation.fetch_add(1);
   socket_.set(zmq::sockopt::linger, 0);
   socket_.bind("inproc://zeromq.zap.01");
   thread_ = std::thread([this] {

@@ -63,8 +63,9 @@ class ZapAuthenticator {
 // ZAP is asked only when a client connects, so a key removed from the allow-list (and SIGHUP) would
 // keep sending over the connection it already has. A CURVE server socket's receiver asks this
 // for every message instead: the ZAP handler names each connection by its client key (User-Id),
-// and a message whose key is no longer listed is refused. One answer is kept until the key or
-// the allow-list changes, so the lookup costs one atomic load per message.
+// and a message whose key is no longer listed is refused. One answer per key is kept until the
+// allow-list changes, so a message costs an atomic load and a lookup among the few keys seen,
+// not a lock.
 class AllowListCheck {
  public:
   AllowListCheck(zmq::context_t& ctx, std::string domain) : ctx_(ctx), domain_(std::move(domain)) {}

@@ -8,9 +8,11 @@
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 namespace hookgate::webhooks {
@@ -237,25 +239,27 @@ std::string SigningKeys::standard_signature(std::string_view msg_id, int64_t tim
   return out;
 }
 
+namespace {
+template <size_t N>
+bool is_one_of(std::string_view name, const std::string_view (&names)[N]) {
+  return std::any_of(std::begin(names), std::end(names),
+                     [&](std::string_view listed) { return iequals(name, listed); });
+}
+}  // namespace
+
 bool is_reserved_header(std::string_view name) {
   static constexpr std::string_view kReserved[] = {
       "X-Hookgate-Event",  "X-Hookgate-Delivery", "X-Signature",         "webhook-id",
       "webhook-timestamp", "webhook-signature",   "X-Hub-Signature-256",
   };
-  for (auto reserved : kReserved) {
-    if (iequals(name, reserved)) return true;
-  }
-  return false;
+  return is_one_of(name, kReserved);
 }
 
 bool is_framing_header(std::string_view name) {
   static constexpr std::string_view kFraming[] = {
       "Host",    "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "TE",
       "Trailer", "Expect",         "Proxy-Connection"};
-  for (auto framing : kFraming) {
-    if (iequals(name, framing)) return true;
-  }
-  return false;
+  return is_one_of(name, kFraming);
 }
 
 Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,

@@ -35,6 +35,9 @@ std::optional<config::Config> load_config_or_report(const Args& args);
 // anything else ("3s", "abc", "0", "-1"), for the caller to report as a usage error.
 std::optional<int64_t> positive_option(const Args& args, const std::string& name,
                                        const std::string& fallback);
+// --max-message-bytes, defaulting to the gateway's bus.max_message_bytes default; nullopt after
+// reporting a usage error (the caller exits 2).
+std::optional<int64_t> max_message_bytes_option(const Args& args);
 // A usage error (exit 2) when --log-level names no level; nullopt when it is absent or valid.
 std::optional<int> check_log_level(const Args& args);
 // Prints "hookgate: error: <message>" to stderr and returns exit code 1 (2 for usage errors).

@@ -39,11 +39,8 @@ int cmd_bus(const std::vector<std::string>& argv) {
   if (auto code = check_log_level(args)) return *code;
   setup_logging(args.get_or("log-level", "info"), "text");
 
-  const auto max_message_bytes = positive_option(args, "max-message-bytes", "1048576");
-  if (!max_message_bytes)
-    return fail("--max-message-bytes: expected a positive number of bytes, got '" +
-                    args.get_or("max-message-bytes", "") + "'",
-                2);
+  const auto max_message_bytes = max_message_bytes_option(args);
+  if (!max_message_bytes) return 2;
   const auto hwm = positive_option(args, "hwm", "100000");
   if (!hwm || *hwm > INT32_MAX)
     return fail(

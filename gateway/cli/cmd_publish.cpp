@@ -36,11 +36,8 @@ int cmd_publish(const std::vector<std::string>& argv) {
     ss << in.rdbuf();
     data = ss.str();
   }
-  const auto max_bytes = positive_option(args, "max-message-bytes", "1048576");
-  if (!max_bytes)
-    return fail("--max-message-bytes: expected a positive number of bytes, got '" +
-                    args.get_or("max-message-bytes", "") + "'",
-                2);
+  const auto max_bytes = max_message_bytes_option(args);
+  if (!max_bytes) return 2;
   bus::PublisherOptions options{.endpoints = {*endpoint},
                                 .source = args.get_or("source", "unknown"),
                                 .max_message_bytes = static_cast<size_t>(*max_bytes)};

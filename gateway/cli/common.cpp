@@ -68,6 +68,16 @@ std::optional<int64_t> positive_option(const Args& args, const std::string& name
   return value;
 }
 
+std::optional<int64_t> max_message_bytes_option(const Args& args) {
+  const auto bytes = positive_option(args, "max-message-bytes",
+                                     std::to_string(config::BusConfig{}.max_message_bytes));
+  if (!bytes)
+    fail("--max-message-bytes: expected a positive number of bytes, got '" +
+             args.get_or("max-message-bytes", "") + "'",
+         2);
+  return bytes;
+}
+
 std::optional<int> check_log_level(const Args& args) {
   auto level = args.get("log-level");
   if (!level || is_log_level(*level)) return std::nullopt;
