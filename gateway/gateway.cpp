@@ -701,14 +701,25 @@ Gateway::~Gateway() {
 
 void Gateway::run() {
   impl_->ingest_loop();
-  spdlog::info("shutting down: intake stopped, waiting up to {} ms for in-flight deliveries",
-               impl_->cfg.spool.shutdown_grace_ms);
+  spdlog::info("shutting down: intake stopped, waiting up to {} ms for {}",
+               impl_->cfg.spool.shutdown_grace_ms,
+               impl_->store->keeps_pending_across_restarts() ? "in-flight deliveries"
+                                                             : "the memory queue to drain");
   impl_->sub.reset();
   impl_->watcher.reset();
   impl_->stop_loader();
   impl_->observers->stop(std::chrono::seconds(2));
   impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
-  spdlog::info("stopped; {} deliveries remain spooled", impl_->store->pending_count());
+  const size_t left = impl_->store->pending_count();
+  if (impl_->store->keeps_pending_across_restarts())
+    spdlog::info("stopped; {} deliveries remain spooled", left);
+  else if (left > 0)
+    spdlog::warn(
+        "stopped; {} deliveries not delivered within the grace are dropped (spool.mode: "
+        "memory)",
+        left);
+  else
+    spdlog::info("stopped; every queued delivery was sent (spool.mode: memory)");
 }
 
 void Gateway::request_stop() {

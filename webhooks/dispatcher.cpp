@@ -232,7 +232,10 @@ struct Dispatcher::Impl {
   };
 
   Impl(DeliveryStore& store_in, DiagnosticSink diagnostics_in)
-      : store(store_in), diagnostics(std::move(diagnostics_in)), rng(std::random_device{}()) {
+      : store(store_in),
+        drain_on_stop(!store_in.keeps_pending_across_restarts()),
+        diagnostics(std::move(diagnostics_in)),
+        rng(std::random_device{}()) {
     init_curl_once();
     multi = curl_multi_init();
     // Per-webhook max_in_flight is the isolation; a per-host cap would let one webhook's hung
@@ -294,19 +297,24 @@ struct Dispatcher::Impl {
       // Answers first: they free in-flight slots for the starts below, and the pass lets those
       // starts reuse the connections it just saw idle without peeking at them again.
       drain_plain_completions();
-      if (!stopping) start_due_transfers(now_ms);
+      // A store that keeps nothing across a restart (memory mode) is drained within the grace:
+      // what is not sent now is gone. A durable store keeps the rest for the next start.
+      if (!stopping || drain_on_stop) start_due_transfers(now_ms);
 
       int running = 0;
       curl_multi_perform(multi, &running);
       drain_completions();
       purge_removed();
 
-      if (stopping && (transfers.empty() || now_steady_ns() >= stop_deadline_ns)) break;
+      if (stopping && (now_steady_ns() >= stop_deadline_ns ||
+                       (transfers.empty() && !(drain_on_stop && due_before(stop_deadline_ns)))))
+        break;
 
       int timeout_ms = poll_timeout_ms(schedule_now_ms());
       if (stopping) {
-        int64_t until_deadline_ms = (stop_deadline_ns - now_steady_ns()) / 1000000 + 1;
-        timeout_ms = static_cast<int>(std::clamp<int64_t>(until_deadline_ms, 0, kMaxPollMs));
+        const int64_t until_deadline_ms = (stop_deadline_ns - now_steady_ns()) / 1000000 + 1;
+        const int64_t limit = drain_on_stop ? timeout_ms : kMaxPollMs;  // only draining starts more
+        timeout_ms = static_cast<int>(std::clamp<int64_t>(until_deadline_ms, 0, limit));
       }
       if (auto deadline = plain.next_deadline_ns()) {
         const int64_t until_ms = (*deadline - now_steady_ns() + 999999) / 1000000;
@@ -452,6 +460,18 @@ struct Dispatcher::Impl {
         start_transfer(webhook, std::move(delivery));
       }
     }
+  }
+
+  // Whether some webhook may have a delivery to start before the steady-clock `deadline_ns`.
+  bool due_before(int64_t deadline_ns) {
+    const int64_t deadline_ms = schedule_now_ms() + (deadline_ns - now_steady_ns()) / 1000000;
+    for (const auto& name : order) {
+      const auto& webhook = *webhooks.at(name);
+      if (webhook.removed || webhook.paused) continue;
+      if (webhook.maybe_ready || (webhook.next_due_ms && *webhook.next_due_ms <= deadline_ms))
+        return true;
+    }
+    return false;
   }
 
   int poll_timeout_ms(int64_t now_ms) {
@@ -855,6 +875,7 @@ struct Dispatcher::Impl {
   }
 
   DeliveryStore& store;
+  const bool drain_on_stop;
   DiagnosticSink diagnostics;
   std::mt19937_64 rng;
   CURLM* multi = nullptr;

@@ -63,7 +63,9 @@ class Dispatcher {
   // Starts the dispatcher thread. Once.
   void start();
   // Stops claiming, waits up to `grace` for in-flight attempts, aborts the rest and release()s
-  // them (they stay pending in the store, attempts unchanged), joins. Idempotent.
+  // them (they stay pending in the store, attempts unchanged), joins. Idempotent. A store that
+  // keeps nothing across restarts (memory mode) is drained instead: deliveries due within the
+  // grace are still sent, and the dispatcher returns as soon as none is left to send.
   void stop(std::chrono::milliseconds grace);
 
   // A webhook paused by 410 Gone (or a configuration error) stays paused until the next

@@ -46,6 +46,7 @@ class MemoryDeliveryStore final : public DeliveryStore {
   std::optional<Delivery> get(const std::string& id) override;
   size_t replay(const std::vector<std::string>& ids) override;
   std::map<std::string, size_t> pending_by_webhook() override;
+  [[nodiscard]] bool keeps_pending_across_restarts() const override { return false; }
 
  private:
   struct Record {

@@ -841,6 +841,60 @@ TEST_P(DispatcherTest, StopWaitsForInFlightWithinGrace) {
   EXPECT_EQ(store_.get(sent.id)->state, DeliveryState::Delivered);
 }
 
+// Memory mode keeps nothing across a restart, so the grace is for sending the queue, not only
+// the requests already in flight.
+TEST_P(DispatcherTest, StopDrainsAMemoryQueueWithinGrace) {
+  const std::string name = unique_name();
+  receiver_.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.delay = milliseconds(20);
+    return response;
+  });
+  MemoryDeliveryStore memory;
+  auto w = webhook(name, receiver_.url());
+  w.max_in_flight = 1;
+  Dispatcher dispatcher(memory, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  std::vector<Delivery> queued;
+  for (int i = 0; i < 20; ++i) queued.push_back(delivery(name));
+  ASSERT_TRUE(memory.add(queued).ok());
+  dispatcher.start();
+  ASSERT_TRUE(receiver_.wait_for(1, kWait));
+
+  const int64_t start = now_steady_ns();
+  dispatcher.stop(milliseconds(10000));
+  EXPECT_LT(now_steady_ns() - start, 5'000'000'000);  // returns once the queue is empty
+  EXPECT_EQ(receiver_.requests().size(), 20u);
+  EXPECT_EQ(memory.pending_count(), 0u);
+}
+
+// The drain does not wait for retries that fall after the grace.
+TEST_P(DispatcherTest, StopDoesNotWaitForAMemoryRetryDueAfterGrace) {
+  const std::string name = unique_name();
+  receiver_.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.status = 503;
+    response.headers["Retry-After"] = "60";
+    return response;
+  });
+  MemoryDeliveryStore memory;
+  auto w = webhook(name, receiver_.url());
+  Dispatcher dispatcher(memory, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  Delivery sent = delivery(name);
+  ASSERT_TRUE(memory.add({sent}).ok());
+  dispatcher.start();
+  ASSERT_TRUE(receiver_.wait_for(1, kWait));
+  for (int i = 0; i < 500 && memory.get(sent.id)->attempts == 0; ++i)
+    std::this_thread::sleep_for(milliseconds(10));
+  ASSERT_EQ(memory.get(sent.id)->attempts, 1);
+
+  const int64_t start = now_steady_ns();
+  dispatcher.stop(milliseconds(10000));
+  EXPECT_LT(now_steady_ns() - start, 2'000'000'000);
+  EXPECT_EQ(receiver_.requests().size(), 1u);
+}
+
 TEST_P(DispatcherTest, ReloadAddsChangesAndRemovesWebhooks) {
   const std::string first = unique_name("_first");
   const std::string second = unique_name("_second");
