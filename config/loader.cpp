@@ -173,12 +173,6 @@ void validate_webhook(MapReader& r, WebhookConfig& w) {
   for (const auto& [name, value] : w.headers)
     if (is_sensitive_header(name)) register_secret(value);
   register_secret_parts(r.node("secret"));
-  if (YAML::Node list = r.node("secrets"); list.IsSequence())
-    for (const auto& item : list) register_secret_parts(item);
-  if (YAML::Node headers = r.node("headers"); headers.IsMap())
-    for (const auto& entry : headers)
-      if (entry.first.IsScalar() && is_sensitive_header(entry.first.Scalar()))
-        register_secret_parts(entry.second);
 }
 
 void read_retry(MapReader r, RetryConfig& retry) {
@@ -211,7 +205,11 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   std::string secret;
   r.get("secret", secret);
   r.get("secrets", w.secrets);
-  // Present but empty (an unset or empty ${VAR}) is an error below, not "send unsigned".
+  // Present but empty (an unset or empty ${VAR}, a list whose items are commented out) is an
+  // error, not "send unsigned".
+  if (r.has("secrets") && w.secrets.empty())
+    r.error(r.pos("secrets"),
+            context + ".secrets: the list is empty; leave the key out to send unsigned");
   if (r.has("secret")) {
     if (r.has("secrets"))
       r.error(r.pos("secret"), context + ": use `secret` or `secrets`, not both");
@@ -219,6 +217,13 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   }
   r.get("timeout_ms", w.timeout_ms);
   r.get("headers", w.headers);
+  // HTTP header names ignore case: `Authorization` and `authorization` would both be sent, and
+  // which one a receiver reads is up to it.
+  for (auto a = w.headers.begin(); a != w.headers.end(); ++a)
+    for (auto b = std::next(a); b != w.headers.end(); ++b)
+      if (a->first != b->first && iequals(a->first, b->first))  // exact twins: duplicate key
+        r.error(r.pos("headers"), context + ".headers: '" + a->first + "' and '" + b->first +
+                                      "' are one header (names ignore case)");
   read_retry(MapReader(r.node("retry"), file, context + ".retry", errors), w.retry);
   r.get("max_in_flight", w.max_in_flight);
   r.get("rate_limit_per_s", w.rate_limit_per_s);
@@ -262,6 +267,14 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
             context + ".http_client: expected auto or libcurl, got '" + http_client + "'");
   }
   validate_webhook(r, w);
+  // Here, not in validate_webhook: node() marks a key as read, and the `extensions.webhooks`
+  // form has neither key, so there they must stay unknown.
+  if (YAML::Node list = r.node("secrets"); list.IsSequence())
+    for (const auto& item : list) register_secret_parts(item);
+  if (YAML::Node headers = r.node("headers"); headers.IsMap())
+    for (const auto& entry : headers)
+      if (entry.first.IsScalar() && is_sensitive_header(entry.first.Scalar()))
+        register_secret_parts(entry.second);
   r.finish();
   return w;
 }
@@ -296,6 +309,9 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
   r.get("retention_ms", spool.retention_ms);
   r.get("shutdown_grace_ms", spool.shutdown_grace_ms);
   r.get("memory_max_pending", spool.memory_max_pending);
+  // SQLite opens "" as a private temporary database: the gateway would run, and keep nothing.
+  if (spool.mode == SpoolConfig::Mode::Sqlite && spool.path.empty())
+    r.error(r.pos("path"), "spool.path is empty (an empty ${VAR}?)");
   for (auto [key, value] : {std::pair<const char*, int64_t>{"retention_ms", spool.retention_ms},
                             {"shutdown_grace_ms", spool.shutdown_grace_ms},
                             {"memory_max_pending", spool.memory_max_pending}})

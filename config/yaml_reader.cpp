@@ -1,7 +1,9 @@
 #include "config/yaml_reader.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -24,9 +26,17 @@ Position position_of(const YAML::Node& node, const std::string& file) {
 
 Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::string& file) {
   try {
-    YAML::Node root = YAML::Load(text);
-    if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
-    return root;
+    // LoadAll, not Load: Load stops after the first document, so a config pasted together from
+    // pieces with `---` would lose everything after it without a word.
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    for (size_t i = 1; i < documents.size(); ++i)
+      if (documents[i] && !documents[i].IsNull())
+        return Diagnostics{{position_of(documents[i], file),
+                            "a second YAML document (after `---`): a config is one document; "
+                            "merge the two"}};
+    if (documents.empty() || !documents[0] || documents[0].IsNull())
+      return YAML::Node(YAML::NodeType::Map);
+    return documents[0];
   } catch (const YAML::Exception& e) {
     // e.msg is the parser's message without the position prefix that e.what() carries.
     return Diagnostics{{{file, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg}};
@@ -34,6 +44,11 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
 }
 
 Result<YAML::Node, Diagnostics> parse_yaml_file(const std::string& path) {
+  // A directory opens as an empty stream on Linux: without this it would read as an empty
+  // config, i.e. the defaults.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Diagnostics{{{path, 0, 0}, "is a directory, not a config file"}};
   std::ifstream in(path, std::ios::binary);
   if (!in) return Diagnostics{{{path, 0, 0}, "cannot read file"}};
   std::stringstream ss;
@@ -221,9 +236,15 @@ void MapReader::get(const char* key, double& out) {
   if (!scalar(key, v, "a number")) return;
   std::string s = expand_env(v.Scalar(), position_of(v, file_), errors_);
   char* end = nullptr;
+  errno = 0;
   double d = std::strtod(s.c_str(), &end);
   if (s.empty() || end != s.c_str() + s.size()) {
     error(position_of(v, file_), context_ + "." + key + ": expected a number, got '" + s + "'");
+    return;
+  }
+  // An underflow comes back as 0, which may mean "no limit"; an overflow as infinity.
+  if (errno == ERANGE) {
+    error(position_of(v, file_), context_ + "." + key + ": number out of range");
     return;
   }
   out = d;

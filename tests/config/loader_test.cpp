@@ -263,8 +263,63 @@ TEST(ConfigLoaderTest, AnEmptySecretIsAnErrorNotUnsignedDelivery) {
   EXPECT_TRUE(unsigned_ok->webhooks[0].secrets.empty());
 }
 
+// The `extensions.webhooks` form has `secret` only: `secrets` and `headers` there used to be
+// accepted and then ignored, so the webhook went out unsigned and without its headers.
+TEST(ConfigLoaderTest, TheExtensionsFormRefusesKeysItDoesNotHave) {
+  for (const char* key : {"secrets: [whsec_a, whsec_b]", "headers: { X-Token: t }"}) {
+    auto cfg = load(std::string("extensions:\n  webhooks:\n    - { hook: a, url: \"http://x/\", ") +
+                    key + " }\n");
+    EXPECT_NE(first_error(cfg).find("unknown key '" + std::string(key).substr(0, 7)),
+              std::string::npos)
+        << first_error(cfg);
+  }
+}
+
+TEST(ConfigLoaderTest, EmptyListsAndPathsThatWouldSilentlyDisableSomethingAreRefused) {
+  // Every item commented out: not a way to send unsigned.
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    secrets: [\n"
+                             "      # ${NEW},\n    ]\n")),
+            "test.yaml:4:14: webhooks[0].secrets: the list is empty; leave the key out to send "
+            "unsigned");
+  setenv("HG_EMPTY_SPOOL", "", 1);
+  EXPECT_EQ(first_error(load("spool: { path: \"${HG_EMPTY_SPOOL}\" }\n")),
+            "test.yaml:1:16: spool.path is empty (an empty ${VAR}?)");
+  EXPECT_TRUE(load("spool: { mode: memory, path: \"\" }\n"));
+}
+
+TEST(ConfigLoaderTest, HeaderNamesDifferingOnlyInCaseAreOneHeader) {
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    headers: { "
+                             "Authorization: a, authorization: b }\n")),
+            "test.yaml:4:14: webhooks[0].headers: 'Authorization' and 'authorization' are one "
+            "header (names ignore case)");
+}
+
+// Load() reads only the first document: what follows a `---` used to vanish.
+TEST(ConfigLoaderTest, ASecondYamlDocumentIsAnError) {
+  EXPECT_EQ(first_error(load("log: { level: info }\n---\nwebhooks:\n  - { name: a, url: "
+                             "\"http://x/\" }\n")),
+            "test.yaml:3:1: a second YAML document (after `---`): a config is one document; merge "
+            "the two");
+  EXPECT_TRUE(load("log: { level: info }\n---\n"));  // a trailing separator holds nothing
+}
+
+TEST(ConfigLoaderTest, ADirectoryIsNotAnEmptyConfig) {
+  auto cfg = load_config_file(::testing::TempDir());
+  ASSERT_FALSE(cfg);
+  EXPECT_NE(cfg.error().front().str().find("is a directory, not a config file"), std::string::npos)
+      << cfg.error().front().str();
+}
+
 TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
-  for (const char* rate : {"inf", "nan", "1e400", "-1", "2000000"}) {
+  // Beyond a double: an overflow would be infinity, and an underflow 0, "no limit".
+  for (const char* rate : {"1e400", "1e-400"}) {
+    auto cfg =
+        load(std::string("webhooks:\n  - { name: a, url: \"http://x/\", rate_limit_per_s: ") +
+             rate + " }\n");
+    EXPECT_EQ(first_error(cfg), "test.yaml:2:52: webhooks[0].rate_limit_per_s: number out of range")
+        << rate;
+  }
+  for (const char* rate : {"inf", "nan", "-1", "2000000"}) {
     auto cfg =
         load(std::string("webhooks:\n  - { name: a, url: \"http://x/\", rate_limit_per_s: ") +
              rate + " }\n");

@@ -256,6 +256,54 @@ TEST(GatewayFlowTest, CheckWarnsAboutPlainSecretsAndRefusesFramingHeaders) {
   EXPECT_NE(r.err.find("1 problem found"), std::string::npos) << r.err;
 }
 
+// `check` reads the CURVE key files as `run` does: a systemd ExecStartPre check that passes and
+// a start that fails on a missing key is the worst of both.
+TEST(GatewayFlowTest, CheckReadsTheCurveKeyFilesLikeRun) {
+  TempDir dir;
+  std::string path = dir.write("hookgate.yaml",
+                               "bus:\n  curve: { enabled: true, secret_key_file: ./missing.key, "
+                               "allowed_clients: ./clients }\n");
+  auto r = run_hookgate({"check", "--config", path});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("bus.curve.secret_key_file: "), std::string::npos) << r.err;
+
+  ASSERT_EQ(run_hookgate({"keygen", "--out", (dir.path() / "server.key").string()}).exit_code, 0);
+  std::string keyed = dir.write("keyed.yaml",
+                                "bus:\n  curve: { enabled: true, secret_key_file: ./server.key, "
+                                "allowed_clients: ./missing-clients.txt }\n");
+  auto k = run_hookgate({"check", "--config", keyed});
+  EXPECT_EQ(k.exit_code, 1) << k.err;
+  EXPECT_NE(k.err.find("bus.curve.allowed_clients: "), std::string::npos) << k.err;
+
+  dir.write("clients.txt", "");
+  std::string ok = dir.write("ok.yaml",
+                             "bus:\n  curve: { enabled: true, secret_key_file: ./server.key, "
+                             "allowed_clients: ./clients.txt }\nhooks: { directories: [] }\n");
+  auto o = run_hookgate({"check", "--config", ok});
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  // --config-only refuses the same key files.
+  EXPECT_EQ(run_hookgate({"check", "--config", keyed, "--config-only"}).exit_code, 1);
+}
+
+// `run` leaves out a hook that fails to load and pauses a webhook it cannot use; a service
+// manager's pre-start check must not turn either into a gateway that does not start.
+TEST(GatewayFlowTest, CheckConfigOnlyPassesWhatRunWouldStartWith) {
+  TempDir dir;
+  dir.write("hooks/_10_broken.yaml", "kind: transform\nnot_a_key: 1\n");
+  std::string path = dir.write("hookgate.yaml",
+                               "hooks: { directories: [./hooks] }\nwebhooks:\n  - name: a\n"
+                               "    url: http://127.0.0.1:9/\n"
+                               "    headers: { Content-Length: \"5\" }\n");
+  auto full = run_hookgate({"check", "--config", path});
+  EXPECT_EQ(full.exit_code, 1) << full.err;
+  EXPECT_NE(full.err.find("3 problems found"), std::string::npos) << full.err;
+  auto only = run_hookgate({"check", "--config", path, "--config-only"});
+  EXPECT_EQ(only.exit_code, 0) << only.err;
+  EXPECT_NE(only.out.find("ok to run"), std::string::npos) << only.out;
+  std::string broken = dir.write("broken.yaml", "webhooks:\n  - name: a\n    timeout: 5\n");
+  EXPECT_EQ(run_hookgate({"check", "--config", broken, "--config-only"}).exit_code, 1);
+}
+
 TEST(GatewayFlowTest, SigtermExitsZero) {
   TempDir dir;
   HttpReceiver rx;
