@@ -5,7 +5,7 @@ Protocol (PRODUCT.md "Hooks", form 2): print one handshake line, then answer eac
 {"id":N,"event":{...}} with one line echoing the id. Every line is flushed at once: the gateway waits
 for it (and counts its timeout) while Python would otherwise sit on a full buffer.
 
-Config (`config:` beside `kind` in a YAML descriptor, or none): {"path": "/var/log/hookgate-audit.jsonl"}
+Config (`config:` beside `kind` in a YAML descriptor, or none): {"path": "/var/log/hookgate/audit.jsonl"}
 appends one JSON line per event to that file; without a path the lines go to stderr, which the
 gateway forwards to its log.
 """
