@@ -307,6 +307,8 @@ struct SqliteSpool::Op {
   Status status;
   size_t count = 0;                                // Replay: rows moved; Prune: rows deleted
   bool applied = false;                            // Complete: the row was pending and changed
+  bool write_failed = false;                       // Complete: not recorded (SQLite error)
+  int write_tries = 0;                             // Complete: failed writes so far
   int64_t rowid = 0;                               // Complete: from the claim
   int attempts = 0;                                // Complete
   std::unique_ptr<std::promise<Outcome>> done;     // only for callers that wait
@@ -329,6 +331,9 @@ struct SpoolMetrics {
   metrics::Histogram& checkpoint = metrics::histogram(
       "hookgate_spool_checkpoint_duration_seconds",
       "Time to copy WAL pages into the database file (checkpointer thread, off the commit path)");
+  metrics::Gauge& unrecorded = metrics::gauge(
+      "hookgate_spool_unrecorded_outcomes",
+      "Delivery outcomes the spool failed to write and is retrying (their deliveries are held)");
   metrics::Counter& inline_checkpoints = metrics::counter(
       "hookgate_spool_inline_checkpoints_total",
       "Checkpoints the writer ran itself because the WAL outgrew the checkpointer");
@@ -653,10 +658,19 @@ void SqliteSpool::writer_loop() {
     {
       std::unique_lock lock(q_mu_);
       if (!prune_more_) {
-        q_cv_.wait_for(lock, std::chrono::milliseconds(tuning_.poll_interval_ms),
-                       [&] { return stopping_ || wake_ || !queue_.empty(); });
+        auto wait = std::chrono::milliseconds(tuning_.poll_interval_ms);
+        if (!held_outcomes_.empty())
+          wait = std::min<std::chrono::milliseconds>(
+              wait, std::chrono::milliseconds(
+                        std::max<int64_t>(0, (held_retry_ns_ - now_steady_ns()) / 1000000)));
+        q_cv_.wait_for(lock, wait, [&] { return stopping_ || wake_ || !queue_.empty(); });
       }
       ops.swap(queue_);
+      // Outcomes that failed to write go again once their wait is over, and a last time at stop.
+      if (!held_outcomes_.empty() && (stopping_ || now_steady_ns() >= held_retry_ns_)) {
+        for (auto& op : held_outcomes_) ops.push_back(std::move(op));
+        held_outcomes_.clear();
+      }
       // Outcomes and add_async() batches are not urgent: no delivery waits for their commit
       // (a crash before it means one more attempt, or an event not yet accepted), so they wait
       // a little for more work to share the transaction. At moderate rates that cuts the
@@ -673,7 +687,14 @@ void SqliteSpool::writer_loop() {
     }
     if (!ops.empty()) run_batch(ops);
     // enqueue() refuses once stopping_ is set, so after this swap nothing new can arrive.
-    if (stop) break;
+    if (stop) {
+      if (!held_outcomes_.empty())
+        spdlog::error(
+            "spool {}: {} delivery outcomes could not be recorded before the stop; "
+            "those deliveries are pending in the file and will be sent again",
+            path_, held_outcomes_.size());
+      break;
+    }
     tick(schedule_now_ms());
   }
 }
@@ -685,9 +706,6 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   for (auto& op : ops) any_txn |= op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune;
 
   std::string failure;  // non-empty: the whole transaction was lost
-  // An outcome whose UPDATE failed while the transaction went on: the file still says pending,
-  // but memory dropped the claim, so the lanes must be rebuilt from the file.
-  bool outcome_unrecorded = false;
   size_t rows = 0;
   const int64_t t0 = now_steady_ns();
   if (any_txn) {
@@ -790,11 +808,13 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             rc = sqlite3_step(s);
           }
           if (rc != SQLITE_DONE) {
-            // Not fatal for the others unless SQLite gave up the transaction.
-            spdlog::warn("spool {}: recording outcome of {} failed: {}", path_, op.delivery.id,
-                         c.error());
+            // Not fatal for the others unless SQLite gave up the transaction. Logged once per
+            // outcome: it is retried until it is written.
+            if (op.write_tries == 0)
+              spdlog::warn("spool {}: recording outcome of {} failed, retrying: {}", path_,
+                           op.delivery.id, c.error());
             op.applied = false;
-            outcome_unrecorded = true;
+            op.write_failed = true;
             if (sqlite3_get_autocommit(c.db)) failure = c.error();
           } else if (op.applied) {
             ++rows;
@@ -856,12 +876,19 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   bool ready = false;
   {
     std::scoped_lock lock(disk_mu_, mu_);
-    bool resync = !failure.empty() || outcome_unrecorded;
+    bool resync = false;
     for (auto& op_ptr : ops) {
       Op& op = *op_ptr;
+      if (op.kind == Op::Kind::Complete && (op.write_failed || !failure.empty())) {
+        // Not recorded: the file still says pending. The claim stays, so the delivery is not
+        // sent again (a 2xx answered twice, a retry without its backoff) while the writer
+        // keeps trying; after a crash it is pending and sent again (at-least-once).
+        ++op.write_tries;
+        op.write_failed = false;
+        held_outcomes_.push_back(std::move(op_ptr));
+        continue;
+      }
       if (op.kind == Op::Kind::Complete) {
-        // The claim ends even when the write failed: the file still says pending, and the
-        // resync below makes it claimable again (at-least-once).
         if (auto it = in_flight_.find(op.delivery.id); it != in_flight_.end()) {
           if (auto lane = lanes_.find(it->second.webhook); lane != lanes_.end())
             --lane->second.in_flight;
@@ -902,10 +929,32 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         ready = true;
       }
     }
+    if (!failure.empty()) resync = true;  // adds lost with it
     if (resync && !resync_locked()) resync_pending_ = true;
     enforce_cap_locked();
     spool_metrics().depth.set(static_cast<int64_t>(pending_));
+    if (claims_capped_ && in_flight_.size() < tuning_.max_claims) {
+      claims_capped_ = false;
+      ready = true;
+    }
   }
+  std::erase(ops, nullptr);  // the outcomes held for another try
+  if (!held_outcomes_.empty()) {
+    const bool first = held_backoff_ms_ == 0;
+    held_backoff_ms_ = first ? tuning_.outcome_retry_initial_ms
+                             : std::min(held_backoff_ms_ * 2, tuning_.outcome_retry_max_ms);
+    held_retry_ns_ = now_steady_ns() + held_backoff_ms_ * 1000000;
+    if (first)
+      spdlog::error(
+          "spool {}: {} delivery outcomes could not be recorded; their deliveries are "
+          "held (not sent again) and the writes retried",
+          path_, held_outcomes_.size());
+  } else if (held_backoff_ms_ != 0) {
+    spdlog::info("spool {}: held delivery outcomes recorded", path_);
+    held_backoff_ms_ = 0;
+  }
+  unrecorded_outcomes_.store(held_outcomes_.size(), std::memory_order_relaxed);
+  spool_metrics().unrecorded.set(static_cast<int64_t>(held_outcomes_.size()));
 
   // Wake the dispatcher before answering the callers, so that after add() or flush() returns
   // the callback has run (no lost wake-up for a caller that checks right away).
@@ -1091,6 +1140,16 @@ void SqliteSpool::drop_page_locked(Lane& lane) {
   lane.page.clear();
 }
 
+void SqliteSpool::drop_idle_pages_locked(const std::string& except) {
+  const int64_t cutoff = now_steady_ns() - tuning_.idle_page_ms * 1000000;
+  for (auto& [name, lane] : lanes_) {
+    if (name == except || lane.page.empty() || lane.page_used_ns > cutoff) continue;
+    // The page's rows are due (it is in due order): the next claim must read them again.
+    lane.disk_next_due = std::min(lane.disk_next_due, lane.page.front().second.next_attempt_ms);
+    drop_page_locked(lane);
+  }
+}
+
 void SqliteSpool::enforce_cap_locked() {
   // Evict the biggest lane: the webhook with the backlog (typically a slow or dead endpoint)
   // pages from disk, and the healthy ones keep their hot path in memory.
@@ -1218,6 +1277,11 @@ std::vector<Delivery> SqliteSpool::claim_due(const std::string& webhook, int64_t
   if (limit == 0 || tools_) return out;
   {
     std::lock_guard lock(mu_);
+    if (in_flight_.size() >= tuning_.max_claims) {
+      claims_capped_ = true;  // the writer's next commit below the cap calls on_ready
+      return out;
+    }
+    limit = std::min(limit, tuning_.max_claims - in_flight_.size());
     auto it = lanes_.find(webhook);
     if (it == lanes_.end()) return out;
     Lane& lane = it->second;
@@ -1226,6 +1290,7 @@ std::vector<Delivery> SqliteSpool::claim_due(const std::string& webhook, int64_t
       return out;
     }
     // Rows read ahead, in due order. Until the page is used up, the file is not read again.
+    if (!lane.page.empty()) lane.page_used_ns = now_steady_ns();
     while (out.size() < limit && !lane.page.empty() &&
            lane.page.front().second.next_attempt_ms <= now_ms) {
       const size_t bytes = cached_size(lane.page.front().second);
@@ -1288,6 +1353,8 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
         if (claim.webhook == webhook) busy.insert(id);
     }
     for (const auto& [rowid, d] : it->second.page) busy.insert(d.id);
+    if (page_bytes_ + tuning_.read_ahead_bytes > tuning_.max_page_bytes)
+      drop_idle_pages_locked(webhook);
     ahead_budget = std::min(tuning_.read_ahead_bytes,
                             tuning_.max_page_bytes - std::min(tuning_.max_page_bytes, page_bytes_));
   }
@@ -1300,6 +1367,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
     std::lock_guard rl(read_mu_);
     if (!reader_) return out;
     Conn& c = *reader_;
+    disk_reads_.fetch_add(1, std::memory_order_relaxed);
     bool ok = c.exec("BEGIN");  // one snapshot for the due page and the look at what remains
     sqlite3_stmt* s = ok ? c.stmt(kClaimDue) : nullptr;
     ok = s != nullptr;
@@ -1392,6 +1460,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
       page_bytes_ += bytes;
       lane.page.push_back(std::move(due[kept]));
     }
+    lane.page_used_ns = now_steady_ns();
     if (kept < due.size()) {
       lane.disk_next_due = due[kept].second.next_attempt_ms;  // due now: read again next claim
     } else if (next_due) {
@@ -1649,6 +1718,8 @@ SqliteSpool::Stats SqliteSpool::stats() {
     s.cached_bytes = cached_bytes_;
     s.page_bytes = page_bytes_;
     s.in_flight = in_flight_.size();
+    s.unrecorded_outcomes = unrecorded_outcomes_.load(std::memory_order_relaxed);
+    s.disk_reads = disk_reads_.load(std::memory_order_relaxed);
   }
   std::lock_guard lock(stats_mu_);
   s.commits = commits_;

@@ -46,14 +46,25 @@ struct SqliteSpoolTuning {
   size_t read_ahead_rows = 512;         // due rows a disk-mode claim reads beyond its own,
   size_t read_ahead_bytes = 4u << 20;   // up to this many body bytes, for the next claims
   size_t max_page_bytes = 16u << 20;    // read-ahead held by all disk-mode lanes together
-  int64_t prune_interval_ms = 60000;    // how often delivered rows past retention are pruned
-  int64_t poll_interval_ms = 200;       // writer idle tick: external-change check, pruning
-  int busy_timeout_ms = 5000;           // waiting for the other process's write lock
+  // A page nothing claimed from for this long (a paused or removed webhook, a stalled endpoint)
+  // is dropped when another lane finds the shared budget short; its rows stay in the file.
+  int64_t idle_page_ms = 2000;
+  int64_t prune_interval_ms = 60000;  // how often delivered rows past retention are pruned
+  int64_t poll_interval_ms = 200;     // writer idle tick: external-change check, pruning
+  int busy_timeout_ms = 5000;         // waiting for the other process's write lock
   // The writer waits this many more busy timeouts (warning each time) before it gives a batch
   // up: a refused batch is events the gateway cannot accept, so a CLI command's long
   // transaction must not cost them.
   int busy_retries = 11;
   size_t replay_chunk_rows = 5000;  // `deliveries replay --all-dead`: rows per transaction
+  // Claims whose outcome is not committed yet, all webhooks together: past it, claim_due() hands
+  // out nothing until the writer catches up, so a stalled writer (another process's lock, a full
+  // disk) cannot make the dispatcher queue outcomes without bound.
+  size_t max_claims = 8192;
+  // An outcome the writer could not record is kept, its claim with it, and written again after
+  // this wait, doubling up to the max: the delivery is not sent again meanwhile.
+  int64_t outcome_retry_initial_ms = 100;
+  int64_t outcome_retry_max_ms = 5000;
 };
 
 class SqliteSpool final : public DeliveryStore {
@@ -120,9 +131,11 @@ class SqliteSpool final : public DeliveryStore {
   struct Stats {
     size_t cached = 0;  // deliveries held in memory for claiming
     size_t cached_bytes = 0;
-    size_t page_bytes = 0;  // read ahead by disk-mode lanes (see SqliteSpoolTuning)
-    size_t in_flight = 0;   // claimed, outcome not committed yet
-    uint64_t commits = 0;   // writer transactions
+    size_t page_bytes = 0;           // read ahead by disk-mode lanes (see SqliteSpoolTuning)
+    size_t in_flight = 0;            // claimed, outcome not committed yet
+    size_t unrecorded_outcomes = 0;  // outcomes the writer failed to record and will retry
+    uint64_t disk_reads = 0;         // claims that read the file (not served from memory)
+    uint64_t commits = 0;            // writer transactions
     uint64_t rows_written = 0;
   };
   Stats stats();
@@ -146,7 +159,8 @@ class SqliteSpool final : public DeliveryStore {
     // Claims take from here first, so the file is read once per page, not once per claim.
     // Still pending in the file; dropped whenever the file becomes the truth again (resync).
     std::deque<std::pair<int64_t, Delivery>> page;
-    size_t page_bytes = 0;  // cached_size() of the page's rows
+    size_t page_bytes = 0;     // cached_size() of the page's rows
+    int64_t page_used_ns = 0;  // steady clock: the page was last filled or claimed from
     size_t in_flight = 0;
   };
   struct InFlight {
@@ -192,7 +206,10 @@ class SqliteSpool final : public DeliveryStore {
   // Makes a pending delivery claimable; false if it already was (cached or in flight).
   bool cache_locked(Lane& lane, Delivery delivery, int64_t rowid);
   void enforce_cap_locked();
-  void drop_page_locked(Lane& lane);  // forgets the lane's read-ahead (its rows stay in the file)
+  void drop_page_locked(Lane& lane);
+  // Drops the pages of lanes other than `except` that sat unused for tuning_.idle_page_ms.
+  void drop_idle_pages_locked(
+      const std::string& except);  // forgets the lane's read-ahead (its rows stay in the file)
   void to_disk_mode_locked(Lane& lane);
   bool resync_locked();  // every lane back to what the file says; false if the file is unreadable
   void claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms, size_t limit,
@@ -227,6 +244,14 @@ class SqliteSpool final : public DeliveryStore {
   std::mutex mu_;
   std::unordered_map<std::string, Lane> lanes_;  // absent = memory mode, nothing claimable
   std::unordered_map<std::string, InFlight> in_flight_;
+  bool claims_capped_ = false;  // claim_due() refused for tuning_.max_claims: notify when below
+  // Writer thread only: outcomes whose write failed, retried at held_retry_ns_ (their claims
+  // stay in in_flight_, so nothing sends those deliveries again meanwhile).
+  std::vector<std::unique_ptr<Op>> held_outcomes_;
+  int64_t held_retry_ns_ = 0;
+  int64_t held_backoff_ms_ = 0;
+  std::atomic<size_t> unrecorded_outcomes_{0};
+  std::atomic<uint64_t> disk_reads_{0};
   size_t cached_ = 0;
   size_t cached_bytes_ = 0;
   size_t pending_ = 0;

@@ -617,6 +617,56 @@ TEST_F(SqliteSpoolTest, ReadAheadOfManyBackloggedWebhooksSharesOneBudget) {
   EXPECT_EQ(spool->pending_count(), 0u);
 }
 
+// Found in review: the page of a webhook that stopped claiming (paused by a 410, removed by a
+// reload) kept its share of the read-ahead budget until a resync, and every other backlogged
+// webhook went back to a file read per claim.
+TEST_F(SqliteSpoolTest, AnIdlePageGivesItsBudgetToAnotherLane) {
+  constexpr int kEach = 120;
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    std::vector<Delivery> batch;
+    for (int i = 0; i < kEach; ++i)
+      for (const char* w : {"a", "b"})
+        batch.push_back(make(std::string(w) + seq_id(i), w, std::string(1024, 'x')));
+    ASSERT_TRUE(spool->add(std::move(batch)));
+  }
+  SqliteSpoolTuning tuning;  // reopened: both lanes start in disk mode
+  tuning.max_page_bytes = 24 * 1024;
+  tuning.idle_page_ms = 50;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  std::vector<std::string> got_a, got_b;
+  auto claim = [&](const char* w, std::vector<std::string>& got) {
+    auto claimed = spool->claim_due(w, now_unix_ms() + 1, 1);
+    for (const auto& d : claimed) {
+      got.push_back(d.id);
+      spool->complete(d, {AttemptOutcome::Kind::Delivered});
+    }
+    return claimed.size();
+  };
+  ASSERT_EQ(claim("a", got_a), 1u);                             // a's page takes the whole budget
+  ASSERT_EQ(claim("b", got_b), 1u);                             // b finds none left
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // a stops claiming
+  ASSERT_EQ(claim("b", got_b), 1u);  // a's idle page is dropped; b reads a page
+  const uint64_t reads = spool->stats().disk_reads;
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(claim("b", got_b), 1u);
+  EXPECT_EQ(spool->stats().disk_reads, reads);  // served from b's page
+  EXPECT_LE(spool->stats().page_bytes, tuning.max_page_bytes);
+  // Nothing of a's dropped page is lost or reordered.
+  while (claim("a", got_a) > 0 || claim("b", got_b) > 0) {
+  }
+  std::vector<std::string> want_a, want_b;
+  for (int i = 0; i < kEach; ++i) {
+    want_a.push_back("a" + seq_id(i));
+    want_b.push_back("b" + seq_id(i));
+  }
+  EXPECT_EQ(got_a, want_a);
+  EXPECT_EQ(got_b, want_b);
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->pending_count(), 0u);
+}
+
 TEST_F(SqliteSpoolTest, CheckpointerRunsOffTheCommitPathAndTheWalStaysBounded) {
   auto& checkpoints = metrics::histogram("hookgate_spool_checkpoint_duration_seconds", "");
   auto& inline_checkpoints = metrics::counter("hookgate_spool_inline_checkpoints_total", "");
@@ -945,8 +995,15 @@ TEST_F(SqliteSpoolTest, AddAsyncDeliveriesCanBeCompletedBeforeTheirCommit) {
   EXPECT_TRUE(spool->claim_due("siem", now_unix_ms() + 1, 10).empty());
 }
 
-TEST_F(SqliteSpoolTest, AnOutcomeSqliteCouldNotRecordLeavesTheDeliveryClaimable) {
-  auto spool = open();
+// Found in review: an outcome SQLite could not record used to end the claim, and the file
+// (still pending) made the delivery claimable at once: a 2xx answered was sent again and again,
+// and a failing delivery retried without backoff, for as long as the write kept failing. Now the
+// claim stays and the write is retried until it lands.
+TEST_F(SqliteSpoolTest, AnOutcomeSqliteCouldNotRecordIsRetriedWhileItsDeliveryIsHeld) {
+  SqliteSpoolTuning tuning;
+  tuning.outcome_retry_initial_ms = 20;
+  tuning.outcome_retry_max_ms = 50;
+  auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
   // A statement-level error (as SQLITE_FULL or an I/O error can be) that leaves the rest of the
   // transaction standing: RAISE(ABORT) in a trigger fails only the UPDATE of x1.
@@ -954,8 +1011,7 @@ TEST_F(SqliteSpoolTest, AnOutcomeSqliteCouldNotRecordLeavesTheDeliveryClaimable)
           "CREATE TRIGGER fail_x1 BEFORE UPDATE ON deliveries WHEN OLD.id = 'x1' "
           "BEGIN SELECT RAISE(ABORT, 'injected'); END;");
   // The writer notices that commit (another process wrote: it rereads the file) after a batch;
-  // two flushes put it behind us, so the deliveries below are held in memory, not read from the
-  // file, and only the failed outcome can make the spool look at the file again.
+  // two flushes put it behind us, so the deliveries below are held in memory.
   ASSERT_TRUE(spool->flush());
   ASSERT_TRUE(spool->flush());
   ASSERT_TRUE(spool->add({make("x1", "siem"), make("x2", "siem")}));
@@ -966,14 +1022,46 @@ TEST_F(SqliteSpoolTest, AnOutcomeSqliteCouldNotRecordLeavesTheDeliveryClaimable)
   ASSERT_TRUE(spool->flush());
   EXPECT_EQ(spool->get("x2")->state, DeliveryState::Delivered);
   EXPECT_EQ(spool->get("x1")->state, DeliveryState::Pending);
-  // The file still says x1 is pending: without a restart it must be handed out again.
-  ASSERT_TRUE(testing::wait_until(
-      [&] {
-        return ids_of(spool->claim_due("siem", now_unix_ms(), 10)) ==
-               std::vector<std::string>{"x1"};
-      },
-      std::chrono::seconds(3)));
-  EXPECT_EQ(spool->pending_count(), 1u);
+  EXPECT_EQ(spool->stats().unrecorded_outcomes, 1u);
+  // Several retries later x1 is still not handed out again: it was delivered.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_TRUE(spool->claim_due("siem", now_unix_ms(), 10).empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  EXPECT_EQ(spool->stats().in_flight, 1u);
+  // Once the write can succeed, the outcome lands and the claim ends.
+  exec_on(cfg_.path, "DROP TRIGGER fail_x1;");
+  ASSERT_TRUE(
+      testing::wait_until([&] { return spool->get("x1")->state == DeliveryState::Delivered; },
+                          std::chrono::seconds(5)));
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->stats().in_flight, 0u);
+  EXPECT_EQ(spool->stats().unrecorded_outcomes, 0u);
+  EXPECT_EQ(spool->pending_count(), 0u);
+  EXPECT_TRUE(spool->claim_due("siem", now_unix_ms(), 10).empty());
+}
+
+// Found in review: with the writer stalled, the dispatcher kept claiming and every outcome waited
+// in memory. Claims whose outcome is not committed are capped.
+TEST_F(SqliteSpoolTest, ClaimsWaitingForTheirOutcomeAreCapped) {
+  SqliteSpoolTuning tuning;
+  tuning.max_claims = 4;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  std::vector<Delivery> batch;
+  for (int i = 0; i < 10; ++i) batch.push_back(make("c" + std::to_string(i), "siem"));
+  ASSERT_TRUE(spool->add(batch));
+  std::atomic<int> ready{0};
+  spool->set_on_ready([&] { ++ready; });
+  auto first = spool->claim_due("siem", now_unix_ms(), 10);
+  EXPECT_EQ(first.size(), 4u);
+  EXPECT_TRUE(spool->claim_due("siem", now_unix_ms(), 10).empty());
+  const int before = ready.load();
+  for (auto& d : first) spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_GT(ready.load(), before);  // below the cap again: the dispatcher is woken
+  EXPECT_EQ(spool->claim_due("siem", now_unix_ms(), 10).size(), 4u);
+  spool->set_on_ready(nullptr);
 }
 
 // Found in review: a replay that failed half-way committed the rows it had moved while it
