@@ -675,8 +675,13 @@ std::vector<std::string> resolve_argv(std::vector<std::string> argv, const fs::p
   return argv;
 }
 
-std::vector<int> read_exit_codes(MapReader& r, const std::string& file, Diagnostics& errors) {
-  std::vector<int> codes{1};
+// The default is [1] for a veto hook only: for a transform or an observer, exit 1 is what a
+// crash looks like (an uncaught Python exception, `set -e`, grep finding nothing), and taking
+// it for a veto would drop the event where on_error: open should let it through.
+std::vector<int> read_exit_codes(MapReader& r, const std::string& file, HookKind kind,
+                                 Diagnostics& errors) {
+  std::vector<int> codes;
+  if (kind == HookKind::Veto) codes.push_back(1);
   YAML::Node n = r.node("veto_exit_codes");
   if (!n.IsDefined() || n.IsNull()) return codes;
   if (!n.IsSequence() && !n.IsScalar()) {
@@ -814,7 +819,7 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     spec.form = HookForm::Program;
     if (kind) spec.kind = *kind;
     return make_program_hook(std::move(spec), resolve_argv(std::move(argv), folder),
-                             kind.has_value());
+                             kind.has_value(), r.has("events"));
   }
   if (r.has("command")) {
     std::string command;
@@ -822,7 +827,7 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     if (command.empty()) r.error(r.pos("command"), "hook.command: expected a shell command");
     // A one-shot process has no handshake to say what it is.
     if (!kind) r.error(r.pos(), "hook.kind: a command: hook must say its kind");
-    std::vector<int> codes = read_exit_codes(r, path, errors);
+    std::vector<int> codes = read_exit_codes(r, path, kind.value_or(HookKind::Veto), errors);
     r.finish();
     if (errors.size() != before) return summarize(errors, before, "");
     spec.form = HookForm::OneShot;
@@ -839,7 +844,7 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     if (lib.is_relative()) lib = (folder / lib).lexically_normal();
     spec.form = HookForm::Native;
     if (kind) spec.kind = *kind;
-    return make_native_hook(std::move(spec), lib.string(), kind.has_value());
+    return make_native_hook(std::move(spec), lib.string(), kind.has_value(), r.has("events"));
   }
 
   // Declarative.

@@ -685,7 +685,8 @@ void run_native_load_probe(const std::string& so_path) {
   std::_Exit(code);
 }
 
-LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_sets_kind) {
+LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_sets_kind,
+                            bool descriptor_sets_events) {
   spec.form = HookForm::Native;
   // Without a slash dlopen() would search the library path instead of opening this file.
   std::string path = so_path.find('/') == std::string::npos ? "./" + so_path : so_path;
@@ -723,13 +724,15 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
       return fail("descriptor kind \"" + excerpt(desc->kind, 40) +
                   "\" is not veto, transform or observe");
     }
+    spec.kind = *kind;
+  }
+  if (!descriptor_sets_kind || !descriptor_sets_events) {  // kind: alone: the library's patterns
     std::vector<std::string> events;
     for (const char* const* e = desc->events; e != nullptr && *e != nullptr; ++e) {
       if (**e == '\0') return fail("descriptor lists an empty event pattern");
       events.emplace_back(*e);
     }
     if (events.empty()) events.emplace_back("*");
-    spec.kind = *kind;
     spec.events = std::move(events);
   }
 

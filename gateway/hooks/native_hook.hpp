@@ -7,8 +7,10 @@
 namespace hookgate::hooks {
 
 // dlopen()s `so_path` (RTLD_NOW | RTLD_LOCAL), checks the ABI version, calls init(config_json).
-// spec.kind/events come from the library's descriptor unless `descriptor_sets_kind`.
-LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_sets_kind);
+// spec.kind comes from the library's descriptor unless `descriptor_sets_kind`; spec.events too,
+// unless `descriptor_sets_kind` and `descriptor_sets_events` (a YAML descriptor with both).
+LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_sets_kind,
+                            bool descriptor_sets_events = true);
 
 // Loading runs the library's static constructors and its entry function inside this process, with
 // no crash guard. With a probe set (`hookgate` sets its own executable), make_native_hook first

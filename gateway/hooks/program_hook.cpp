@@ -75,10 +75,12 @@ SpawnRequest base_request(const HookSpec& spec, std::vector<std::string> argv) {
 
 class ProgramHook final : public Hook {
  public:
-  ProgramHook(HookSpec spec, std::vector<std::string> argv, bool descriptor_sets_kind)
+  ProgramHook(HookSpec spec, std::vector<std::string> argv, bool descriptor_sets_kind,
+              bool descriptor_sets_events)
       : Hook(std::move(spec)),
         argv_(std::move(argv)),
         descriptor_sets_kind_(descriptor_sets_kind),
+        descriptor_sets_events_(descriptor_sets_kind && descriptor_sets_events),
         restarts_counter_(&metrics::counter("hookgate_hook_restarts_total",
                                             "Program hook processes restarted after a crash or "
                                             "timeout",
@@ -93,7 +95,11 @@ class ProgramHook final : public Hook {
   std::optional<std::string> load() {
     Handshake hs;
     if (auto f = start_locked(deadline_from_now(), &hs)) return f->reason;
-    if (!descriptor_sets_kind_) set_kind_and_events(*hs.kind, hs.events);
+    if (!descriptor_sets_kind_) {
+      set_kind_and_events(*hs.kind, hs.events);
+    } else if (!descriptor_sets_events_) {  // kind: without events: the program's patterns
+      set_kind_and_events(spec().kind, hs.events);
+    }
     return std::nullopt;
   }
 
@@ -288,6 +294,7 @@ class ProgramHook final : public Hook {
 
   const std::vector<std::string> argv_;
   const bool descriptor_sets_kind_;
+  const bool descriptor_sets_events_;
   metrics::Counter* restarts_counter_;
 
   std::mutex turn_mu_;
@@ -479,11 +486,12 @@ class OneShotHook final : public Hook {
 }  // namespace
 
 LoadResult make_program_hook(HookSpec spec, std::vector<std::string> argv,
-                             bool descriptor_sets_kind) {
+                             bool descriptor_sets_kind, bool descriptor_sets_events) {
   ignore_sigpipe_once();
   if (argv.empty()) return std::string("program hook has an empty command line");
   spec.form = HookForm::Program;
-  auto hook = std::make_shared<ProgramHook>(std::move(spec), std::move(argv), descriptor_sets_kind);
+  auto hook = std::make_shared<ProgramHook>(std::move(spec), std::move(argv), descriptor_sets_kind,
+                                            descriptor_sets_events);
   if (auto err = hook->load()) return *std::move(err);
   return HookPtr(std::move(hook));
 }

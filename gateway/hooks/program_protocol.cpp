@@ -59,16 +59,6 @@ Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_
            " (this gateway speaks 1)";
   }
   Handshake hs;
-  if (!need_kind) return hs;  // a YAML descriptor sets kind and events
-  auto kind = doc.FindMember("kind");
-  if (kind == doc.MemberEnd()) {
-    return std::string(
-        "handshake names no kind: print {\"hookgate\":1,\"kind\":\"veto|transform|observe\"} or "
-        "set kind in a YAML descriptor");
-  }
-  if (!kind->value.IsString() || !(hs.kind = parse_hook_kind(kind->value.GetString()))) {
-    return "handshake kind " + to_json(kind->value) + " is not veto, transform or observe";
-  }
   auto events = doc.FindMember("events");
   if (events != doc.MemberEnd()) {
     if (!events->value.IsArray() || events->value.Empty()) {
@@ -81,6 +71,16 @@ Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_
       }
       hs.events.emplace_back(e.GetString(), e.GetStringLength());
     }
+  }
+  if (!need_kind) return hs;  // a YAML descriptor sets the kind
+  auto kind = doc.FindMember("kind");
+  if (kind == doc.MemberEnd()) {
+    return std::string(
+        "handshake names no kind: print {\"hookgate\":1,\"kind\":\"veto|transform|observe\"} or "
+        "set kind in a YAML descriptor");
+  }
+  if (!kind->value.IsString() || !(hs.kind = parse_hook_kind(kind->value.GetString()))) {
+    return "handshake kind " + to_json(kind->value) + " is not veto, transform or observe";
   }
   return hs;
 }

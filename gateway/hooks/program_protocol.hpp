@@ -33,8 +33,8 @@ struct Handshake {
   std::optional<HookKind> kind;
   std::vector<std::string> events{"*"};
 };
-// Parses the handshake; with `need_kind` false (a YAML descriptor sets kind/events) only the
-// version is checked.
+// Parses the handshake; with `need_kind` false (a YAML descriptor sets the kind) a missing kind is
+// no error (the descriptor's wins).
 Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_kind);
 
 // Interprets one answer line to request `id`: a verdict, a failure (garbage is a failure; the

@@ -610,6 +610,28 @@ done
   EXPECT_EQ(r.value().reason, "gate says no");
 }
 
+// Found in review: a descriptor with kind: but no events: applied the hook to every event,
+// ignoring the patterns the program's handshake announced.
+TEST_F(DeclarativeHookTest, RunDescriptorWithKindOnlyKeepsTheHandshakesEvents) {
+  std::string bin = tmp_.dir("hooks/bin");
+  write_file(bin, "tag.sh", R"(#!/bin/sh
+echo '{"hookgate":1,"kind":"observe","events":["deploy.*"]}'
+while IFS= read -r line; do
+  id=${line#*:}
+  id=${id%%,*}
+  printf '{"id":%s,"action":"continue"}\n' "$id"
+done
+)",
+             /*executable=*/true);
+  auto kind_only = load_ok("_10_tag.yaml", "kind: transform\nrun: ./bin/tag.sh\n");
+  ASSERT_TRUE(kind_only);
+  EXPECT_EQ(kind_only->spec().kind, HookKind::Transform);                       // the descriptor's
+  EXPECT_EQ(kind_only->spec().events, (std::vector<std::string>{"deploy.*"}));  // the program's
+  auto both = load_ok("_10_tag2.yaml", "kind: transform\nevents: [a.*]\nrun: ./bin/tag.sh\n");
+  ASSERT_TRUE(both);
+  EXPECT_EQ(both->spec().events, (std::vector<std::string>{"a.*"}));
+}
+
 TEST_F(DeclarativeHookTest, CommandDescriptorPassesVetoExitCodes) {
   auto custom = load_ok("_10_custom.yaml", "kind: veto\ncommand: exit 3\nveto_exit_codes: [3]\n");
   ASSERT_TRUE(custom);
@@ -630,6 +652,24 @@ TEST_F(DeclarativeHookTest, CommandDescriptorPassesVetoExitCodes) {
   ASSERT_TRUE(not_listed);
   Event ev3 = make_event(R"({"type":"t"})");
   EXPECT_FALSE(not_listed->handle(ev3).ok());
+}
+
+// Found in review: exit 1 vetoed by default for every kind, so a one-shot transform that
+// crashed (an uncaught exception exits 1) dropped the event instead of failing open.
+TEST_F(DeclarativeHookTest, ExitOneOfAOneShotTransformIsAFailureNotAVeto) {
+  auto transform = load_ok("_10_t.yaml", "kind: transform\ncommand: exit 1\n");
+  ASSERT_TRUE(transform);
+  Event ev = make_event(R"({"type":"t"})");
+  auto r = transform->handle(ev);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().reason.find("exit"), std::string::npos) << r.error().reason;
+  // Listed explicitly, a transform may still veto by exit code.
+  auto listed = load_ok("_10_l.yaml", "kind: transform\ncommand: exit 1\nveto_exit_codes: [1]\n");
+  ASSERT_TRUE(listed);
+  Event ev2 = make_event(R"({"type":"t"})");
+  auto r2 = listed->handle(ev2);
+  ASSERT_TRUE(r2.ok()) << r2.error().reason;
+  EXPECT_EQ(r2.value().action, Action::Veto);
 }
 
 TEST_F(DeclarativeHookTest, LoadHookRefusesFilesDiscoveryMarkedBroken) {

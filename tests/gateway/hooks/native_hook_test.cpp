@@ -74,6 +74,11 @@ TEST(NativeHookTest, YamlDescriptorKindWins) {
   ASSERT_TRUE(hook) << hook.error();
   EXPECT_EQ((*hook)->spec().kind, HookKind::Observe);
   EXPECT_EQ((*hook)->spec().events, std::vector<std::string>{"deploy.*"});
+  // A descriptor with kind: alone keeps the library's patterns.
+  auto kind_only = make_native_hook(spec, fixture("fixture_hook"), true, false);
+  ASSERT_TRUE(kind_only) << kind_only.error();
+  EXPECT_EQ((*kind_only)->spec().kind, HookKind::Observe);
+  EXPECT_EQ((*kind_only)->spec().events, (std::vector<std::string>{"fixture.*", "test.*"}));
 }
 
 TEST(NativeHookTest, ReplaceAndSnapshot) {
