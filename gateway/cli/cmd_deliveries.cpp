@@ -44,6 +44,7 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   setup_logging("warn", "text");
   if (args.has("spool") && args.has("config")) return fail("give --config or --spool, not both", 2);
   config::SpoolConfig spool_cfg;
+  std::optional<config::Config> config;  // with --config: which webhooks the gateway runs
   if (auto path = args.get("spool")) {
     spool_cfg.path = *path;
   } else {
@@ -57,6 +58,7 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     if (cfg->spool.mode == config::SpoolConfig::Mode::Memory)
       return fail("spool.mode is memory: there is no spool file to inspect");
     spool_cfg = cfg->spool;
+    config = std::move(*cfg);
   }
   auto spool = webhooks::SqliteSpool::open(spool_cfg, /*read_only_tools=*/true);
   if (!spool) return fail("spool " + spool_cfg.path + ": " + spool.error().message);
@@ -113,6 +115,21 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     return 0;
   }
   if (sub == "replay") {
+    // Replayed deliveries of a webhook the config no longer has (renamed, removed) are pending
+    // under a name no dispatcher claims: say so, or they wait unseen.
+    auto warn_unconfigured = [&] {
+      if (!config) return;
+      for (const auto& [name, count] : store.pending_by_webhook()) {
+        bool configured = false;
+        for (const auto& w : config->webhooks) configured |= w.name == name;
+        if (!configured)
+          std::fprintf(stderr,
+                       "hookgate: warning: %zu pending deliveries belong to webhook '%s', which "
+                       "%s does not configure: they wait until a webhook of that name is "
+                       "configured again\n",
+                       count, escape_controls(name).c_str(), config->file.c_str());
+      }
+    };
     size_t moved;
     if (args.has("all-dead")) {
       auto replayed = store.replay_all_dead(webhook);
@@ -132,12 +149,14 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
         }
       }
       std::printf("%zu dead deliveries queued again\n", moved);
+      if (moved > 0) warn_unconfigured();
       for (const auto& id : missed)
         std::fprintf(stderr, "hookgate: %s was not replayed: no dead delivery with that id\n",
                      id.c_str());
       return missed.empty() ? 0 : 1;
     }
     std::printf("%zu dead deliveries queued again\n", moved);
+    if (moved > 0) warn_unconfigured();
     return 0;
   }
   return fail("unknown sub-verb '" + sub + "'\n" + usage, 2);

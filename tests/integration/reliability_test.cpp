@@ -416,6 +416,38 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
             rx.requests().front().header("x-hookgate-delivery"));
 }
 
+// Found in review: replaying the dead letters of a webhook the config no longer has made them
+// pending under a name nothing claims, and the CLI said only "queued again".
+TEST(ReliabilityTest, ReplayWarnsAboutDeliveriesOfAnUnconfiguredWebhook) {
+  TempDir dir;
+  HttpReceiver rx;
+  rx.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response r;
+    r.status = 404;  // final: dead at once
+    return r;
+  });
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(rx.url()))) << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub->publish("app.event", "{}"));
+  ASSERT_TRUE(gw.wait_for_log("dead", 10s)) << gw.log();
+  pub.reset();
+  gw.signal(SIGTERM);
+  ASSERT_EQ(gw.wait_exit(15s), 0) << gw.log();
+
+  std::string renamed = config_for(rx.url());
+  renamed.replace(renamed.find("name: sink"), 10, "name: siem");
+  dir.write("hookgate.yaml", renamed);
+  auto replay = run_hookgate({"deliveries", "replay", "--all-dead", "--config", gw.config_path()},
+                             "", gw.env());
+  ASSERT_EQ(replay.exit_code, 0) << replay.err;
+  EXPECT_NE(replay.out.find("1 dead deliveries queued again"), std::string::npos) << replay.out;
+  EXPECT_NE(replay.err.find("1 pending deliveries belong to webhook 'sink', which"),
+            std::string::npos)
+      << replay.err;
+}
+
 // Deliveries recorded by a clock an hour ahead (then set back while the gateway was stopped)
 // used to wait out that hour after the restart: due times are wall-clock. The schedule clock
 // carries on from the spool's latest time instead.
