@@ -28,7 +28,7 @@ event = {
     "source": "python-example",
     "type": "auth.failure",
     "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    "data": {"user": "bob", "ip": "10.0.0.7", "password": "s3cret", "reason": "bad password"},
+    "data": {"user": "bob", "ip": "10.0.0.7", "reason": "bad password"},
 }
 topic = event["type"].encode()
 if not any(topic.startswith(p) for p in prefixes):
