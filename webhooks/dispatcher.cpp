@@ -146,6 +146,7 @@ class Waker {
     wake();
   }
   bool take_store_ready() { return store_ready_.exchange(false); }
+  bool store_ready() const { return store_ready_.load(); }
   void detach() {
     std::lock_guard lock(mu_);
     multi_ = nullptr;
@@ -306,8 +307,11 @@ struct Dispatcher::Impl {
       drain_completions();
       purge_removed();
 
+      // Draining also waits for what the last answers queued (a dead letter's diagnostic): the
+      // store flags it for the next pass.
       if (stopping && (now_steady_ns() >= stop_deadline_ns ||
-                       (transfers.empty() && !(drain_on_stop && due_before(stop_deadline_ns)))))
+                       (transfers.empty() && !(drain_on_stop && (waker->store_ready() ||
+                                                                 due_before(stop_deadline_ns))))))
         break;
 
       int timeout_ms = poll_timeout_ms(schedule_now_ms());
@@ -464,10 +468,20 @@ struct Dispatcher::Impl {
 
   // Whether some webhook may have a delivery to start before the steady-clock `deadline_ns`.
   bool due_before(int64_t deadline_ns) {
-    const int64_t deadline_ms = schedule_now_ms() + (deadline_ns - now_steady_ns()) / 1000000;
+    const int64_t now_ns = now_steady_ns();
+    const int64_t deadline_ms = schedule_now_ms() + (deadline_ns - now_ns) / 1000000;
     for (const auto& name : order) {
-      const auto& webhook = *webhooks.at(name);
+      auto& webhook = *webhooks.at(name);
       if (webhook.removed || webhook.paused) continue;
+      if (webhook.bucket.limited()) {
+        // It may sit maybe_ready without claiming while it waits for a token: ask the store,
+        // and count it only if a token comes in time.
+        const auto next = store.next_due(name);
+        if (next && *next <= deadline_ms &&
+            now_ns + webhook.bucket.ms_until_token(now_ns) * 1000000 <= deadline_ns)
+          return true;
+        continue;
+      }
       if (webhook.maybe_ready || (webhook.next_due_ms && *webhook.next_due_ms <= deadline_ms))
         return true;
     }

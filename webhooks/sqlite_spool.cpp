@@ -661,8 +661,8 @@ void SqliteSpool::writer_loop() {
         auto wait = std::chrono::milliseconds(tuning_.poll_interval_ms);
         if (!held_outcomes_.empty())
           wait = std::min<std::chrono::milliseconds>(
-              wait, std::chrono::milliseconds(
-                        std::max<int64_t>(0, (held_retry_ns_ - now_steady_ns()) / 1000000)));
+              wait, std::chrono::milliseconds(std::max<int64_t>(
+                        0, (held_retry_ns_ - now_steady_ns() + 999999) / 1000000)));
         q_cv_.wait_for(lock, wait, [&] { return stopping_ || wake_ || !queue_.empty(); });
       }
       ops.swap(queue_);
@@ -706,6 +706,9 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   for (auto& op : ops) any_txn |= op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune;
 
   std::string failure;  // non-empty: the whole transaction was lost
+  // Held outcomes not in this batch (their retry is not due): the schedule is theirs, and this
+  // batch's failures join it rather than push it back.
+  const bool others_held = !held_outcomes_.empty();
   size_t rows = 0;
   const int64_t t0 = now_steady_ns();
   if (any_txn) {
@@ -939,7 +942,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
     }
   }
   std::erase(ops, nullptr);  // the outcomes held for another try
-  if (!held_outcomes_.empty()) {
+  if (!held_outcomes_.empty() && !others_held) {
     const bool first = held_backoff_ms_ == 0;
     held_backoff_ms_ = first ? tuning_.outcome_retry_initial_ms
                              : std::min(held_backoff_ms_ * 2, tuning_.outcome_retry_max_ms);
@@ -949,7 +952,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           "spool {}: {} delivery outcomes could not be recorded; their deliveries are "
           "held (not sent again) and the writes retried",
           path_, held_outcomes_.size());
-  } else if (held_backoff_ms_ != 0) {
+  } else if (held_outcomes_.empty() && held_backoff_ms_ != 0) {
     spdlog::info("spool {}: held delivery outcomes recorded", path_);
     held_backoff_ms_ = 0;
   }

@@ -206,10 +206,9 @@ class SqliteSpool final : public DeliveryStore {
   // Makes a pending delivery claimable; false if it already was (cached or in flight).
   bool cache_locked(Lane& lane, Delivery delivery, int64_t rowid);
   void enforce_cap_locked();
-  void drop_page_locked(Lane& lane);
+  void drop_page_locked(Lane& lane);  // forgets the lane's read-ahead (its rows stay in the file)
   // Drops the pages of lanes other than `except` that sat unused for tuning_.idle_page_ms.
-  void drop_idle_pages_locked(
-      const std::string& except);  // forgets the lane's read-ahead (its rows stay in the file)
+  void drop_idle_pages_locked(const std::string& except);
   void to_disk_mode_locked(Lane& lane);
   bool resync_locked();  // every lane back to what the file says; false if the file is unreadable
   void claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms, size_t limit,

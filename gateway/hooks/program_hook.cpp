@@ -208,7 +208,7 @@ class ProgramHook final : public Hook {
                        "hook process " + describe_wait_status(status) + " before its handshake");
       }
     }
-    auto hs = parse_handshake(line, !descriptor_sets_kind_);
+    auto hs = parse_handshake(line, !descriptor_sets_kind_, !descriptor_sets_events_);
     if (!hs) {
       stop_locked(0);
       return failure(HookFailure::Kind::Error, std::move(hs).error());

@@ -46,7 +46,8 @@ Result<Event, std::string> replacement_event(std::string_view json) {
   return std::move(parsed).value();
 }
 
-Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_kind) {
+Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_kind,
+                                               bool use_events) {
   const std::string want = R"(want {"hookgate":1,"kind":"veto|transform|observe","events":[...]})";
   // Event::parse: strict and iterative, so a hostile line cannot exhaust the stack.
   auto parsed = Event::parse(line);
@@ -59,7 +60,7 @@ Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_
            " (this gateway speaks 1)";
   }
   Handshake hs;
-  auto events = doc.FindMember("events");
+  auto events = use_events ? doc.FindMember("events") : doc.MemberEnd();
   if (events != doc.MemberEnd()) {
     if (!events->value.IsArray() || events->value.Empty()) {
       return std::string("handshake \"events\" must be a non-empty array of patterns");

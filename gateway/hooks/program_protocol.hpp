@@ -34,8 +34,10 @@ struct Handshake {
   std::vector<std::string> events{"*"};
 };
 // Parses the handshake; with `need_kind` false (a YAML descriptor sets the kind) a missing kind is
-// no error (the descriptor's wins).
-Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_kind);
+// no error (the descriptor's wins), and with `use_events` false (it sets the events too) the
+// handshake's events are not read at all.
+Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_kind,
+                                               bool use_events = true);
 
 // Interprets one answer line to request `id`: a verdict, a failure (garbage is a failure; the
 // process stays), or nullopt for an answer to another id (logged and discarded).

@@ -895,6 +895,51 @@ TEST_P(DispatcherTest, StopDoesNotWaitForAMemoryRetryDueAfterGrace) {
   EXPECT_EQ(receiver_.requests().size(), 1u);
 }
 
+// Found in review: a dead letter's diagnostic, queued by the drain's last answer, was dropped
+// although it was due at once.
+TEST_P(DispatcherTest, StopDrainsWhatTheLastAnswerOfAMemoryDrainQueued) {
+  const std::string failing = unique_name("_failing");
+  const std::string alerts = unique_name("_alerts");
+  receiver_.set_handler([](const HttpReceiver::Request& request) {
+    HttpReceiver::Response response;
+    response.status = request.path == "/failing" ? 404 : 200;
+    if (request.path == "/failing") response.delay = milliseconds(200);
+    return response;
+  });
+  MemoryDeliveryStore memory;
+  Dispatcher dispatcher(memory, [&](DiagnosticEvent event) {
+    ASSERT_TRUE(memory.add({delivery(alerts, event.type, R"({"type":"x"})")}).ok());
+  });
+  dispatcher.set_webhooks(
+      {webhook(failing, receiver_.url("/failing")), webhook(alerts, receiver_.url("/alerts"))});
+  dispatcher.start();
+  ASSERT_TRUE(memory.add({delivery(failing)}).ok());
+  ASSERT_TRUE(receiver_.wait_for(1, kWait));
+  dispatcher.stop(milliseconds(10000));
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[1].path, "/alerts");
+  EXPECT_EQ(memory.pending_count(), 0u);
+}
+
+// A rate-limited webhook waiting for its next token with nothing queued does not hold the stop.
+TEST_P(DispatcherTest, AnIdleRateLimitedWebhookDoesNotHoldAMemoryDrain) {
+  const std::string name = unique_name();
+  MemoryDeliveryStore memory;
+  auto w = webhook(name, receiver_.url());
+  w.rate_limit_per_s = 0.01;  // the next token is 100 s away
+  Dispatcher dispatcher(memory, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  ASSERT_TRUE(memory.add({delivery(name)}).ok());
+  ASSERT_TRUE(receiver_.wait_for(1, kWait));
+  ASSERT_TRUE(memory.add({delivery(name)}).ok());  // due, but no token before the grace ends
+  const int64_t start = now_steady_ns();
+  dispatcher.stop(milliseconds(10000));
+  EXPECT_LT(now_steady_ns() - start, 2'000'000'000);
+  EXPECT_EQ(receiver_.requests().size(), 1u);
+}
+
 TEST_P(DispatcherTest, ReloadAddsChangesAndRemovesWebhooks) {
   const std::string first = unique_name("_first");
   const std::string second = unique_name("_second");

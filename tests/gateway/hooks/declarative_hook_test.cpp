@@ -630,6 +630,17 @@ done
   auto both = load_ok("_10_tag2.yaml", "kind: transform\nevents: [a.*]\nrun: ./bin/tag.sh\n");
   ASSERT_TRUE(both);
   EXPECT_EQ(both->spec().events, (std::vector<std::string>{"a.*"}));
+  // Events the descriptor overrides are not read, so a handshake's odd ones do not matter.
+  write_file(bin, "odd.sh", R"(#!/bin/sh
+echo '{"hookgate":1,"events":"*"}'
+while IFS= read -r line; do
+  id=${line#*:}
+  id=${id%%,*}
+  printf '{"id":%s,"action":"continue"}\n' "$id"
+done
+)",
+             /*executable=*/true);
+  EXPECT_TRUE(load_ok("_10_odd.yaml", "kind: transform\nevents: [a.*]\nrun: ./bin/odd.sh\n"));
 }
 
 TEST_F(DeclarativeHookTest, CommandDescriptorPassesVetoExitCodes) {
