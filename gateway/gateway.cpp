@@ -37,6 +37,10 @@ namespace hookgate {
 namespace {
 
 constexpr size_t kMaxBatch = 512;  // messages drained per spool transaction
+// A batch also ends after this long: its deliveries wait for the batch, and the stop and reload
+// flags are read between batches, so one slow hook (a one-shot waiting out its timeout per
+// event) must not hold a whole burst, and with it a SIGTERM, for minutes.
+constexpr int64_t kMaxBatchNs = 50'000'000;
 // Deliveries handed to the spool whose commit has not been answered yet. Ingest goes on while
 // the spool commits (a slow fsync then delays acceptance, not the next events); past this many
 // it waits for the oldest batch, which is the spool's backpressure on the bus. About 1.5 MiB at
@@ -155,7 +159,7 @@ struct Gateway::Impl {
     if (!r || r->empty()) return;
     Event ev = make_diagnostic_event(d, now_unix_ms());
     std::vector<webhooks::Delivery> out;
-    if (r->route(ev, schedule_now_ms(), out) == 0) return;
+    if (r->route(ev, schedule_now_ms(), out, d.webhook) == 0) return;
     (void)store->add_async(std::move(out));
   }
 
@@ -433,18 +437,19 @@ struct Gateway::Impl {
           .inc();
       if (rt->empty()) return;
       Event diag_ev = make_diagnostic_event(d, now_unix_ms());
-      rt->route(diag_ev, schedule_now_ms(), batch);
+      rt->route(diag_ev, schedule_now_ms(), batch, d.webhook);
     };
     size_t messages = 0;
     size_t events = 0;  // messages that decoded into events (vetoed ones included)
     size_t routed_events = 0;
+    const int64_t batch_end_ns = now_steady_ns() + kMaxBatchNs;
     do {
       if (auto deliveries = process(frames, *ch, *rt, observers_on, batch, sink)) {
         ++events;
         if (*deliveries > 0) ++routed_events;
       }
       ++messages;
-    } while (messages < kMaxBatch && sub->try_receive(frames));
+    } while (messages < kMaxBatch && now_steady_ns() < batch_end_ns && sub->try_receive(frames));
 
     if (batch.empty()) {
       accepted.inc(events);

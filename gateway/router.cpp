@@ -92,13 +92,14 @@ Router::Router(const std::vector<config::WebhookConfig>& webhooks) {
   for (const auto& w : webhooks) routes_.push_back({PatternSet(w.events), w});
 }
 
-size_t Router::route(const Event& event, int64_t schedule_ms,
-                     std::vector<webhooks::Delivery>& out) const {
+size_t Router::route(const Event& event, int64_t schedule_ms, std::vector<webhooks::Delivery>& out,
+                     std::string_view except_webhook) const {
   std::string_view type = event.type();
   std::shared_ptr<const std::string> cloudevent_body, data_body;
   size_t added = 0;
   for (const auto& r : routes_) {
     if (!r.patterns.matches(type)) continue;
+    if (!except_webhook.empty() && r.webhook.name == except_webhook) continue;
     std::shared_ptr<const std::string> body;
     switch (r.webhook.body) {
       case config::BodyMode::CloudEvent:

@@ -19,7 +19,10 @@ class Router {
 
   // Appends the deliveries for `event` to `out`, created and due at `schedule_ms` (the schedule
   // clock, gateway/common/clock.hpp); returns how many were appended.
-  size_t route(const Event& event, int64_t schedule_ms, std::vector<webhooks::Delivery>& out) const;
+  // `except_webhook` is left out: a delivery diagnostic is not sent to the webhook whose
+  // delivery failed (it would queue behind the very failure it reports, once per attempt).
+  size_t route(const Event& event, int64_t schedule_ms, std::vector<webhooks::Delivery>& out,
+               std::string_view except_webhook = {}) const;
   // Names of the webhooks an event of `type` would reach (for `hooks test`).
   std::vector<std::string> matching(std::string_view type) const;
   bool empty() const { return routes_.empty(); }

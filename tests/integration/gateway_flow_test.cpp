@@ -304,6 +304,29 @@ TEST(GatewayFlowTest, CheckConfigOnlyPassesWhatRunWouldStartWith) {
   EXPECT_EQ(run_hookgate({"check", "--config", broken, "--config-only"}).exit_code, 1);
 }
 
+// Found in review: a webhook on `*` that failed got a hookgate.delivery.failed diagnostic for
+// each of its own failed attempts, each queued behind the failure it reported: one event to a
+// down endpoint became attempts x (1 + attempts) requests to it.
+TEST(GatewayFlowTest, DeliveryDiagnosticsSkipTheWebhookTheyAreAbout) {
+  TempDir dir;
+  HttpReceiver everything, alerts;
+  everything.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response r;
+    r.status = 500;
+    return r;
+  });
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(
+      webhook("everything", everything.url(), "[\"*\"]",
+              "    retry: { max_attempts: 3, initial_backoff_ms: 20, max_backoff_ms: 50 }\n") +
+      webhook("alerts", alerts.url(), "[\"hookgate.*\"]"))))
+      << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "order.paid", "{}").empty());
+  ASSERT_TRUE(alerts.wait_for(3, 15s)) << gw.log();  // 2 failed + 1 dead
+  EXPECT_FALSE(everything.wait_for(4, 1s)) << "only the event's own 3 attempts";
+  for (const auto& r : everything.requests()) EXPECT_EQ(r.header("x-hookgate-event"), "order.paid");
+}
+
 TEST(GatewayFlowTest, SigtermExitsZero) {
   TempDir dir;
   HttpReceiver rx;

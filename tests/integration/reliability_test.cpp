@@ -416,6 +416,28 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
             rx.requests().front().header("x-hookgate-delivery"));
 }
 
+// Found in review: a batch took up to 512 queued messages before any of their deliveries went
+// to the spool, and read the stop flag only between batches; behind a slow hook (a one-shot
+// taking 300 ms an event here) a burst held its first delivery, and a SIGTERM, for the whole
+// burst. Batches now also end after 50 ms.
+TEST(ReliabilityTest, ASlowHookDoesNotHoldABurstsFirstDeliveries) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks/_10_slow.yaml",
+            "kind: transform\nevents: [\"app.*\"]\ncommand: cat >/dev/null; sleep 0.3\n"
+            "timeout_ms: 2000\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(rx.url()))) << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(pub->publish("app.event", "{}"));
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  // The whole burst takes ~6 s through the hook; the first delivery must not wait for it.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+  ASSERT_TRUE(rx.wait_for(20, 30s)) << gw.log();
+}
+
 // Found in review: replaying the dead letters of a webhook the config no longer has made them
 // pending under a name nothing claims, and the CLI said only "queued again".
 TEST(ReliabilityTest, ReplayWarnsAboutDeliveriesOfAnUnconfiguredWebhook) {
