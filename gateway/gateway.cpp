@@ -46,6 +46,12 @@ constexpr int64_t kMaxBatchNs = 50'000'000;
 // it waits for the oldest batch, which is the spool's backpressure on the bus. About 1.5 MiB at
 // ~0.7 KiB a delivery; at 2,000 events/s, a second of stalled commits.
 constexpr size_t kMaxOpenDeliveries = 2048;
+// The same two bounds in body bytes, for large events (up to bus.max_message_bytes each, and a
+// Splunk HEC body per webhook): a batch ends past kMaxBatchBytes, and ingest waits while more than
+// kMaxOpenBytes wait for their commit. Counted per delivery, so a body shared by several webhooks
+// counts more than once: the bound errs low.
+constexpr size_t kMaxBatchBytes = 16u << 20;
+constexpr size_t kMaxOpenBytes = 32u << 20;
 
 // Lets through `per_second` lines a second and counts the rest, so a flood of bad input cannot
 // turn into a flood of log lines (the counters still see every message).
@@ -94,10 +100,12 @@ struct Gateway::Impl {
     std::future<Status> accepted;
     size_t events = 0;  // all decoded events of the batch (vetoed and unrouted ones too)
     size_t deliveries = 0;
+    size_t bytes = 0;          // the deliveries' body sizes
     size_t routed_events = 0;  // those with a delivery of their own in it: what a refused add loses
   };
   std::deque<AddInFlight> adds;
   size_t open_deliveries = 0;  // sum over `adds`
+  size_t open_bytes = 0;       // sum over `adds`
   std::unique_ptr<webhooks::Dispatcher> dispatcher;
   std::unique_ptr<hooks::ObserverPool> observers;
   std::unique_ptr<AdminServer> admin;
@@ -443,21 +451,27 @@ struct Gateway::Impl {
     size_t events = 0;  // messages that decoded into events (vetoed ones included)
     size_t routed_events = 0;
     const int64_t batch_end_ns = now_steady_ns() + kMaxBatchNs;
+    size_t bytes = 0;
+    size_t counted = 0;  // deliveries of `batch` already in `bytes`
     do {
       if (auto deliveries = process(frames, *ch, *rt, observers_on, batch, sink)) {
         ++events;
         if (*deliveries > 0) ++routed_events;
       }
       ++messages;
-    } while (messages < kMaxBatch && now_steady_ns() < batch_end_ns && sub->try_receive(frames));
+      for (; counted < batch.size(); ++counted)
+        if (batch[counted].body) bytes += batch[counted].body->size();
+    } while (messages < kMaxBatch && bytes < kMaxBatchBytes && now_steady_ns() < batch_end_ns &&
+             sub->try_receive(frames));
 
     if (batch.empty()) {
       accepted.inc(events);
       return;
     }
     const size_t count = batch.size();
-    adds.push_back({store->add_async(std::move(batch)), events, count, routed_events});
+    adds.push_back({store->add_async(std::move(batch)), events, count, bytes, routed_events});
     open_deliveries += count;
+    open_bytes += bytes;
     batch.clear();
     settle_adds(false);
   }
@@ -467,7 +481,7 @@ struct Gateway::Impl {
   void settle_adds(bool all) {
     while (!adds.empty()) {
       AddInFlight& add = adds.front();
-      const bool wait = all || open_deliveries > kMaxOpenDeliveries;
+      const bool wait = all || open_deliveries > kMaxOpenDeliveries || open_bytes > kMaxOpenBytes;
       if (!wait && add.accepted.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
         return;
       Status st;
@@ -487,6 +501,7 @@ struct Gateway::Impl {
         accepted.inc(add.events);
       }
       open_deliveries -= add.deliveries;
+      open_bytes -= add.bytes;
       adds.pop_front();
     }
   }
