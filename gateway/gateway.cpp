@@ -53,36 +53,6 @@ constexpr size_t kMaxOpenDeliveries = 2048;
 constexpr size_t kMaxBatchBytes = 16u << 20;
 constexpr size_t kMaxOpenBytes = 32u << 20;
 
-// Lets through `per_second` lines a second and counts the rest, so a flood of bad input cannot
-// turn into a flood of log lines (the counters still see every message).
-class LogLimiter {
- public:
-  // `what` names the suppressed lines: "bus: N more <what> not logged".
-  LogLimiter(int per_second, const char* what) : per_second_(per_second), what_(what) {}
-  bool allow() {
-    int64_t now = now_steady_ns() / 1000000000;
-    if (now != second_) {
-      if (suppressed_ > 0) spdlog::warn("bus: {} more {} not logged", suppressed_, what_);
-      second_ = now;
-      used_ = 0;
-      suppressed_ = 0;
-    }
-    if (used_ < per_second_) {
-      ++used_;
-      return true;
-    }
-    ++suppressed_;
-    return false;
-  }
-
- private:
-  int per_second_;
-  const char* what_;
-  int64_t second_ = 0;
-  int used_ = 0;
-  uint64_t suppressed_ = 0;
-};
-
 }  // namespace
 
 struct Gateway::Impl {
@@ -121,8 +91,9 @@ struct Gateway::Impl {
   std::atomic<bool> reload_config{false};
   std::atomic<bool> reload_hooks{false};
 
-  LogLimiter reject_log{20, "rejected messages"};
-  LogLimiter gap_log{20, "sequence gaps"};
+  LogLimiter reject_log{20, "bus: rejected-message lines"};
+  LogLimiter gap_log{20, "bus: sequence-gap lines"};
+  LogLimiter refused_log{5, "spool: refused-batch lines"};
   bus::SequenceGaps sequence_gaps;  // ingest thread only
   metrics::Counter& dropped = metrics::counter(
       "hookgate_bus_messages_dropped_total",
@@ -495,8 +466,9 @@ struct Gateway::Impl {
         // handled in full.
         refused.inc(add.routed_events);
         accepted.inc(add.events - add.routed_events);
-        spdlog::error("spool refused {} deliveries of {} events: {}", add.deliveries,
-                      add.routed_events, st.error().message);
+        if (refused_log.allow())
+          spdlog::error("spool refused {} deliveries of {} events: {}", add.deliveries,
+                        add.routed_events, st.error().message);
       } else {
         accepted.inc(add.events);
       }

@@ -1,5 +1,6 @@
 #include "gateway/common/log.hpp"
 
+#include "gateway/common/clock.hpp"
 #include "gateway/common/text.hpp"
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -173,6 +176,42 @@ std::string json_escape(std::string_view raw) {
     }
   }
   return out;
+}
+
+LogLimiter& log_limiter_for(std::string_view what, int per_second) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<LogLimiter>, std::less<>> limiters;
+  std::lock_guard lock(mu);
+  auto it = limiters.find(what);
+  if (it == limiters.end())
+    it =
+        limiters
+            .emplace(std::string(what), std::make_unique<LogLimiter>(per_second, std::string(what)))
+            .first;
+  return *it->second;
+}
+
+bool LogLimiter::allow() {
+  const int64_t now = now_steady_ns() / 1000000000;
+  uint64_t report = 0;  // lines suppressed in the second that just ended
+  bool allowed = false;
+  {
+    std::lock_guard lock(mu_);
+    if (now != second_) {
+      report = suppressed_;
+      second_ = now;
+      used_ = 0;
+      suppressed_ = 0;
+    }
+    allowed = used_ < per_second_;
+    if (allowed) {
+      ++used_;
+    } else {
+      ++suppressed_;
+    }
+  }
+  if (report > 0) spdlog::warn("{}: {} more not logged", what_, report);
+  return allowed;
 }
 
 }  // namespace hookgate

@@ -5,6 +5,8 @@
 // text).
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,5 +30,26 @@ bool holds_secret(std::string_view value);
 std::string escape_controls(std::string text);
 // JSON string escaping for hand-built JSON log lines and diagnostics.
 std::string json_escape(std::string_view text);
+
+// Lets through `per_second` lines a second and counts the rest, so a flood of bad input (or a
+// hook's chatter) cannot turn into a flood of log lines; the metrics still see every case. Once
+// a second with suppressed lines it logs "<what>: N more not logged". Thread-safe.
+class LogLimiter {
+ public:
+  LogLimiter(int per_second, std::string what) : per_second_(per_second), what_(std::move(what)) {}
+  [[nodiscard]] bool allow();
+
+ private:
+  const int per_second_;
+  const std::string what_;
+  std::mutex mu_;
+  int64_t second_ = 0;
+  int used_ = 0;
+  uint64_t suppressed_ = 0;
+};
+
+// A process-wide LogLimiter for `what` (e.g. "hook audit stderr"), made on first use: for lines
+// whose source is only known by name, such as a hook's. Lives until exit.
+LogLimiter& log_limiter_for(std::string_view what, int per_second);
 
 }  // namespace hookgate

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "gateway/common/log.hpp"
+
 #include <exception>
 #include <optional>
 
@@ -62,8 +64,11 @@ void report_failure(const Hook& hook, const HookStats& stats, const HookFailure&
   stats.failures->inc();
   if (timeout) stats.timeouts->inc();
   stats.runs(timeout ? RunResult::Timeout : RunResult::Failed).inc();
-  spdlog::warn("hook {} {} on event {} ({}): {}; {}", hook.spec().name,
-               timeout ? "timed out" : "failed", event_id, event_type, failure.reason, consequence);
+  // Every failure is counted and raises its diagnostic; the log takes 20 a second per hook.
+  if (log_limiter_for("hook " + hook.spec().name + " failures", 20).allow())
+    spdlog::warn("hook {} {} on event {} ({}): {}; {}", hook.spec().name,
+                 timeout ? "timed out" : "failed", event_id, event_type, failure.reason,
+                 consequence);
   DiagnosticEvent d;
   d.type = timeout ? diag::kHookTimeout : diag::kHookFailed;
   d.hook = hook.spec().name;

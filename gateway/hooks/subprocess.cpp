@@ -353,7 +353,9 @@ void log_hook_stderr_line(std::string_view hook, std::string_view line) {
   static auto& lines = metrics::counter("hookgate_hook_stderr_lines_total",
                                         "Lines program and one-shot hooks wrote to stderr");
   lines.inc();
-  spdlog::warn("hook {} stderr: {}", hook, line);
+  // 20 lines a second per hook: a hook that prints garbage in a loop cannot flood the log.
+  if (log_limiter_for("hook " + std::string(hook) + " stderr", 20).allow())
+    spdlog::warn("hook {} stderr: {}", hook, line);
 }
 
 void StderrForwarder::emit(std::string_view line) {
