@@ -26,6 +26,7 @@ std::optional<double> epoch_seconds(std::string_view t) {
     return std::nullopt;
   std::tm tm{};
   int ms = 0;
+  if (t.find('\0') != std::string_view::npos) return std::nullopt;  // strptime would stop there
   std::string s(t);
   s[10] = 'T';
   const char* rest = strptime(s.c_str(), "%Y-%m-%dT%H:%M:%S", &tm);
@@ -36,7 +37,10 @@ std::optional<double> epoch_seconds(std::string_view t) {
       if (digits++ < 3) ms = ms * 10 + (*rest - '0');
     while (digits++ < 3) ms *= 10;
   }
+  const std::tm as_parsed = tm;
   time_t secs = timegm(&tm);
+  // strptime takes day 30 in February, and timegm rolls it into March: not a real date.
+  if (tm.tm_mday != as_parsed.tm_mday || tm.tm_mon != as_parsed.tm_mon) return std::nullopt;
   int offset = 0;
   // RFC 3339 ends in Z or an offset of exactly "+hh:mm"; anything else (a publisher's "+0200"
   // or "+99999999:00") is not read at all, rather than misread or parsed into an overflow.
@@ -62,13 +66,18 @@ std::string hec_body(const Event& event, const config::WebhookConfig& w, int64_t
   out.Key("time");
   const JsonValue* time = event.find("time");
   std::optional<double> seconds;
-  if (time && time->IsString()) seconds = epoch_seconds(time->GetString());
+  if (time && time->IsString())
+    seconds = epoch_seconds(std::string_view(time->GetString(), time->GetStringLength()));
   // schedule_ms is the deliveries' clock; Splunk wants the wall clock's.
   out.Double(seconds ? *seconds
                      : static_cast<double>(schedule_ms - schedule_clock().skew_ms()) / 1000.0);
   out.Key("host");
   const JsonValue* host = event.find("data.host");
-  out.String(host && host->IsString() ? host->GetString() : "hookgate");
+  if (host && host->IsString()) {
+    out.String(host->GetString(), host->GetStringLength());  // whole, a \u0000 included
+  } else {
+    out.String("hookgate");
+  }
   out.Key("source");
   std::string_view source = event.source();
   out.String(source.data(), static_cast<rapidjson::SizeType>(source.size()));

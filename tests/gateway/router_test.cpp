@@ -73,10 +73,27 @@ TEST(RouterTest, SplunkHecTimeHonoursOffsetsAndFallsBackToIntakeTime) {
   EXPECT_DOUBLE_EQ(hec_time("2024-01-02T03:04:05.5z"), 1704164645.5);
   // Not RFC 3339: filed at the time the gateway took the event in, not hours off or in 1970
   // (and an absurd offset is not parsed into an overflow).
-  for (const char* odd : {"2024-01-02T03:04:05+0200", "2024-01-02 03:04:05Z", "1704164645",
-                          "2024-01-02T03:04:05+99999999:00", "2024-01-02T03:04:05", "24-1-2T3:4:5Z",
-                          "2024-01-02T03:04:05+99:99"})
+  for (const char* odd :
+       {"2024-01-02T03:04:05+0200", "2024-01-02 03:04:05Z", "1704164645",
+        "2024-01-02T03:04:05+99999999:00", "2024-01-02T03:04:05", "24-1-2T3:4:5Z",
+        "2024-01-02T03:04:05+99:99",
+        // Found in review: day 30 of February rolled into March 1.
+        "2024-02-30T03:04:05Z", "2023-04-31T00:00:00Z", "2024-01-02T03:04:05Z\\u0000junk"})
     EXPECT_DOUBLE_EQ(hec_time(odd), 1700000000.25) << odd;
+  EXPECT_DOUBLE_EQ(hec_time("2024-02-29T00:00:00Z"), 1709164800);  // a leap day is a date
+}
+
+TEST(RouterTest, SplunkHecHostKeepsTextAfterANul) {
+  Router router({hook("siem", {"*"}, config::BodyMode::SplunkHec)});
+  auto ev = Event::parse_envelope(R"({"type":"t","data":{"host":"web\u0000-1"}})", 0);
+  ASSERT_TRUE(ev);
+  std::vector<webhooks::Delivery> out;
+  ASSERT_EQ(router.route(*ev, 0, out), 1u);
+  rapidjson::Document d;
+  d.Parse(out[0].body->c_str());
+  ASSERT_TRUE(d.IsObject()) << *out[0].body;
+  EXPECT_EQ(std::string(d["host"].GetString(), d["host"].GetStringLength()),
+            std::string("web\0-1", 6));
 }
 
 }  // namespace
