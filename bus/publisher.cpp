@@ -85,6 +85,23 @@ bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
   }
 }
 
+namespace {
+// `data_json` wrapped as {"d": ...}, so the strict envelope parser reads any JSON value. One
+// member or nothing: `1,"x":2` would otherwise parse, and lose "x" without a word.
+Result<Event> parse_data_json(std::string_view data_json) {
+  auto data = Event::parse(std::string("{\"d\":") + std::string(data_json) + "}");
+  if (!data) return make_error("data is not valid JSON: " + data.error().message);
+  if (data->doc().MemberCount() != 1)
+    return make_error("data is not valid JSON: more than one value");
+  return data;
+}
+}  // namespace
+
+Status check_data_json(std::string_view data_json) {
+  if (auto data = parse_data_json(data_json); !data) return data.error();
+  return {};
+}
+
 Status Publisher::publish(std::string_view type, std::string_view data_json,
                           std::string_view source) {
   Event ev;
@@ -92,8 +109,8 @@ Status Publisher::publish(std::string_view type, std::string_view data_json,
   ev.set_string("type", type);
   ev.set_string("source", source.empty() ? std::string_view(options_.source) : source);
   if (!data_json.empty()) {
-    auto data = Event::parse(std::string("{\"d\":") + std::string(data_json) + "}");
-    if (!data) return make_error("data is not valid JSON: " + data.error().message);
+    auto data = parse_data_json(data_json);
+    if (!data) return data.error();
     ev.doc().AddMember("data", JsonValue(data->doc()["d"], a), a);
   }
   return publish(ev);

@@ -48,6 +48,10 @@ struct PublisherOptions {
   std::optional<CurveKeypair> client_keys;
 };
 
+// Checks that `data_json` is one JSON value (what publish() puts under `data`); the error says
+// why it is not. Lets a caller refuse bad data before it connects.
+[[nodiscard]] Status check_data_json(std::string_view data_json);
+
 class Publisher {
  public:
   // Owns its own ZeroMQ context unless one is passed.

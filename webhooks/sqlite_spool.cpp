@@ -1548,7 +1548,9 @@ size_t SqliteSpool::pending_count() {
   if (tools_) {
     std::lock_guard rl(read_mu_);
     if (!reader_) return 0;
-    return static_cast<size_t>(reader_->scalar(kCountPending).value_or(0));
+    auto count = reader_->scalar(kCountPending);
+    if (!count) note_read_error_locked();
+    return static_cast<size_t>(count.value_or(0));
   }
   std::lock_guard lock(mu_);
   return pending_;
@@ -1573,13 +1575,29 @@ std::vector<Delivery> SqliteSpool::list(std::optional<DeliveryState> state,
   std::lock_guard rl(read_mu_);
   if (!reader_) return out;
   sqlite3_stmt* s = reader_->stmt(kList);
-  if (s == nullptr) return out;
+  if (s == nullptr) {
+    note_read_error_locked();
+    return out;
+  }
   StmtScope scope(s);
   sqlite3_bind_int(s, 1, state ? state_code(*state) : -1);
   bind_text(s, 2, webhook);
   sqlite3_bind_int64(s, 3, limit == 0 ? -1 : static_cast<int64_t>(limit));
-  while (sqlite3_step(s) == SQLITE_ROW) out.push_back(read_row(s).second);
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(read_row(s).second);
+  if (rc != SQLITE_DONE) note_read_error_locked();
   return out;
+}
+
+void SqliteSpool::note_read_error_locked() {
+  read_error_ = reader_->error();
+  spdlog::warn("spool {}: read failed: {}", path_, read_error_);
+}
+
+std::optional<std::string> SqliteSpool::take_read_error() {
+  std::lock_guard rl(read_mu_);
+  if (read_error_.empty()) return std::nullopt;
+  return std::exchange(read_error_, std::string());
 }
 
 std::map<std::string, size_t> SqliteSpool::pending_by_webhook() {
@@ -1587,10 +1605,15 @@ std::map<std::string, size_t> SqliteSpool::pending_by_webhook() {
   std::lock_guard rl(read_mu_);
   if (!reader_) return out;
   sqlite3_stmt* s = reader_->stmt(kLanes);
-  if (s == nullptr) return out;
+  if (s == nullptr) {
+    note_read_error_locked();
+    return out;
+  }
   StmtScope scope(s);
-  while (sqlite3_step(s) == SQLITE_ROW)
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
     out[column_text(s, 0)] = static_cast<size_t>(sqlite3_column_int64(s, 2));
+  if (rc != SQLITE_DONE) note_read_error_locked();
   return out;
 }
 
@@ -1598,10 +1621,17 @@ std::optional<Delivery> SqliteSpool::get(const std::string& id) {
   std::lock_guard rl(read_mu_);
   if (!reader_) return std::nullopt;
   sqlite3_stmt* s = reader_->stmt(kById);
-  if (s == nullptr) return std::nullopt;
+  if (s == nullptr) {
+    note_read_error_locked();
+    return std::nullopt;
+  }
   StmtScope scope(s);
   bind_text(s, 1, id);
-  if (sqlite3_step(s) != SQLITE_ROW) return std::nullopt;
+  const int rc = sqlite3_step(s);
+  if (rc != SQLITE_ROW) {
+    if (rc != SQLITE_DONE) note_read_error_locked();
+    return std::nullopt;
+  }
   return read_row(s).second;
 }
 

@@ -139,6 +139,10 @@ class SqliteSpool final : public DeliveryStore {
     uint64_t rows_written = 0;
   };
   Stats stats();
+  // The last error a read (list, get, pending_count, pending_by_webhook) met, cleared by taking
+  // it: those answer "nothing" on a locked or damaged file, which `hookgate deliveries` must not
+  // print as an empty spool.
+  std::optional<std::string> take_read_error();
   const std::string& path() const { return path_; }
   // The latest time the file recorded when it was opened (the newest delivery's update and the
   // newest outcome), on the schedule clock that wrote it. The gateway holds its schedule clock
@@ -236,6 +240,8 @@ class SqliteSpool final : public DeliveryStore {
   std::unique_ptr<Conn> writer_;  // the writer thread's (and open/close's) connection
   std::unique_ptr<Conn> reader_;  // claims from disk, list/get, next_due; guarded by read_mu_
   std::mutex read_mu_;
+  std::string read_error_;        // guarded by read_mu_
+  void note_read_error_locked();  // under read_mu_: records (and logs) reader_'s error
 
   // disk_mu_ serializes disk-mode claims with the writer's post-commit publishing, so a claim's
   // view of the file and the in-memory lanes cannot disagree (lock order: disk_mu_, then mu_).

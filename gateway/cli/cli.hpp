@@ -22,9 +22,12 @@ class Args {
   const std::vector<std::string>& positional() const { return positional_; }
   // Options given that are not in `known`: reported as a usage error.
   std::vector<std::string> unknown(const std::vector<std::string>& known) const;
+  // Options that take a value but got none, or an empty one: a usage error (check_usage).
+  const std::vector<std::string>& missing_values() const { return missing_values_; }
 
  private:
   std::map<std::string, std::string> options_;
+  std::vector<std::string> missing_values_;
   std::vector<std::string> positional_;
 };
 

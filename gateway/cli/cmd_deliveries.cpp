@@ -39,6 +39,32 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                       /*takes_arguments=*/true))
     return *code;
   if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
+  // Every usage error before the spool is opened: a typo must not read as a spool problem.
+  const std::string& sub = args.positional()[0];
+  const size_t operands = args.positional().size() - 1;
+  if (sub != "list" && sub != "show" && sub != "replay")
+    return fail("unknown sub-verb '" + sub + "'\n" + usage, 2);
+  if (sub == "list" && operands > 0)
+    return fail("list takes no arguments (did you mean --state " + args.positional()[1] + "?)", 2);
+  if (sub == "show" && operands != 1) return fail("usage: hookgate deliveries show ID", 2);
+  if (sub == "replay" && (operands > 0) == args.has("all-dead"))
+    return fail("usage: hookgate deliveries replay ID... | --all-dead", 2);
+  std::optional<webhooks::DeliveryState> state;
+  if (auto s = args.get("state")) {
+    if (sub != "list") return fail("--state is for list", 2);
+    if (*s == "pending")
+      state = webhooks::DeliveryState::Pending;
+    else if (*s == "dead")
+      state = webhooks::DeliveryState::Dead;
+    else if (*s == "delivered")
+      state = webhooks::DeliveryState::Delivered;
+    else
+      return fail("--state must be pending, dead or delivered", 2);
+  }
+  const auto limit_option = positive_option(args, "limit", "100");
+  if (!limit_option)
+    return fail(
+        "--limit: expected a positive number of rows, got '" + args.get_or("limit", "") + "'", 2);
   // The spool's own warnings and errors (a file busy past its timeout) go to stderr, with the
   // redaction every log line gets; stdout stays the listing.
   setup_logging("warn", "text");
@@ -63,26 +89,19 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   auto spool = webhooks::SqliteSpool::open(spool_cfg, /*read_only_tools=*/true);
   if (!spool) return fail("spool " + spool_cfg.path + ": " + spool.error().message);
   auto& store = *spool.value();
-  const std::string& sub = args.positional()[0];
+  // A locked or damaged file reads as nothing: say so rather than print an empty spool.
+  auto read_failed = [&]() -> std::optional<int> {
+    if (auto error = store.take_read_error())
+      return fail("spool " + spool_cfg.path + ": cannot read: " + *error);
+    return std::nullopt;
+  };
   std::string webhook = args.get_or("webhook", "");
 
   if (sub == "list") {
-    std::optional<webhooks::DeliveryState> state;
-    std::string s = args.get_or("state", "");
-    if (s == "pending")
-      state = webhooks::DeliveryState::Pending;
-    else if (s == "dead")
-      state = webhooks::DeliveryState::Dead;
-    else if (s == "delivered")
-      state = webhooks::DeliveryState::Delivered;
-    else if (!s.empty())
-      return fail("--state must be pending, dead or delivered", 2);
-    const auto limit_option = positive_option(args, "limit", "100");
-    if (!limit_option)
-      return fail(
-          "--limit: expected a positive number of rows, got '" + args.get_or("limit", "") + "'", 2);
     const auto limit = static_cast<size_t>(*limit_option);
     auto rows = store.list(state, webhook, limit);
+    const size_t pending = store.pending_count();
+    if (auto code = read_failed()) return *code;
     std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK",
                 "EVENT TYPE", "EVENT ID", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
     for (const auto& d : rows) {
@@ -96,12 +115,12 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                       : "-",
                   escape_controls(d.last_error).c_str());
     }
-    std::printf("%zu shown; %zu pending in all\n", rows.size(), store.pending_count());
+    std::printf("%zu shown; %zu pending in all\n", rows.size(), pending);
     return 0;
   }
   if (sub == "show") {
-    if (args.positional().size() < 2) return fail("usage: hookgate deliveries show ID", 2);
     auto d = store.get(args.positional()[1]);
+    if (auto code = read_failed()) return *code;
     if (!d) return fail("no delivery " + args.positional()[1]);
     std::printf(
         "id:           %s\nstate:        %s\nwebhook:      %s\nevent:        %s (%s)\nattempts:    "
@@ -137,7 +156,6 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       moved = *replayed;
     } else {
       std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
-      if (ids.empty()) return fail("usage: hookgate deliveries replay ID... | --all-dead", 2);
       // One by one, so every ID that was not replayed is named (a typo, or not dead).
       moved = 0;
       std::vector<std::string> missed;

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "bus/wire.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
@@ -71,8 +72,14 @@ int hooks_test(const Args& args) {
   if (!in) return fail("cannot read " + *event_file);
   std::stringstream ss;
   ss << in.rdbuf();
-  auto ev = Event::parse_envelope(ss.str(), now_unix_ms());
-  if (!ev) return fail(*event_file + ": " + ev.error().message);
+  // Through the bus's own decoder: what `run` would reject (over max_message_bytes, a reserved
+  // hookgate.* type) is rejected here too, not shown as delivered.
+  const std::string text = ss.str();
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(text.data(), text.size());
+  auto ev =
+      bus::decode_message(frames, static_cast<size_t>(cfg->bus.max_message_bytes), now_unix_ms());
+  if (!ev) return fail(*event_file + ": the gateway would reject it: " + ev.error().reason);
   config::Diagnostics errors;
   auto chain = hooks::HookChain::load(cfg->hooks, errors);
   for (const auto& e : errors) std::printf("load error: %s\n", e.str().c_str());
@@ -96,15 +103,19 @@ int hooks_test(const Args& args) {
           "      %-24s observe   (runs after the chain, in parallel; not run in a dry run)\n",
           e.hook->spec().name.c_str());
   }
-  for (const auto& d : diagnostics)
-    std::printf("  diagnostic %s%s%s\n", d.type.c_str(), d.reason.empty() ? "" : ": ",
-                d.reason.c_str());
+  // Diagnostics are routed like events in `run` (a webhook on `*` gets them too).
+  Router router(cfg->webhooks);
+  for (const auto& d : diagnostics) {
+    auto to = router.matching(d.type);
+    std::printf("  diagnostic %s%s%s -> webhooks: %s\n", d.type.c_str(),
+                d.reason.empty() ? "" : ": ", d.reason.c_str(),
+                to.empty() ? "none match" : join(to, ", ").c_str());
+  }
   if (outcome.vetoed) {
     std::printf("result: vetoed by %s: %s\nwebhooks: none (nothing delivered in a dry run)\n",
                 outcome.vetoed_by.c_str(), outcome.reason.c_str());
     return 0;
   }
-  Router router(cfg->webhooks);
   auto targets = router.matching(ev->type());
   std::printf("result: delivered\nfinal event: %s\nwebhooks: %s (nothing delivered in a dry run)\n",
               ev->to_json().c_str(), targets.empty() ? "none match" : join(targets, ", ").c_str());

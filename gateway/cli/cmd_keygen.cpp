@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "bus/curve.hpp"
@@ -41,7 +42,7 @@ Status write_private_file(const std::string& path, const std::string& text) {
 }  // namespace
 
 int cmd_keygen(const std::vector<std::string>& argv) {
-  Args args(argv, {"webhook-secret"});
+  Args args(argv, {"webhook-secret", "force"});
   const char* usage =
       "Usage: hookgate keygen [--out FILE]      a CURVE keypair for the bus (FILE gets the "
       "keypair,\n"
@@ -50,8 +51,17 @@ int cmd_keygen(const std::vector<std::string>& argv) {
       "       hookgate keygen --webhook-secret [--out FILE]\n"
       "                                         a whsec_ secret (24 random bytes, base64), "
       "printed\n"
-      "                                         or written to FILE (mode 0600)\n";
-  if (auto code = check_usage(args, {"out", "webhook-secret"}, usage)) return *code;
+      "                                         or written to FILE (mode 0600)\n"
+      "An existing FILE is kept unless --force: replacing a key or a secret breaks every peer\n"
+      "that still has the old one.\n";
+  if (auto code = check_usage(args, {"out", "webhook-secret", "force"}, usage)) return *code;
+  if (auto out = args.get("out"); out && !args.has("force")) {
+    std::error_code ec;
+    if (std::filesystem::exists(*out, ec))
+      return fail(*out +
+                  " exists; replacing it breaks every peer that still has the old key or secret "
+                  "(pass --force to replace it)");
+  }
   if (args.has("webhook-secret")) {
     unsigned char bytes[24];
     if (RAND_bytes(bytes, sizeof bytes) != 1) return fail("no randomness available");

@@ -1,5 +1,6 @@
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -28,14 +29,22 @@ int cmd_publish(const std::vector<std::string>& argv) {
   auto type = args.get("type");
   if (!endpoint || !type || type->empty()) return fail("--endpoint and --type are required", 2);
   std::string data = args.get_or("data", "");
+  std::string data_from = "--data";
   if (auto file = args.get("data-file")) {
     if (args.has("data")) return fail("use --data or --data-file, not both", 2);
+    std::error_code ec;
+    if (std::filesystem::is_directory(*file, ec)) return fail(*file + " is a directory");
     std::ifstream in(*file);
     if (!in) return fail("cannot read " + *file);
     std::stringstream ss;
     ss << in.rdbuf();
     data = ss.str();
+    data_from = "--data-file " + *file;
   }
+  // Before connecting: bad data is the caller's to fix, not a "no subscriber" after a wait.
+  if (!data.empty())
+    if (auto st = bus::check_data_json(data); !st)
+      return fail(data_from + ": " + st.error().message, 2);
   const auto max_bytes = max_message_bytes_option(args);
   if (!max_bytes) return 2;
   bus::PublisherOptions options{.endpoints = {*endpoint},

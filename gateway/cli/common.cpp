@@ -21,7 +21,10 @@ Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without
     }
     std::string name = a.substr(2);
     if (auto eq = name.find('='); eq != std::string::npos) {
-      options_[name.substr(0, eq)] = name.substr(eq + 1);
+      std::string value = name.substr(eq + 1);
+      name.resize(eq);
+      if (value.empty()) missing_values_.push_back(name);
+      options_[name] = std::move(value);
       continue;
     }
     // --help and --version never take a value: `hookgate check --help --config x` must not
@@ -29,9 +32,15 @@ Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without
     bool is_flag = name == "help" || name == "version" ||
                    std::find(flags_without_value.begin(), flags_without_value.end(), name) !=
                        flags_without_value.end();
-    if (!is_flag && i + 1 < args.size()) {
+    if (is_flag) {
+      options_[name] = "";
+    } else if (i + 1 < args.size() && !args[i + 1].empty() && args[i + 1].rfind("--", 0) != 0) {
       options_[name] = args[++i];
     } else {
+      // Last, followed by another option, or "": `--webhook $UNSET` must not mean "every
+      // webhook" (for a replay, every dead letter).
+      if (i + 1 < args.size() && args[i + 1].empty()) ++i;
+      missing_values_.push_back(name);
       options_[name] = "";
     }
   }
@@ -103,6 +112,11 @@ std::optional<int> check_usage(const Args& args, const std::vector<std::string>&
   auto bad = args.unknown(known);
   if (!bad.empty()) {
     std::fprintf(stderr, "hookgate: unknown option %s\n%s", bad.front().c_str(), usage);
+    return 2;
+  }
+  if (!args.missing_values().empty()) {
+    std::fprintf(stderr, "hookgate: --%s needs a value\n%s", args.missing_values().front().c_str(),
+                 usage);
     return 2;
   }
   if (!takes_arguments && !args.positional().empty()) {

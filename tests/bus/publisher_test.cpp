@@ -56,6 +56,18 @@ struct Loopback {
   std::vector<std::string> raw;
 };
 
+// Found in review: data was checked as {"d": DATA}, so `1,"x":2` passed and lost "x".
+TEST(PublisherTest, DataMustBeOneJsonValue) {
+  EXPECT_TRUE(check_data_json(R"({"user":"ann"})"));
+  EXPECT_TRUE(check_data_json("42"));
+  EXPECT_TRUE(check_data_json(R"("text")"));
+  for (const char* bad : {R"(1,"x":2)", R"({"a":1}, "b": 2)", "{", "nope"}) {
+    auto st = check_data_json(bad);
+    ASSERT_FALSE(st) << bad;
+    EXPECT_NE(st.error().message.find("data is not valid JSON"), std::string::npos) << bad;
+  }
+}
+
 TEST(PublisherTest, DeliversToBoundSubscriberAfterWaitingForSubscription) {
   Loopback bus(loopback_bus(), "svc");
   ASSERT_TRUE(bus.ok());

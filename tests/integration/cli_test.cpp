@@ -60,6 +60,35 @@ TEST(CliTest, StrayArgumentsBadNumbersAndLevelsAreUsageErrors) {
   }
 }
 
+// Found in review: an option without a value became "", so `--webhook $UNSET` replayed the dead
+// letters of every webhook; sub-verb typos and stray words were read as spool problems or ignored.
+TEST(CliTest, MissingValuesAndSubVerbMistakesAreUsageErrorsBeforeAnyIo) {
+  TempDir dir;
+  const std::string spool = (dir.path() / "none.db").string();  // does not exist
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"deliveries", "replay", "--all-dead", "--spool", spool, "--webhook"},
+           {"deliveries", "replay", "--all-dead", "--spool", spool, "--webhook", ""},
+           {"deliveries", "replay", "--all-dead", "--spool", spool, "--webhook="},
+           {"deliveries", "replay", "--all-dead", "--webhook", "--spool", spool},
+           {"deliveries", "lsit", "--spool", spool},
+           {"deliveries", "list", "dead", "--spool", spool},
+           {"deliveries", "list", "--state", "gone", "--spool", spool},
+           {"deliveries", "show", "--spool", spool},
+           {"deliveries", "replay", "msg_1", "--all-dead", "--spool", spool},
+           {"keygen", "--out"},
+           // Bad data is refused before connecting (no gateway listens on port 1).
+           {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data", "1,\"x\":2"},
+           {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data", "{"}}) {
+    auto r = run_hookgate(args);
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << line << ": " << r.err;
+    EXPECT_EQ(r.err.find("spool"), r.err.find("spool FILE"))  // the usage text, not a spool error
+        << line << ": " << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(spool));
+}
+
 // Found in review: `hooks new` printed "created" and exited 0 when it could not write the file.
 TEST(CliTest, HooksNewFailsWhenItCannotWrite) {
   for (const char* form : {"yaml", "program", "native"}) {
@@ -108,7 +137,13 @@ TEST(CliTest, KeygenWritesTheSecretHalfOwnerOnly) {
   TempDir dir;
   const auto key = dir / "server.key";
   dir.write("server.key", "an older key, replaced\n");
-  auto r = run_hookgate({"keygen", "--out", key.string()});
+  // Found in review: an existing key was replaced without a word, breaking every publisher that
+  // trusts it at the next restart. It takes --force now.
+  auto kept = run_hookgate({"keygen", "--out", key.string()});
+  EXPECT_EQ(kept.exit_code, 1) << kept.err;
+  EXPECT_NE(kept.err.find("pass --force"), std::string::npos) << kept.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "server.key.pub"));
+  auto r = run_hookgate({"keygen", "--out", key.string(), "--force"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   namespace fs = std::filesystem;
   EXPECT_EQ(fs::status(key).permissions() & fs::perms::all,

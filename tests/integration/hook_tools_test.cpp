@@ -137,9 +137,10 @@ TEST(HookToolsTest, HooksTestDryRunPrintsEachStepTheFinalEventAndTheWebhooks) {
   dir.write("hooks/_40_flaky.yaml", "kind: transform\nevents: [\"user.*\"]\ncommand: sh '" +
                                         kFixtures + "/matrix_oneshot.sh' error transform x\n");
   dir.write("hooks/_90_audit.yaml", "kind: observe\nactions:\n  - log: seen\n");
-  std::string cfg =
-      dir.write("hookgate.yaml", config("[./hooks]", webhook("siem", rx.url(), "[\"auth.*\"]") +
-                                                         webhook("crm", rx.url(), "[\"user.*\"]")));
+  std::string cfg = dir.write(
+      "hookgate.yaml", config("[./hooks]", webhook("siem", rx.url(), "[\"auth.*\"]") +
+                                               webhook("crm", rx.url(), "[\"user.*\"]") +
+                                               webhook("alerts", rx.url(), "[\"hookgate.*\"]")));
   std::string ann = dir.write(
       "ann.json", R"({"type":"auth.failure","data":{"user":"ann","password":"hunter2"}})");
   std::string probe = dir.write(
@@ -178,7 +179,11 @@ TEST(HookToolsTest, HooksTestDryRunPrintsEachStepTheFinalEventAndTheWebhooks) {
                                                       << r.out;
   EXPECT_EQ(line_matching(r.out, R"(.*observe.*)"), "") << "vetoed events reach no observer\n"
                                                         << r.out;
-  EXPECT_NE(line_matching(r.out, "  diagnostic hookgate.event.vetoed: health-check noise"), "")
+  // Diagnostics are routed as in `run`: the webhook on hookgate.* would get this one.
+  EXPECT_NE(line_matching(r.out,
+                          "  diagnostic hookgate.event.vetoed: health-check noise -> webhooks: "
+                          "alerts"),
+            "")
       << r.out;
   EXPECT_NE(line_matching(r.out, "result: vetoed by drop: health-check noise"), "") << r.out;
   EXPECT_NE(line_matching(r.out, R"(webhooks: none \(nothing delivered in a dry run\))"), "")
@@ -196,6 +201,13 @@ TEST(HookToolsTest, HooksTestDryRunPrintsEachStepTheFinalEventAndTheWebhooks) {
       << r.out;
   EXPECT_NE(line_matching(r.out, R"(webhooks: crm \(nothing delivered in a dry run\))"), "")
       << r.out;
+
+  // What the bus would reject is rejected here too (found in review: shown as delivered).
+  std::string forged =
+      dir.write("forged.json", R"({"type":"hookgate.delivery.dead","data":{"webhook":"siem"}})");
+  r = run_hookgate({"hooks", "test", "--config", cfg, "--event", forged});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("the gateway would reject it: "), std::string::npos) << r.err;
 
   // A dry run: the webhook endpoints (live all along) got nothing. The verb has exited, so
   // nothing can still be on its way.

@@ -1051,6 +1051,41 @@ TEST_F(SqliteSpoolTest, AnOutcomeSqliteCouldNotRecordIsRetriedWhileItsDeliveryIs
   EXPECT_TRUE(spool->claim_due("siem", now_unix_ms(), 10).empty());
 }
 
+// Found in review: list, get and the pending count answered "nothing" on a damaged file, and
+// `hookgate deliveries list` printed an empty spool with exit 0.
+TEST_F(SqliteSpoolTest, AReadThatFailsIsReportedNotEmpty) {
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    std::vector<Delivery> batch;
+    for (int i = 0; i < 300; ++i) batch.push_back(make(seq_id(i), "siem", std::string(1000, 'x')));
+    ASSERT_TRUE(spool->add(std::move(batch)));
+  }  // closed: checkpointed, the WAL folded into the file
+  auto tools = open(/*tools=*/true);
+  ASSERT_TRUE(tools);
+  EXPECT_EQ(tools->list(std::nullopt, "", 10).size(), 10u);
+  EXPECT_FALSE(tools->take_read_error());
+  tools.reset();
+  // Everything past the first page (the schema stays readable) overwritten.
+  {
+    std::fstream f(cfg_.path, std::ios::in | std::ios::out | std::ios::binary);
+    const auto size = std::filesystem::file_size(cfg_.path);
+    ASSERT_GT(size, 16384u);
+    f.seekp(4096);
+    const std::string junk(size - 4096, '\xa5');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  tools = open(/*tools=*/true);
+  ASSERT_TRUE(tools);
+  EXPECT_TRUE(tools->list(std::nullopt, "", 10).empty());
+  auto error = tools->take_read_error();
+  ASSERT_TRUE(error);
+  EXPECT_NE(error->find("malformed"), std::string::npos) << *error;
+  EXPECT_FALSE(tools->take_read_error());  // taken
+  EXPECT_FALSE(tools->get(seq_id(1)));
+  EXPECT_TRUE(tools->take_read_error());
+}
+
 // Found in review: with the writer stalled, the dispatcher kept claiming and every outcome waited
 // in memory. Claims whose outcome is not committed are capped.
 TEST_F(SqliteSpoolTest, ClaimsWaitingForTheirOutcomeAreCapped) {

@@ -584,18 +584,23 @@ TEST_F(DeclarativeHookTest, SchemaErrors) {
 
 // ----- descriptors for the other forms (the forms themselves are tested in their own files)
 
+// A program hook in shell: prints `handshake`, then answers every request with `answer` (JSON
+// members after the id, e.g. "action":"continue").
+void write_program_hook(const std::string& dir, const std::string& name,
+                        const std::string& handshake, const std::string& answer) {
+  write_file(dir, name,
+             "#!/bin/sh\necho '" + handshake +
+                 "'\nwhile IFS= read -r line; do\n  id=${line#*:}\n  id=${id%%,*}\n"
+                 "  printf '{\"id\":%s," +
+                 answer + "}\\n' \"$id\"\ndone\n",
+             /*executable=*/true);
+}
+
 TEST_F(DeclarativeHookTest, RunDescriptorResolvesItsProgramBesideTheYamlAndSetsKind) {
   std::string bin = tmp_.dir("hooks/bin");
   // Answers every request with a veto; the handshake leaves kind and events to the descriptor.
-  write_file(bin, "gate.sh", R"(#!/bin/sh
-echo '{"hookgate":1}'
-while IFS= read -r line; do
-  id=${line#*:}
-  id=${id%%,*}
-  printf '{"id":%s,"action":"veto","reason":"gate says no"}\n' "$id"
-done
-)",
-             /*executable=*/true);
+  write_program_hook(bin, "gate.sh", R"({"hookgate":1})",
+                     R"("action":"veto","reason":"gate says no")");
   auto hook = load_ok("_10_gate.yaml",
                       "kind: veto\nevents: [\"auth.*\"]\ntimeout_ms: 3000\nrun: ./bin/gate.sh\n");
   ASSERT_TRUE(hook);
@@ -614,15 +619,8 @@ done
 // ignoring the patterns the program's handshake announced.
 TEST_F(DeclarativeHookTest, RunDescriptorWithKindOnlyKeepsTheHandshakesEvents) {
   std::string bin = tmp_.dir("hooks/bin");
-  write_file(bin, "tag.sh", R"(#!/bin/sh
-echo '{"hookgate":1,"kind":"observe","events":["deploy.*"]}'
-while IFS= read -r line; do
-  id=${line#*:}
-  id=${id%%,*}
-  printf '{"id":%s,"action":"continue"}\n' "$id"
-done
-)",
-             /*executable=*/true);
+  write_program_hook(bin, "tag.sh", R"({"hookgate":1,"kind":"observe","events":["deploy.*"]})",
+                     R"("action":"continue")");
   auto kind_only = load_ok("_10_tag.yaml", "kind: transform\nrun: ./bin/tag.sh\n");
   ASSERT_TRUE(kind_only);
   EXPECT_EQ(kind_only->spec().kind, HookKind::Transform);                       // the descriptor's
@@ -631,15 +629,7 @@ done
   ASSERT_TRUE(both);
   EXPECT_EQ(both->spec().events, (std::vector<std::string>{"a.*"}));
   // Events the descriptor overrides are not read, so a handshake's odd ones do not matter.
-  write_file(bin, "odd.sh", R"(#!/bin/sh
-echo '{"hookgate":1,"events":"*"}'
-while IFS= read -r line; do
-  id=${line#*:}
-  id=${id%%,*}
-  printf '{"id":%s,"action":"continue"}\n' "$id"
-done
-)",
-             /*executable=*/true);
+  write_program_hook(bin, "odd.sh", R"({"hookgate":1,"events":"*"})", R"("action":"continue")");
   EXPECT_TRUE(load_ok("_10_odd.yaml", "kind: transform\nevents: [a.*]\nrun: ./bin/odd.sh\n"));
 }
 
