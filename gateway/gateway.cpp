@@ -53,6 +53,14 @@ constexpr size_t kMaxOpenDeliveries = 2048;
 constexpr size_t kMaxBatchBytes = 16u << 20;
 constexpr size_t kMaxOpenBytes = 32u << 20;
 
+// The webhook a diagnostic must not be routed to: a hookgate.delivery.failed is raised on every
+// failed attempt, and sent to the failing webhook itself it would queue behind the failure it
+// reports, once per attempt. Its hookgate.delivery.dead (once per delivery) still goes to it, so
+// a receiver on `*` or hookgate.* learns about its own dead letters once it is back.
+std::string_view own_failure_skips(const DiagnosticEvent& d) {
+  return d.type == diag::kDeliveryFailed ? std::string_view(d.webhook) : std::string_view();
+}
+
 }  // namespace
 
 struct Gateway::Impl {
@@ -138,7 +146,7 @@ struct Gateway::Impl {
     if (!r || r->empty()) return;
     Event ev = make_diagnostic_event(d, now_unix_ms());
     std::vector<webhooks::Delivery> out;
-    if (r->route(ev, schedule_now_ms(), out, d.webhook) == 0) return;
+    if (r->route(ev, schedule_now_ms(), out, own_failure_skips(d)) == 0) return;
     (void)store->add_async(std::move(out));
   }
 
@@ -416,7 +424,7 @@ struct Gateway::Impl {
           .inc();
       if (rt->empty()) return;
       Event diag_ev = make_diagnostic_event(d, now_unix_ms());
-      rt->route(diag_ev, schedule_now_ms(), batch, d.webhook);
+      rt->route(diag_ev, schedule_now_ms(), batch, own_failure_skips(d));
     };
     size_t messages = 0;
     size_t events = 0;  // messages that decoded into events (vetoed ones included)

@@ -37,10 +37,15 @@ std::optional<double> epoch_seconds(std::string_view t) {
       if (digits++ < 3) ms = ms * 10 + (*rest - '0');
     while (digits++ < 3) ms *= 10;
   }
-  const std::tm as_parsed = tm;
+  // strptime takes day 30 in February (timegm would roll it into March): not a real date. A
+  // leap second (:60) is, and timegm counts it as the next second, as POSIX time does.
+  static constexpr int kDaysIn[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const int year = tm.tm_year + 1900;
+  const bool leap_year = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (tm.tm_mon < 0 || tm.tm_mon > 11 ||
+      tm.tm_mday > kDaysIn[tm.tm_mon] + (tm.tm_mon == 1 && leap_year ? 1 : 0))
+    return std::nullopt;
   time_t secs = timegm(&tm);
-  // strptime takes day 30 in February, and timegm rolls it into March: not a real date.
-  if (tm.tm_mday != as_parsed.tm_mday || tm.tm_mon != as_parsed.tm_mon) return std::nullopt;
   int offset = 0;
   // RFC 3339 ends in Z or an offset of exactly "+hh:mm"; anything else (a publisher's "+0200"
   // or "+99999999:00") is not read at all, rather than misread or parsed into an overflow.

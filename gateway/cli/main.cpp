@@ -25,7 +25,7 @@ Verbs:
   deliveries show ID
   deliveries replay ID | --all-dead [--webhook NAME]
   bus --frontend EP --backend EP      XSUB/XPUB proxy for many publishers and subscribers
-  keygen [--out FILE]                 CURVE keypair for the bus
+  keygen [--out FILE [--force]]       CURVE keypair for the bus
   keygen --webhook-secret             a whsec_ webhook secret
 
 Every verb takes --help; `hookgate --version` prints the version.

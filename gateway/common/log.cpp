@@ -192,12 +192,13 @@ LogLimiter& log_limiter_for(std::string_view what, int per_second) {
 }
 
 bool LogLimiter::allow() {
-  const int64_t now = now_steady_ns() / 1000000000;
   uint64_t report = 0;  // lines suppressed in the second that just ended
   bool allowed = false;
   {
     std::lock_guard lock(mu_);
-    if (now != second_) {
+    // Read under the lock: a thread that read an older second must not move the window back.
+    const int64_t now = now_steady_ns() / 1000000000;
+    if (now > second_) {
       report = suppressed_;
       second_ = now;
       used_ = 0;

@@ -32,8 +32,9 @@ std::string escape_controls(std::string text);
 std::string json_escape(std::string_view text);
 
 // Lets through `per_second` lines a second and counts the rest, so a flood of bad input (or a
-// hook's chatter) cannot turn into a flood of log lines; the metrics still see every case. Once
-// a second with suppressed lines it logs "<what>: N more not logged". Thread-safe.
+// hook's chatter) cannot turn into a flood of log lines; the metrics still see every case. The
+// first line asked for after a second with suppressed lines logs "<what>: N more not logged"
+// first. Thread-safe.
 class LogLimiter {
  public:
   LogLimiter(int per_second, std::string what) : per_second_(per_second), what_(std::move(what)) {}

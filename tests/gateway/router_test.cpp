@@ -81,6 +81,7 @@ TEST(RouterTest, SplunkHecTimeHonoursOffsetsAndFallsBackToIntakeTime) {
         "2024-02-30T03:04:05Z", "2023-04-31T00:00:00Z", "2024-01-02T03:04:05Z\\u0000junk"})
     EXPECT_DOUBLE_EQ(hec_time(odd), 1700000000.25) << odd;
   EXPECT_DOUBLE_EQ(hec_time("2024-02-29T00:00:00Z"), 1709164800);  // a leap day is a date
+  EXPECT_DOUBLE_EQ(hec_time("2016-12-31T23:59:60Z"), 1483228800);  // a leap second, as POSIX
 }
 
 TEST(RouterTest, SplunkHecHostKeepsTextAfterANul) {

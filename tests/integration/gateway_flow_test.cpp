@@ -3,6 +3,7 @@
 #include <rapidjson/document.h>
 #include <signal.h>
 
+#include <map>
 #include <set>
 #include <zmq.hpp>
 
@@ -306,8 +307,9 @@ TEST(GatewayFlowTest, CheckConfigOnlyPassesWhatRunWouldStartWith) {
 
 // Found in review: a webhook on `*` that failed got a hookgate.delivery.failed diagnostic for
 // each of its own failed attempts, each queued behind the failure it reported: one event to a
-// down endpoint became attempts x (1 + attempts) requests to it.
-TEST(GatewayFlowTest, DeliveryDiagnosticsSkipTheWebhookTheyAreAbout) {
+// down endpoint became attempts x (1 + attempts) requests to it. Its own dead letter still
+// reaches it (once per delivery), as PRODUCT.md's `hookgate.*` subscribers expect.
+TEST(GatewayFlowTest, FailedAttemptDiagnosticsSkipTheWebhookTheyAreAbout) {
   TempDir dir;
   HttpReceiver everything, alerts;
   everything.set_handler([](const HttpReceiver::Request&) {
@@ -323,8 +325,14 @@ TEST(GatewayFlowTest, DeliveryDiagnosticsSkipTheWebhookTheyAreAbout) {
       << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "order.paid", "{}").empty());
   ASSERT_TRUE(alerts.wait_for(3, 15s)) << gw.log();  // 2 failed + 1 dead
-  EXPECT_FALSE(everything.wait_for(4, 1s)) << "only the event's own 3 attempts";
-  for (const auto& r : everything.requests()) EXPECT_EQ(r.header("x-hookgate-event"), "order.paid");
+  // The event's 3 attempts, then its dead letter's 3 (that endpoint still answers 500).
+  ASSERT_TRUE(everything.wait_for(6, 15s)) << gw.log();
+  EXPECT_FALSE(everything.wait_for(7, 1s)) << "no hookgate.delivery.failed about itself";
+  std::map<std::string, int> by_type;
+  for (const auto& r : everything.requests()) ++by_type[r.header("x-hookgate-event")];
+  EXPECT_EQ(by_type["order.paid"], 3);
+  EXPECT_EQ(by_type["hookgate.delivery.dead"], 3);
+  EXPECT_EQ(by_type.count("hookgate.delivery.failed"), 0u);
 }
 
 TEST(GatewayFlowTest, SigtermExitsZero) {
