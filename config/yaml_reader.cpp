@@ -24,19 +24,58 @@ Position position_of(const YAML::Node& node, const std::string& file) {
   return {file, mark.line + 1, mark.column + 1};
 }
 
+namespace {
+
+// The 1-based line of the first content after a document marker (`---` or `...` at column 0)
+// that follows content, i.e. where a second document starts; 0 when there is none. A marker at
+// column 0 cannot be part of a scalar (YAML ends a document there), so a line scan is exact.
+// Not YAML::LoadAll: yaml-cpp 0.7 loops forever on some malformed input there (found by
+// fuzz_config), where Load returns.
+int second_document_line(std::string_view text) {
+  bool content = false;  // the first document has begun
+  bool after_marker = false;
+  int line_no = 0;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    auto blank_or_comment = [](std::string_view rest) {
+      const size_t first = rest.find_first_not_of(" \t");
+      return first == std::string_view::npos || rest[first] == '#';
+    };
+    const bool marker = (line.starts_with("---") || line.starts_with("...")) &&
+                        (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
+    if (marker) {
+      if (content) after_marker = true;
+      if (!blank_or_comment(line.substr(3))) {  // `--- value`: content on the marker's line
+        if (after_marker) return line_no;
+        content = true;
+      }
+      continue;
+    }
+    if (blank_or_comment(line) || (!content && line.starts_with('%'))) continue;  // directives
+    if (after_marker) return line_no;
+    content = true;
+  }
+  return 0;
+}
+
+}  // namespace
+
 Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::string& file) {
+  // Load reads the first document only: a config pasted together from pieces with `---` would
+  // lose everything after it without a word.
+  if (const int line = second_document_line(text))
+    return Diagnostics{{{file, line, 1},
+                        "a second YAML document (after `---`): a config is one document; merge "
+                        "the two"}};
   try {
-    // LoadAll, not Load: Load stops after the first document, so a config pasted together from
-    // pieces with `---` would lose everything after it without a word.
-    std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    for (size_t i = 1; i < documents.size(); ++i)
-      if (documents[i] && !documents[i].IsNull())
-        return Diagnostics{{position_of(documents[i], file),
-                            "a second YAML document (after `---`): a config is one document; "
-                            "merge the two"}};
-    if (documents.empty() || !documents[0] || documents[0].IsNull())
-      return YAML::Node(YAML::NodeType::Map);
-    return documents[0];
+    YAML::Node root = YAML::Load(text);
+    if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    return root;
   } catch (const YAML::Exception& e) {
     // e.msg is the parser's message without the position prefix that e.what() carries.
     return Diagnostics{{{file, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg}};
