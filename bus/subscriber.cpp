@@ -1,6 +1,7 @@
 #include "bus/subscriber.hpp"
 
 #include "bus/curve.hpp"
+#include "bus/wire.hpp"
 #include "gateway/common/metrics.hpp"
 
 namespace hookgate::bus {

@@ -21,8 +21,6 @@ namespace hookgate::bus {
 // max_message_bytes but under the cap reach the decoder and are rejected one by one; beyond the
 // cap ZeroMQ disconnects the peer before buffering the frame (a guard against memory abuse).
 inline constexpr int64_t kOversizeHardCapFactor = 2;
-// The frames of a bus message (topic, envelope); read_all keeps one more at most.
-inline constexpr size_t kMaxMessageFrames = 2;
 
 class Subscriber {
  public:

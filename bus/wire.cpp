@@ -30,7 +30,7 @@ std::optional<StreamStamp> stream_stamp(const Event& event) {
 
 Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
                                         size_t max_message_bytes, int64_t now_unix_ms) {
-  if (frames.empty() || frames.size() > 2)
+  if (frames.empty() || frames.size() > kMaxMessageFrames)
     return Rejection{"expected 1 or 2 frames, got " +
                      (frames.empty() ? std::string("none") : std::string("more"))};
   size_t total = 0;

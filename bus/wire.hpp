@@ -15,6 +15,9 @@
 
 namespace hookgate::bus {
 
+// The frames of a bus message (topic, envelope); the subscriber's read_all keeps one more at most.
+inline constexpr size_t kMaxMessageFrames = 2;
+
 // Why a message was refused; `reason` is safe to log (it quotes at most a short prefix).
 struct Rejection {
   std::string reason;

@@ -64,10 +64,6 @@ std::string_view own_failure_skips(const DiagnosticEvent& d) {
 }  // namespace
 
 struct Gateway::Impl {
-  // The watcher's thread sets reload_hooks, declared after it: stop it first on every path (a
-  // start that fails after the watcher started included).
-  ~Impl() { watcher.reset(); }
-
   config::Config cfg;
   zmq::context_t ctx{1};
   bus::ZapAuthenticatorStopper zap_stopper{ctx};  // after the sockets close, before ctx ends
@@ -87,7 +83,6 @@ struct Gateway::Impl {
   std::unique_ptr<webhooks::Dispatcher> dispatcher;
   std::unique_ptr<hooks::ObserverPool> observers;
   std::unique_ptr<AdminServer> admin;
-  std::unique_ptr<HooksWatcher> watcher;
 
   mutable std::mutex mu;  // guards chain, router, cfg.webhooks
   std::shared_ptr<const hooks::HookChain> chain;
@@ -98,6 +93,9 @@ struct Gateway::Impl {
   std::atomic<bool> running{false};
   std::atomic<bool> reload_config{false};
   std::atomic<bool> reload_hooks{false};
+  // After reload_hooks, which its thread sets: destroyed (and its thread joined) first on every
+  // path, a start that fails after the watcher started included.
+  std::unique_ptr<HooksWatcher> watcher;
 
   LogLimiter reject_log{20, "bus: rejected-message lines"};
   LogLimiter gap_log{20, "bus: sequence-gap lines"};
@@ -283,8 +281,7 @@ struct Gateway::Impl {
   void do_reload_config() {
     if (cfg.file.empty()) {
       spdlog::info("reload: running on embedded defaults, reloading hooks only");
-      start_watcher();  // a hooks directory created since is watched from now on
-      request_chain_load(cfg.hooks);
+      request_chain_load(cfg.hooks);  // the watcher follows new directories by itself
       return;
     }
     auto next = config::load_config_file(cfg.file);

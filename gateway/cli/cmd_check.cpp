@@ -49,7 +49,7 @@ int cmd_check(const std::vector<std::string>& argv) {
     // A plain secret works (it is keyed on its bytes), but the Standard Webhooks libraries
     // base64-decode any secret they are given: say how receivers must pass it. Never the value.
     for (const auto& secret : w.secrets)
-      if (!secret.starts_with("whsec_"))
+      if (!secret.starts_with(webhooks::kStandardWebhooksSecretPrefix))
         std::fprintf(stderr,
                      "%s: warning: webhook %s: a secret without the whsec_ prefix is used as raw "
                      "bytes; standardwebhooks/svix receivers must pass it as bytes (Python "
