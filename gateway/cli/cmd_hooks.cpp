@@ -122,9 +122,12 @@ int hooks_test(const Args& args) {
   return 0;
 }
 
+// Scaffolds match `example.*` rather than `*`: written into a watched hook directory they go live
+// at once, and an unedited template must not rewrite or veto production events.
 const char* kYamlTemplate = R"(# %s: a declarative %s hook (see docs/hooks.md)
 kind: %s
-events: ["*"]
+# The event types this hook sees: edit before use ("*" is every event).
+events: ["example.*"]
 %s)";
 
 int hooks_new(const Args& args) {
@@ -179,9 +182,10 @@ int hooks_new(const Args& args) {
         name +
         ": a program hook. Protocol: docs/hooks.md (one JSON line in, one out).\n"
         "import json, sys\n\n"
+        "# The event types this hook sees: edit before use (\"*\" is every event).\n"
         "print(json.dumps({\"hookgate\": 1, \"kind\": \"" +
         kind +
-        "\", \"events\": [\"*\"]}), flush=True)\n"
+        "\", \"events\": [\"example.*\"]}), flush=True)\n"
         "for line in sys.stdin:\n"
         "    req = json.loads(line)\n"
         "    event = req[\"event\"]\n" +
@@ -204,8 +208,9 @@ int hooks_new(const Args& args) {
     fs::create_directories(folder, ec);
     if (ec) return fail("cannot create " + folder.string() + ": " + ec.message());
     path = folder / (name + ".cpp");
-    if (fs::exists(path))
-      return fail(path.string() + " already exists");  // keep its CMakeLists.txt
+    // Never overwrite: neither the source nor a CMakeLists.txt already in that folder.
+    for (const fs::path& existing : {path, folder / "CMakeLists.txt"})
+      if (fs::exists(existing)) return fail(existing.string() + " already exists");
     std::ostringstream cmake;
     cmake
         << "cmake_minimum_required(VERSION 3.22)\nproject(" << name << " CXX)\n"
@@ -236,8 +241,9 @@ int hooks_new(const Args& args) {
            "    return hookgate::sdk::Result::Continue();\n"
            "  }\n"
            "};\n\n"
+           "// The event types this hook sees: edit before use (\"*\" is every event).\n"
            "HOOKGATE_DEFINE_HOOK(Hook, \"" +
-           kind + "\", {\"*\"})\n";
+           kind + "\", {\"example.*\"})\n";
   } else {
     return fail("--form must be yaml, program or native", 2);
   }

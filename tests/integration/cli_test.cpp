@@ -114,6 +114,20 @@ TEST(CliTest, HooksNewRefusesNamesThatLeaveTheDirectory) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// Found in review: the native scaffold checked only for its .cpp, so a NAME-src folder holding
+// someone's own CMakeLists.txt lost it.
+TEST(CliTest, HooksNewNativeKeepsAnExistingCMakeLists) {
+  TempDir dir;
+  const std::string hooks = (dir / "hooks").string();
+  std::filesystem::create_directories(dir / "hooks/stamp-src");
+  dir.write("hooks/stamp-src/CMakeLists.txt", "project(mine)\n");
+  auto r = run_hookgate({"hooks", "new", "stamp", "--form", "native", "--dir", hooks});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("CMakeLists.txt already exists"), std::string::npos) << r.err;
+  EXPECT_EQ(read_text(dir / "hooks/stamp-src/CMakeLists.txt"), "project(mine)\n");
+  EXPECT_FALSE(std::filesystem::exists(dir / "hooks/stamp-src/stamp.cpp"));
+}
+
 // Found in review: --out was accepted with --webhook-secret and ignored, so the secret went to
 // stdout (a terminal's history, a CI log) and no file was written.
 TEST(CliTest, KeygenWritesAWebhookSecretToOutOwnerOnly) {

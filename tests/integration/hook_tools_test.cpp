@@ -32,13 +32,6 @@ const std::string kFixtures = kSource + "/tests/integration/fixtures";
 const std::string kNativeFixture =
     std::string(HOOKGATE_INTEGRATION_NATIVE_DIR) + "/matrix_native.so";
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -307,14 +300,27 @@ TEST(HookToolsTest, HooksNewYamlAndProgramScaffoldsLoadAndWork) {
   std::string cfg = dir.write("hookgate.yaml", config("[./hooks]", "  []\n"));
   auto list = run_hookgate({"hooks", "list", "--config", cfg});
   EXPECT_EQ(list.exit_code, 0) << list.out << list.err;
-  EXPECT_NE(line_matching(list.out, R"(1\s+tidy\s+transform\s+declarative\s+\*\s+.*)"), "")
+  EXPECT_NE(line_matching(list.out, R"(1\s+tidy\s+transform\s+declarative\s+example\.\*\s+.*)"), "")
       << list.out;
-  EXPECT_NE(line_matching(list.out, R"(2\s+gate\s+veto\s+program\s+\*\s+.*)"), "") << list.out;
+  EXPECT_NE(line_matching(list.out, R"(2\s+gate\s+veto\s+program\s+example\.\*\s+.*)"), "")
+      << list.out;
+
+  // Unedited, they leave every other event alone: a scaffold written into a watched hook
+  // directory goes live at once.
+  std::string other = dir.write(
+      "other.json", R"({"type":"auth.failure","data":{"user":"mallory","password":"x"}})");
+  auto r = run_hookgate({"hooks", "test", "--config", cfg, "--event", other});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::string untouched = line_matching(r.out, "final event: .*");
+  ASSERT_NE(untouched, "") << r.out;
+  auto unchanged = parse_json(untouched.substr(13));
+  EXPECT_EQ(str(unchanged["data"], "password"), "x") << untouched;
+  EXPECT_FALSE(unchanged["data"].HasMember("env")) << untouched;
 
   // They work: the YAML transform tags and redacts, the Python veto stops user mallory.
-  std::string ok =
-      dir.write("ok.json", R"({"type":"auth.failure","data":{"user":"ann","password":"hunter2"}})");
-  auto r = run_hookgate({"hooks", "test", "--config", cfg, "--event", ok});
+  std::string ok = dir.write(
+      "ok.json", R"({"type":"example.login","data":{"user":"ann","password":"hunter2"}})");
+  r = run_hookgate({"hooks", "test", "--config", cfg, "--event", ok});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::string final_line = line_matching(r.out, "final event: .*");
   ASSERT_NE(final_line, "") << r.out;
@@ -323,7 +329,7 @@ TEST(HookToolsTest, HooksNewYamlAndProgramScaffoldsLoadAndWork) {
   EXPECT_FALSE(ev["data"].HasMember("password")) << final_line;
   EXPECT_NE(line_matching(r.out, R"(\s+2\. gate\s+veto\s+continue.*)"), "") << r.out;
 
-  std::string bad = dir.write("bad.json", R"({"type":"auth.failure","data":{"user":"mallory"}})");
+  std::string bad = dir.write("bad.json", R"({"type":"example.login","data":{"user":"mallory"}})");
   r = run_hookgate({"hooks", "test", "--config", cfg, "--event", bad});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(line_matching(r.out, "result: vetoed by gate: banned user"), "") << r.out;
@@ -363,10 +369,11 @@ TEST(HookToolsTest, HooksNewNativeScaffoldBuildsWithCMakeAndLoads) {
   std::string cfg = dir.write("hookgate.yaml", config("[./hooks]", "  []\n"));
   auto list = run_hookgate({"hooks", "list", "--config", cfg});
   EXPECT_EQ(list.exit_code, 0) << list.out << list.err;
-  EXPECT_NE(line_matching(list.out, R"(1\s+stamp\s+transform\s+native\s+\*\s+.*/_30_stamp\.so)"),
-            "")
+  EXPECT_NE(
+      line_matching(list.out, R"(1\s+stamp\s+transform\s+native\s+example\.\*\s+.*/_30_stamp\.so)"),
+      "")
       << list.out;
-  std::string ev = dir.write("ev.json", R"({"type":"user.created","data":{"user":"ann"}})");
+  std::string ev = dir.write("ev.json", R"({"type":"example.signup","data":{"user":"ann"}})");
   auto r = run_hookgate({"hooks", "test", "--config", cfg, "--event", ev});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(line_matching(r.out, R"(\s+1\. stamp\s+transform\s+continue.*)"), "") << r.out;

@@ -18,14 +18,14 @@ extern char** environ;
 
 namespace hookgate::testing {
 namespace fs = std::filesystem;
-namespace {
-
-std::string read_file(const std::string& path) {
+std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
+
+namespace {
 
 pid_t spawn(const std::vector<std::string>& args, const std::string& out_path,
             const std::string& err_path, const std::string& in_path,
@@ -115,8 +115,8 @@ CommandResult run_program(const std::vector<std::string>& args, const std::strin
   CommandResult r;
   if (pid < 0) return r;
   r.exit_code = wait_pid(pid, std::chrono::seconds(60));
-  r.out = read_file((dir / "out").string());
-  r.err = read_file((dir / "err").string());
+  r.out = read_text((dir / "out").string());
+  r.err = read_text((dir / "err").string());
   return r;
 }
 
@@ -147,7 +147,7 @@ bool GatewayProcess::launch(std::chrono::milliseconds timeout) {
   // binds. The ports reach the config through the environment: pick new ones and try again.
   for (int attempt = 0; attempt < 5; ++attempt) {
     if (launch_once(timeout)) return true;
-    std::string log = read_file(log_path_);
+    std::string log = read_text(log_path_);
     if (log.find("Address already in use", log_offset_) == std::string::npos &&
         log.find("address in use", log_offset_) == std::string::npos)
       return false;
@@ -158,14 +158,14 @@ bool GatewayProcess::launch(std::chrono::milliseconds timeout) {
 }
 
 bool GatewayProcess::launch_once(std::chrono::milliseconds timeout) {
-  log_offset_ = read_file(log_path_).size();
+  log_offset_ = read_text(log_path_).size();
   std::vector<std::string> args{HOOKGATE_BINARY, "run", "--config", config_path_};
   args.insert(args.end(), run_args_.begin(), run_args_.end());
   pid_ = spawn(args, log_path_, log_path_, "", env());
   if (pid_ < 0) return false;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    std::string log = read_file(log_path_);
+    std::string log = read_text(log_path_);
     if (log.find("listening on", log_offset_) != std::string::npos) return true;
     int status = 0;  // quiet log levels: ask the admin endpoint instead
     http_get(admin_port_, "/readyz", &status);
@@ -210,7 +210,7 @@ std::string GatewayProcess::admin_url(const std::string& path) const {
 }
 
 std::string GatewayProcess::log() const {
-  return read_file(log_path_);
+  return read_text(log_path_);
 }
 
 bool GatewayProcess::wait_for_log(const std::string& needle,

@@ -15,6 +15,9 @@ namespace hookgate::testing {
 // A TCP port on 127.0.0.1 that was free a moment ago (bind port 0, read it, close).
 int free_tcp_port();
 
+// The whole file, or "" when it cannot be read.
+std::string read_text(const std::filesystem::path& path);
+
 // A temporary folder removed on destruction.
 class TempDir {
  public:
