@@ -5,17 +5,15 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
-#include <zmq.hpp>
 
-#include "bus/curve.hpp"
-#include "bus/subscriber.hpp"
+#include "bus/proxy.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
 
 namespace hookgate::cli {
 
-// A standalone XSUB/XPUB proxy: publishers connect to --frontend, subscribers (gateways, taps) to
-// --backend; subscriptions flow upstream so publishers only send what someone wants.
+// A standalone XSUB/XPUB proxy (bus/proxy.hpp): publishers connect to --frontend, subscribers
+// (gateways, taps) to --backend. SIGHUP re-reads the CURVE allow-lists.
 int cmd_bus(const std::vector<std::string>& argv) {
   Args args(argv, {});
   const char* usage =
@@ -26,6 +24,8 @@ int cmd_bus(const std::vector<std::string>& argv) {
       "Publishers connect to the frontend, subscribers (gateways) to the backend. With CURVE, a\n"
       "publisher's key must be in --allowed-clients and a subscriber's in --allowed-subscribers\n"
       "(without it, --allowed-clients serves both sides, and any publisher may read every event).\n"
+      "SIGHUP re-reads both lists: a removed publisher's messages are refused on the connection\n"
+      "it has, and a removed subscriber is cut off (every subscriber reconnects).\n"
       "--hwm (default 100000) is how many messages each side queues; a burst beyond it is dropped\n"
       "(and shows as a sequence gap at the gateway). --log-level: debug, info (default), warn...\n";
   if (auto code = check_usage(args,
@@ -46,87 +46,58 @@ int cmd_bus(const std::vector<std::string>& argv) {
     return fail(
         "--hwm: expected a positive number of messages, got '" + args.get_or("hwm", "") + "'", 2);
 
-  zmq::context_t ctx(1);
-  // The signal thread is detached and outlives this function: it reaches the context only
-  // through `live`, under `mu`, and this function clears it before the context goes.
+  if (!args.get("curve-secret-key") &&
+      (args.get("allowed-clients") || args.get("allowed-subscribers")))
+    return fail("--allowed-clients and --allowed-subscribers need --curve-secret-key", 2);
+  bus::ProxyOptions options{.frontend = *frontend,
+                            .backend = *backend,
+                            .hwm = static_cast<int>(*hwm),
+                            .max_message_bytes = *max_message_bytes};
+  if (auto key = args.get("curve-secret-key")) {
+    auto allowed = args.get("allowed-clients");
+    if (!allowed) return fail("--curve-secret-key needs --allowed-clients", 2);
+    options.secret_key_file = *key;
+    options.allowed_publishers = *allowed;
+    options.allowed_subscribers = args.get_or("allowed-subscribers", *allowed);
+    if (!args.get("allowed-subscribers"))
+      spdlog::warn(
+          "bus proxy: --allowed-clients serves both sides, so every publisher may also subscribe "
+          "and read every event; give --allowed-subscribers to list the gateways apart");
+  }
+  // The signal thread is detached and outlives this function: it reaches the proxy only through
+  // `live`, under `mu`, and this function clears it before the proxy goes. Signals are blocked
+  // before the proxy starts its threads (the ZAP handler), which inherit the mask.
   static std::mutex mu;
-  static zmq::context_t* live = nullptr;
+  static bus::Proxy* live = nullptr;
   static int stop_signals = 0;
-  bus::ZapAuthenticatorStopper zap_stopper(ctx);  // runs after the sockets below close
-  zmq::socket_t control_in(ctx, zmq::socket_type::pair);
-  control_in.bind("inproc://hookgate-bus-control");
-  // After control_in: cleared (and the signal thread kept off the context) before it closes.
-  struct LiveContext {
-    explicit LiveContext(zmq::context_t& c) {
-      std::lock_guard lock(mu);
-      live = &c;
+  handle_signals([](int sig) {
+    std::lock_guard lock(mu);
+    if (sig == SIGHUP) {
+      if (live != nullptr) live->request_reload();  // before start, start reads the lists
+      return;
     }
-    ~LiveContext() {
+    if (live == nullptr || ++stop_signals > 1) std::_Exit(0);  // a proxy holds nothing to save
+    live->request_stop();
+  });
+  auto proxy = bus::Proxy::start(options);
+  if (!proxy) return fail(proxy.error().message);
+  struct LiveProxy {
+    explicit LiveProxy(bus::Proxy& p) {
+      std::lock_guard lock(mu);
+      live = &p;
+    }
+    ~LiveProxy() {
       std::lock_guard lock(mu);
       live = nullptr;
     }
-  } live_context(ctx);
-  handle_signals([](int sig) {
-    if (sig == SIGHUP) {
-      spdlog::warn("SIGHUP: the bus proxy does not reload; restart it to change its allow-lists");
-      return;
-    }
-    std::lock_guard lock(mu);
-    if (++stop_signals > 1 || live == nullptr) std::_Exit(0);  // a proxy holds nothing to save
-    try {
-      zmq::socket_t control_out(*live, zmq::socket_type::pair);
-      control_out.set(zmq::sockopt::linger, 0);
-      control_out.connect("inproc://hookgate-bus-control");
-      (void)control_out.send(zmq::str_buffer("TERMINATE"), zmq::send_flags::dontwait);
-    } catch (const zmq::error_t&) {
-      std::_Exit(0);  // the context is already stopping
-    }
-  });
+  } live_proxy(*proxy.value());
 
+  spdlog::info("bus proxy: publishers → {} , subscribers → {}", proxy.value()->frontend_endpoint(),
+               proxy.value()->backend_endpoint());
   int rc = 0;
-  {
-    zmq::socket_t xsub(ctx, zmq::socket_type::xsub);
-    zmq::socket_t xpub(ctx, zmq::socket_type::xpub);
-    xsub.set(zmq::sockopt::linger, 0);
-    xpub.set(zmq::sockopt::linger, 0);
-    xsub.set(zmq::sockopt::rcvhwm, static_cast<int>(*hwm));
-    xpub.set(zmq::sockopt::sndhwm, static_cast<int>(*hwm));
-    // Like the gateway's own socket: frames up to twice the limit pass, so a slightly oversize
-    // event is rejected (and counted) by the gateway instead of cutting its publisher's
-    // connection here, with whatever was queued behind it.
-    xsub.set(zmq::sockopt::maxmsgsize, bus::kOversizeHardCapFactor * *max_message_bytes);
-    if (!args.get("curve-secret-key") &&
-        (args.get("allowed-clients") || args.get("allowed-subscribers")))
-      return fail("--allowed-clients and --allowed-subscribers need --curve-secret-key", 2);
-    if (auto key = args.get("curve-secret-key")) {
-      auto allowed = args.get("allowed-clients");
-      if (!allowed) return fail("--curve-secret-key needs --allowed-clients", 2);
-      config::CurveConfig publishers{true, *key, *allowed};
-      config::CurveConfig subscribers{true, *key, args.get_or("allowed-subscribers", *allowed)};
-      if (!args.get("allowed-subscribers"))
-        spdlog::warn(
-            "bus proxy: --allowed-clients serves both sides, so every publisher may also subscribe "
-            "and read every event; give --allowed-subscribers to list the gateways apart");
-      if (auto st = bus::configure_curve_server(ctx, xsub, publishers, bus::kPublisherDomain); !st)
-        return fail(st.error().message);
-      if (auto st = bus::configure_curve_server(ctx, xpub, subscribers, bus::kSubscriberDomain);
-          !st)
-        return fail(st.error().message);
-    }
-    try {
-      xsub.bind(*frontend);
-      xpub.bind(*backend);
-    } catch (const zmq::error_t& e) {
-      return fail(std::string("cannot bind: ") + e.what());
-    }
-    spdlog::info("bus proxy: publishers → {} , subscribers → {}",
-                 xsub.get(zmq::sockopt::last_endpoint), xpub.get(zmq::sockopt::last_endpoint));
-    try {
-      zmq::proxy_steerable(xsub, xpub, zmq::socket_ref(), control_in);
-    } catch (const zmq::error_t& e) {
-      spdlog::error("bus proxy: {}", e.what());
-      rc = 1;
-    }
+  if (auto st = proxy.value()->run(); !st) {
+    spdlog::error("{}; restart the proxy", st.error().message);
+    rc = 1;
   }
   spdlog::info("bus proxy stopped");
   return rc;

@@ -222,6 +222,56 @@ TEST(BusSecurityTest, AllowListIsReReadOnSighup) {
   EXPECT_EQ(rx.requests()[1].header("x-hookgate-event"), "app.after");
 }
 
+// Found in review: `hookgate bus` ignored SIGHUP, so revoking a publisher there needed a restart.
+TEST(BusSecurityTest, TheProxyReReadsItsAllowListsOnSighup) {
+  TempDir dir;
+  HttpReceiver rx;
+  ASSERT_TRUE(keygen(dir, {"proxy", "gateway", "first", "second"}));
+  std::filesystem::create_directories(dir / "subscribers");
+  std::filesystem::copy_file(dir / "first.key.pub", dir / "clients" / "first.pub");
+  std::filesystem::copy_file(dir / "gateway.key.pub", dir / "subscribers" / "gateway.pub");
+  std::string frontend = "tcp://127.0.0.1:" + std::to_string(free_tcp_port());
+  std::string backend = "tcp://127.0.0.1:" + std::to_string(free_tcp_port());
+  pid_t proxy = spawn_proxy(
+      frontend, backend,
+      {"--curve-secret-key", (dir / "proxy.key").string(), "--allowed-clients",
+       (dir / "clients").string(), "--allowed-subscribers", (dir / "subscribers").string()});
+  ASSERT_GT(proxy, 0);
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start("bus:\n  connect: [\"" + backend +
+                       "\"]\n  curve: { enabled: true, server_key: ./proxy.key.pub, "
+                       "secret_key_file: ./gateway.key }\n"
+                       "admin: { enabled: false }\nspool: { mode: memory }\n"
+                       "webhooks:\n  - name: rx\n    url: " +
+                       rx.url() + "\n    events: [\"app.*\"]\n"))
+      << gw.log();
+  auto send = [&](const char* key, const std::string& type) {
+    return run_hookgate({"publish", "--endpoint", frontend, "--type", type, "--data", "{}",
+                         "--server-key", (dir / "proxy.key.pub").string(), "--client-key",
+                         (dir / key).string(), "--wait-ms", "3000"});
+  };
+  ASSERT_EQ(send("first.key", "app.before").exit_code, 0);
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  EXPECT_NE(send("second.key", "app.unlisted").exit_code, 0);
+
+  std::filesystem::remove(dir / "clients" / "first.pub");
+  std::filesystem::copy_file(dir / "second.key.pub", dir / "clients" / "second.pub");
+  kill(proxy, SIGHUP);
+  // The proxy acts on it within 100 ms; a publish with the new key succeeds once it has.
+  bool second_in = false;
+  for (int i = 0; i < 10 && !second_in; ++i)
+    second_in = send("second.key", "app.after").exit_code == 0;
+  EXPECT_TRUE(second_in);
+  EXPECT_NE(send("first.key", "app.revoked").exit_code, 0);
+  ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
+  EXPECT_FALSE(rx.wait_for(3, 500ms));
+  EXPECT_EQ(rx.requests()[1].header("x-hookgate-event"), "app.after");
+  kill(proxy, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(proxy, &status, 0), proxy);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 // A start-up step that fails after the CURVE handler started (here the admin port is taken) is
 // reported as such; it used to end in std::terminate from the handler's thread.
 TEST(BusSecurityTest, StartupFailureAfterCurveIsReportedNotAnAbort) {

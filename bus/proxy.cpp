@@ -1,0 +1,175 @@
+#include "bus/proxy.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <thread>
+
+#include "bus/subscriber.hpp"
+
+namespace hookgate::bus {
+
+namespace {
+// Messages moved from one side before the other side, a stop or a reload get a look.
+constexpr int kForwardBatch = 1000;
+}  // namespace
+
+Proxy::Proxy(const ProxyOptions& options) : options_(options) {}
+
+Proxy::~Proxy() = default;
+
+Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
+  std::unique_ptr<Proxy> proxy(new Proxy(options));
+  try {
+    zmq::socket_t frontend(proxy->ctx_, zmq::socket_type::xsub);
+    frontend.set(zmq::sockopt::linger, 0);
+    frontend.set(zmq::sockopt::rcvhwm, options.hwm);
+    // Like the gateway's own socket: frames up to twice the limit pass, so a slightly oversize
+    // event is rejected (and counted) by the gateway instead of cutting its publisher's
+    // connection here, with whatever was queued behind it.
+    frontend.set(zmq::sockopt::maxmsgsize, kOversizeHardCapFactor * options.max_message_bytes);
+    if (proxy->curve()) {
+      const config::CurveConfig publishers{true, options.secret_key_file,
+                                           options.allowed_publishers};
+      if (auto st = configure_curve_server(proxy->ctx_, frontend, publishers, kPublisherDomain);
+          !st)
+        return st.error();
+      proxy->publisher_check_ = std::make_unique<AllowListCheck>(proxy->ctx_, kPublisherDomain);
+      auto subscribers = read_allowed_clients(options.allowed_subscribers);
+      if (!subscribers) return subscribers.error();
+      proxy->subscriber_keys_ = std::move(subscribers.value());
+    }
+    try {
+      frontend.bind(options.frontend);
+    } catch (const zmq::error_t& e) {
+      return make_error("cannot bind the frontend to " + options.frontend + ": " + e.what());
+    }
+    proxy->frontend_endpoint_ = frontend.get(zmq::sockopt::last_endpoint);
+    proxy->frontend_ = std::move(frontend);
+    if (auto st = proxy->open_backend(); !st) return st.error();
+  } catch (const zmq::error_t& e) {
+    return make_error(std::string("bus proxy: ") + e.what());
+  }
+  return proxy;
+}
+
+Status Proxy::open_backend() {
+  zmq::socket_t backend(ctx_, zmq::socket_type::xpub);
+  backend.set(zmq::sockopt::linger, 0);
+  backend.set(zmq::sockopt::sndhwm, options_.hwm);
+  if (curve()) {
+    const config::CurveConfig subscribers{true, options_.secret_key_file,
+                                          options_.allowed_subscribers};
+    if (auto st = configure_curve_server(ctx_, backend, subscribers, kSubscriberDomain); !st)
+      return st;
+  }
+  const bool rebind = !backend_endpoint_.empty();
+  const std::string endpoint = rebind ? backend_endpoint_ : options_.backend;
+  // On a rebind the old socket's listener closes in ZeroMQ's I/O thread, a moment after close().
+  for (int attempt = 0;; ++attempt) {
+    try {
+      backend.bind(endpoint);
+      break;
+    } catch (const zmq::error_t& e) {
+      if (!rebind || e.num() != EADDRINUSE || attempt >= 100)
+        return make_error("cannot bind the backend to " + endpoint + ": " + e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  backend_endpoint_ = backend.get(zmq::sockopt::last_endpoint);
+  backend_ = std::move(backend);
+  return {};
+}
+
+Status Proxy::run() {
+  while (!stop_) {
+    if (reload_.exchange(false)) {
+      if (auto st = reload(); !st) return st;
+    }
+    zmq::pollitem_t items[] = {{frontend_.handle(), 0, ZMQ_POLLIN, 0},
+                               {backend_.handle(), 0, ZMQ_POLLIN, 0}};
+    try {
+      if (zmq::poll(items, 2, std::chrono::milliseconds(100)) <= 0) continue;
+      if (items[0].revents & ZMQ_POLLIN)
+        for (int i = 0; i < kForwardBatch; ++i)
+          if (!forward_one(frontend_, backend_, publisher_check_.get())) break;
+      // Subscriptions upstream. XPUB hands them over without the sender's metadata, so they are
+      // not checked here: a subscriber is judged by ZAP when it connects (see reload()).
+      if (items[1].revents & ZMQ_POLLIN)
+        for (int i = 0; i < kForwardBatch; ++i)
+          if (!forward_one(backend_, frontend_, nullptr)) break;
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      return make_error(std::string("bus proxy: ") + e.what());
+    }
+  }
+  return {};
+}
+
+bool Proxy::forward_one(zmq::socket_t& from, zmq::socket_t& to, AllowListCheck* check) {
+  zmq::message_t part;
+  if (!from.recv(part, zmq::recv_flags::dontwait)) return false;
+  const bool allowed = check == nullptr || check->allows(part);
+  bool more = part.more();
+  for (;;) {
+    // XPUB drops a whole message at its high-water mark rather than block; XSUB never blocks.
+    if (allowed) (void)to.send(part, more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (!more) break;
+    (void)from.recv(part);  // the parts of one message arrive together
+    more = part.more();
+  }
+  if (!allowed) denied_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+Status Proxy::reload() {
+  if (!curve()) {
+    spdlog::info("bus proxy: reload: no CURVE allow-lists to re-read");
+    return {};
+  }
+  const config::CurveConfig publishers{true, options_.secret_key_file, options_.allowed_publishers};
+  if (auto st = ensure_zap_authenticator(ctx_, publishers, kPublisherDomain); !st)
+    spdlog::error("bus proxy: reload: --allowed-clients {}: {}; keeping the running list",
+                  options_.allowed_publishers, st.error().message);
+  else
+    spdlog::info("bus proxy: publisher allow-list re-read from {}", options_.allowed_publishers);
+
+  auto subscribers = read_allowed_clients(options_.allowed_subscribers);
+  if (!subscribers) {
+    spdlog::error("bus proxy: reload: --allowed-subscribers {}: {}; keeping the running list",
+                  options_.allowed_subscribers, subscribers.error().message);
+    return {};
+  }
+  const config::CurveConfig subscriber_cfg{true, options_.secret_key_file,
+                                           options_.allowed_subscribers};
+  if (auto st = ensure_zap_authenticator(ctx_, subscriber_cfg, kSubscriberDomain); !st) {
+    spdlog::error("bus proxy: reload: --allowed-subscribers {}: {}; keeping the running list",
+                  options_.allowed_subscribers, st.error().message);
+    return {};
+  }
+  const bool removed =
+      std::any_of(subscriber_keys_.begin(), subscriber_keys_.end(),
+                  [&](const std::string& key) { return !subscribers->count(key); });
+  subscriber_keys_ = std::move(subscribers.value());
+  if (!removed) {
+    spdlog::info("bus proxy: subscriber allow-list re-read from {}", options_.allowed_subscribers);
+    return {};
+  }
+  // A removed subscriber keeps receiving over the connection it has, and XPUB cannot leave one
+  // peer out. Closing the backend makes every subscriber reconnect, and ZAP judges each again.
+  // Subscriptions already forwarded upstream stay there: publishers may keep sending a topic
+  // nobody wants any more, which XPUB drops.
+  spdlog::warn(
+      "bus proxy: a key left --allowed-subscribers: rebinding {} so every subscriber reconnects "
+      "and is judged by the new list (events published while they reconnect, about 100 ms, are "
+      "not delivered and show as sequence gaps)",
+      backend_endpoint_);
+  backend_.close();
+  if (auto st = open_backend(); !st) return st;
+  rebinds_.fetch_add(1, std::memory_order_relaxed);
+  return {};
+}
+
+}  // namespace hookgate::bus

@@ -1,0 +1,82 @@
+#pragma once
+// The `hookgate bus` proxy: publishers connect to an XSUB frontend, subscribers (gateways, taps)
+// to an XPUB backend, and subscriptions flow upstream so publishers only send what someone wants.
+//
+// It forwards message by message instead of calling zmq_proxy, for the allow-lists: ZAP judges a
+// CURVE client only when it connects, so after a reload a publisher whose key was removed would
+// keep sending over the connection it has. Here each publication's sender key is checked against
+// the current list (AllowListCheck), and a reload that removes a subscriber's key rebinds the
+// backend, so every subscriber reconnects through ZAP and the removed one stays out.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <string>
+#include <zmq.hpp>
+
+#include "bus/curve.hpp"
+#include "gateway/common/result.hpp"
+
+namespace hookgate::bus {
+
+struct ProxyOptions {
+  std::string frontend;  // endpoint publishers connect to ("tcp://*:5557"; port 0 is fine)
+  std::string backend;   // endpoint subscribers connect to
+  int hwm = 100000;      // messages each side queues before ZeroMQ drops new ones
+  int64_t max_message_bytes = 1 << 20;
+  // CURVE when secret_key_file is set: the proxy's keypair and an allow-list per side (a key
+  // file or a folder of them, as bus.curve.allowed_clients).
+  std::string secret_key_file;
+  std::string allowed_publishers;
+  std::string allowed_subscribers;
+};
+
+class Proxy {
+ public:
+  // Binds both sides. Errors name the endpoint or the setting, never a key.
+  [[nodiscard]] static Result<std::unique_ptr<Proxy>> start(const ProxyOptions& options);
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  const std::string& frontend_endpoint() const { return frontend_endpoint_; }
+  const std::string& backend_endpoint() const { return backend_endpoint_; }
+
+  // Forwards until request_stop(). An error is a socket failure the proxy cannot go on from.
+  [[nodiscard]] Status run();
+  // Safe from any thread (the signal thread); run() acts on them within 100 ms. A reload re-reads
+  // both allow-lists; a list that cannot be read is logged and the running one kept.
+  void request_stop() { stop_ = true; }
+  void request_reload() { reload_ = true; }
+
+  // Publications refused because their sender's key left the list after it connected.
+  uint64_t publications_denied() const { return denied_.load(); }
+  // Times the backend was rebound to cut off a removed subscriber.
+  uint64_t backend_rebinds() const { return rebinds_.load(); }
+
+ private:
+  explicit Proxy(const ProxyOptions& options);
+  bool curve() const { return !options_.secret_key_file.empty(); }
+  [[nodiscard]] Status open_backend();
+  [[nodiscard]] Status reload();  // an error when the backend could not be rebound
+  // Moves one whole message from `from` to `to`; false when none was waiting.
+  bool forward_one(zmq::socket_t& from, zmq::socket_t& to, AllowListCheck* check);
+
+  const ProxyOptions options_;
+  // Declaration order is destruction order in reverse: the sockets close, then the ZAP handler
+  // stops, then the context terminates.
+  zmq::context_t ctx_{1};
+  ZapAuthenticatorStopper zap_stopper_{ctx_};
+  zmq::socket_t frontend_;
+  zmq::socket_t backend_;
+  std::unique_ptr<AllowListCheck> publisher_check_;
+  std::set<std::string> subscriber_keys_;  // the list the backend's connections were vetted by
+  std::string frontend_endpoint_;
+  std::string backend_endpoint_;  // as bound (a port 0 resolved), so a rebind takes the same one
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> reload_{false};
+  std::atomic<uint64_t> denied_{0};
+  std::atomic<uint64_t> rebinds_{0};
+};
+
+}  // namespace hookgate::bus

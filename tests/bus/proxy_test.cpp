@@ -1,0 +1,231 @@
+#include "bus/proxy.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "bus/publisher.hpp"
+#include "bus/subscriber.hpp"
+#include "tests/support/receiving_thread.hpp"
+
+namespace hookgate::bus {
+namespace {
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("hg-proxy-" + std::to_string(::getpid()) + "-" +
+                                               std::to_string(reinterpret_cast<uintptr_t>(this)));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream(p) << text;
+}
+
+// The proxy's run() on a thread of its own, stopped and joined on destruction.
+class RunningProxy {
+ public:
+  explicit RunningProxy(std::unique_ptr<Proxy> proxy)
+      : proxy_(std::move(proxy)), thread_([this] { result_ = proxy_->run(); }) {}
+  ~RunningProxy() {
+    proxy_->request_stop();
+    thread_.join();
+  }
+  Proxy& operator*() { return *proxy_; }
+  Proxy* operator->() { return proxy_.get(); }
+  const Status& result() const { return result_; }
+
+ private:
+  std::unique_ptr<Proxy> proxy_;
+  Status result_;
+  std::thread thread_;
+};
+
+// A gateway-like subscriber connected to the proxy's backend, as CURVE client `keys` when given.
+std::unique_ptr<Subscriber> subscriber(zmq::context_t& ctx, const Proxy& proxy, const TempDir& dir,
+                                       const CurveKeypair* server, const CurveKeypair* keys,
+                                       const std::string& name) {
+  config::BusConfig cfg;
+  cfg.bind.reset();
+  cfg.connect = {proxy.backend_endpoint()};
+  if (keys != nullptr) {
+    write(dir.path / (name + ".key"), format_keypair_file(*keys, true));
+    cfg.curve = {true, (dir.path / (name + ".key")).string(), "", server->public_key};
+  }
+  auto sub = Subscriber::open(ctx, cfg);
+  EXPECT_TRUE(sub) << sub.error().message;
+  return sub ? std::move(sub.value()) : nullptr;
+}
+
+std::unique_ptr<Publisher> publisher(const Proxy& proxy, const CurveKeypair* server,
+                                     const CurveKeypair* keys) {
+  PublisherOptions options{.endpoints = {proxy.frontend_endpoint()}};
+  if (keys != nullptr) {
+    options.server_public_key = server->public_key;
+    options.client_keys = *keys;
+  }
+  auto pub = Publisher::connect(options);
+  EXPECT_TRUE(pub) << pub.error().message;
+  return pub ? std::move(pub.value()) : nullptr;
+}
+
+// Publishes `type` until `rx` receives it (a subscription or a reconnect takes a moment), or
+// 5 s pass; the count of attempts, 0 on a timeout.
+int publish_until_received(Publisher& pub, testing::ReceivingThread& rx, const std::string& type) {
+  for (int attempt = 1; attempt <= 50; ++attempt) {
+    if (!pub.publish(type, "{}")) continue;
+    for (auto parts = rx.next(100ms); !parts.empty(); parts = rx.next(0ms))
+      if (parts[0] == type) return attempt;
+  }
+  return 0;
+}
+
+TEST(ProxyTest, ForwardsPublicationsAndSubscriptions) {
+  TempDir dir;
+  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
+  ASSERT_TRUE(proxy) << proxy.error().message;
+  RunningProxy running(std::move(proxy.value()));
+  EXPECT_NE(running->frontend_endpoint().find("127.0.0.1:"), std::string::npos);
+  zmq::context_t ctx;
+  auto sub = subscriber(ctx, *running, dir, nullptr, nullptr, "sub");
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub);
+  auto pub = publisher(*running, nullptr, nullptr);
+  ASSERT_TRUE(pub);
+  // The subscription travels upstream through the proxy to the publisher.
+  ASSERT_TRUE(pub->wait_for_subscriber(5s));
+  ASSERT_TRUE(pub->publish("app.one", R"({"n":1})"));
+  auto parts = rx.next(5s);
+  ASSERT_EQ(parts.size(), 2u);  // type and body, as one message
+  EXPECT_EQ(parts[0], "app.one");
+  EXPECT_NE(parts[1].find(R"("n":1)"), std::string::npos) << parts[1];
+}
+
+TEST(ProxyTest, TheBackendEndpointMustBind) {
+  auto first = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
+  ASSERT_TRUE(first) << first.error().message;
+  auto second =
+      Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = first.value()->backend_endpoint()});
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().message.find("cannot bind the backend to"), std::string::npos)
+      << second.error().message;
+}
+
+// Found in review: the proxy did not re-read its allow-lists, so revoking a key there needed a
+// restart, and zmq_proxy would have kept forwarding a revoked publisher's open connection anyway.
+TEST(ProxyTest, AReloadRefusesARemovedPublisherOnItsOpenConnection) {
+  TempDir dir;
+  auto server = generate_curve_keypair();
+  auto kept = generate_curve_keypair();
+  auto revoked = generate_curve_keypair();
+  auto gateway = generate_curve_keypair();
+  write(dir.path / "proxy.key", format_keypair_file(server, true));
+  write(dir.path / "publishers",
+        format_keypair_file(kept, false) + format_keypair_file(revoked, false));
+  write(dir.path / "subscribers", format_keypair_file(gateway, false));
+  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*",
+                             .backend = "tcp://127.0.0.1:*",
+                             .secret_key_file = (dir.path / "proxy.key").string(),
+                             .allowed_publishers = (dir.path / "publishers").string(),
+                             .allowed_subscribers = (dir.path / "subscribers").string()});
+  ASSERT_TRUE(proxy) << proxy.error().message;
+  RunningProxy running(std::move(proxy.value()));
+  zmq::context_t ctx;
+  auto sub = subscriber(ctx, *running, dir, &server, &gateway, "gateway");
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub);
+  auto good = publisher(*running, &server, &kept);
+  auto bad = publisher(*running, &server, &revoked);
+  ASSERT_TRUE(good && bad);
+  ASSERT_GT(publish_until_received(*good, rx, "app.kept.before"), 0);
+  ASSERT_GT(publish_until_received(*bad, rx, "app.revoked.before"), 0);
+
+  write(dir.path / "publishers", format_keypair_file(kept, false));
+  running->request_reload();
+  // The reload is done once a publication from the revoked key is counted as refused.
+  for (int i = 0; i < 50 && running->publications_denied() == 0; ++i) {
+    ASSERT_TRUE(bad->publish("app.revoked.after", "{}"));
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_GE(running->publications_denied(), 1u);
+  ASSERT_GT(publish_until_received(*good, rx, "app.kept.after"), 0);
+  for (auto parts = rx.next(200ms); !parts.empty(); parts = rx.next(200ms))
+    EXPECT_NE(parts[0], "app.revoked.after") << "a revoked publisher's event got through";
+  EXPECT_EQ(running->backend_rebinds(), 0u) << "no subscriber was removed";
+}
+
+TEST(ProxyTest, AReloadCutsOffARemovedSubscriber) {
+  TempDir dir;
+  auto server = generate_curve_keypair();
+  auto publisher_keys = generate_curve_keypair();
+  auto kept = generate_curve_keypair();
+  auto revoked = generate_curve_keypair();
+  write(dir.path / "proxy.key", format_keypair_file(server, true));
+  write(dir.path / "publishers", format_keypair_file(publisher_keys, false));
+  write(dir.path / "subscribers",
+        format_keypair_file(kept, false) + format_keypair_file(revoked, false));
+  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*",
+                             .backend = "tcp://127.0.0.1:0",
+                             .secret_key_file = (dir.path / "proxy.key").string(),
+                             .allowed_publishers = (dir.path / "publishers").string(),
+                             .allowed_subscribers = (dir.path / "subscribers").string()});
+  ASSERT_TRUE(proxy) << proxy.error().message;
+  RunningProxy running(std::move(proxy.value()));
+  const std::string backend = running->backend_endpoint();
+  zmq::context_t ctx;
+  auto kept_sub = subscriber(ctx, *running, dir, &server, &kept, "kept");
+  auto revoked_sub = subscriber(ctx, *running, dir, &server, &revoked, "revoked");
+  ASSERT_TRUE(kept_sub && revoked_sub);
+  testing::ReceivingThread kept_rx(*kept_sub), revoked_rx(*revoked_sub);
+  auto pub = publisher(*running, &server, &publisher_keys);
+  ASSERT_TRUE(pub);
+  ASSERT_GT(publish_until_received(*pub, revoked_rx, "app.before"), 0);
+
+  write(dir.path / "subscribers", format_keypair_file(kept, false));
+  running->request_reload();
+  for (int i = 0; i < 50 && running->backend_rebinds() == 0; ++i)
+    std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(running->backend_rebinds(), 1u);
+  EXPECT_EQ(running->backend_endpoint(), backend) << "a rebind keeps the resolved port";
+  // The kept subscriber reconnects and receives again; the removed one gets nothing new.
+  ASSERT_GT(publish_until_received(*pub, kept_rx, "app.after"), 0);
+  for (auto parts = revoked_rx.next(500ms); !parts.empty(); parts = revoked_rx.next(200ms))
+    EXPECT_NE(parts[0], "app.after") << "a removed subscriber still reads events";
+  EXPECT_TRUE(running.result());
+}
+
+TEST(ProxyTest, AnUnreadableListOnReloadKeepsTheRunningOne) {
+  TempDir dir;
+  auto server = generate_curve_keypair();
+  auto keys = generate_curve_keypair();
+  write(dir.path / "proxy.key", format_keypair_file(server, true));
+  write(dir.path / "clients", format_keypair_file(keys, false));
+  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*",
+                             .backend = "tcp://127.0.0.1:*",
+                             .secret_key_file = (dir.path / "proxy.key").string(),
+                             .allowed_publishers = (dir.path / "clients").string(),
+                             .allowed_subscribers = (dir.path / "clients").string()});
+  ASSERT_TRUE(proxy) << proxy.error().message;
+  RunningProxy running(std::move(proxy.value()));
+  zmq::context_t ctx;
+  auto sub = subscriber(ctx, *running, dir, &server, &keys, "sub");
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub);
+  auto pub = publisher(*running, &server, &keys);
+  ASSERT_TRUE(pub);
+  ASSERT_GT(publish_until_received(*pub, rx, "app.before"), 0);
+  write(dir.path / "clients", "not a key\n");
+  running->request_reload();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_GT(publish_until_received(*pub, rx, "app.after"), 0);
+  EXPECT_EQ(running->publications_denied(), 0u);
+  EXPECT_EQ(running->backend_rebinds(), 0u);
+}
+
+}  // namespace
+}  // namespace hookgate::bus
