@@ -10,34 +10,26 @@
 #include "bus/publisher.hpp"
 #include "bus/subscriber.hpp"
 #include "gateway/common/metrics.hpp"
+#include "tests/support/gateway_process.hpp"
 #include "tests/support/receiving_thread.hpp"
 
 namespace hookgate::bus {
 namespace {
 namespace fs = std::filesystem;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("hg-curve-" + std::to_string(::getpid()) + "-" +
-                                               std::to_string(reinterpret_cast<uintptr_t>(this)));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream(p) << text;
-}
+using testing::TempDir;
 
 TEST(CurveTest, KeyFilesRoundTrip) {
   TempDir dir;
   auto keys = generate_curve_keypair();
   ASSERT_EQ(keys.public_key.size(), 40u);
-  write(dir.path / "k", format_keypair_file(keys, true));
-  auto back = read_key_file((dir.path / "k").string());
+  dir.write("k", format_keypair_file(keys, true));
+  auto back = read_key_file((dir / "k").string());
   ASSERT_TRUE(back);
   EXPECT_EQ(back->public_key, keys.public_key);
   EXPECT_EQ(back->secret_key, keys.secret_key);
-  write(dir.path / "bad", "public: nope\n");
-  EXPECT_FALSE(read_key_file((dir.path / "bad").string()));
+  dir.write("bad", "public: nope\n");
+  EXPECT_FALSE(read_key_file((dir / "bad").string()));
 }
 
 // ':' and '=' are Z85 digits: a line that is a whole key is a key, not "label: value".
@@ -52,21 +44,21 @@ TEST(CurveTest, BareKeysMayHoldColonsAndEquals) {
   ASSERT_FALSE(with_equals.empty());
   const std::string labelled = generate_curve_keypair().public_key;
 
-  write(dir.path / "allowed",
-        "# one key a line\n" + with_colon + "\n  " + with_equals + "  \nsvc = " + labelled + "\n");
-  auto list = read_allowed_clients((dir.path / "allowed").string());
+  dir.write("allowed", "# one key a line\n" + with_colon + "\n  " + with_equals +
+                           "  \nsvc = " + labelled + "\n");
+  auto list = read_allowed_clients((dir / "allowed").string());
   ASSERT_TRUE(list) << list.error().message;
   EXPECT_EQ(*list, (std::set<std::string>{with_colon, with_equals, labelled}));
 
-  fs::create_directory(dir.path / "clients");
-  write(dir.path / "clients" / "a.pub", with_colon + "\n");
-  write(dir.path / "clients" / "b.pub", "public: " + with_equals + "\n");
-  auto folder = read_allowed_clients((dir.path / "clients").string());
+  fs::create_directory(dir / "clients");
+  dir.write("clients/a.pub", with_colon + "\n");
+  dir.write("clients/b.pub", "public: " + with_equals + "\n");
+  auto folder = read_allowed_clients((dir / "clients").string());
   ASSERT_TRUE(folder) << folder.error().message;
   EXPECT_EQ(*folder, (std::set<std::string>{with_colon, with_equals}));
 
-  write(dir.path / "server.pub", with_colon + "\n");
-  auto server = read_server_key((dir.path / "server.pub").string());
+  dir.write("server.pub", with_colon + "\n");
+  auto server = read_server_key((dir / "server.pub").string());
   ASSERT_TRUE(server) << server.error().message;
   EXPECT_EQ(*server, with_colon);
 }
@@ -80,7 +72,7 @@ TEST(CurveTest, AFortyCharacterKeyFilePathIsReadAsAFile) {
   ASSERT_EQ(path.size(), 40u);
   fs::create_directories(base);
   const auto keys = generate_curve_keypair();
-  write(path, format_keypair_file(keys, false));
+  std::ofstream(path) << format_keypair_file(keys, false);
   auto server = read_server_key(path);
   fs::remove_all(base);
   ASSERT_TRUE(server) << server.error().message;
@@ -91,10 +83,10 @@ TEST(CurveTest, AFortyCharacterKeyFilePathIsReadAsAFile) {
 // `allowed` (a file or a folder).
 config::BusConfig curve_server_bus(const TempDir& dir, const CurveKeypair& server,
                                    const fs::path& allowed) {
-  write(dir.path / "server.key", format_keypair_file(server, true));
+  dir.write("server.key", format_keypair_file(server, true));
   config::BusConfig cfg;
   cfg.bind = "tcp://127.0.0.1:*";
-  cfg.curve = {true, (dir.path / "server.key").string(), allowed.string()};
+  cfg.curve = {true, (dir / "server.key").string(), allowed.string()};
   return cfg;
 }
 
@@ -113,11 +105,11 @@ TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
   auto server = generate_curve_keypair();
   auto listed = generate_curve_keypair();
   auto unlisted = generate_curve_keypair();
-  fs::create_directories(dir.path / "clients");
-  write(dir.path / "clients" / "svc.key", format_keypair_file(listed, false));
+  fs::create_directories(dir / "clients");
+  dir.write("clients/svc.key", format_keypair_file(listed, false));
 
   zmq::context_t ctx;
-  auto sub = Subscriber::open(ctx, curve_server_bus(dir, server, dir.path / "clients"));
+  auto sub = Subscriber::open(ctx, curve_server_bus(dir, server, dir / "clients"));
   ASSERT_TRUE(sub) << sub.error().message;
 
   testing::ReceivingThread rx(*sub.value());
@@ -143,10 +135,10 @@ TEST(CurveTest, AKeyRemovedFromTheAllowListIsRefusedOnItsOpenConnection) {
   TempDir dir;
   auto server = generate_curve_keypair();
   auto client = generate_curve_keypair();
-  write(dir.path / "allowed", format_keypair_file(client, false));
+  dir.write("allowed", format_keypair_file(client, false));
 
   zmq::context_t ctx;
-  const config::BusConfig cfg = curve_server_bus(dir, server, dir.path / "allowed");
+  const config::BusConfig cfg = curve_server_bus(dir, server, dir / "allowed");
   auto sub = Subscriber::open(ctx, cfg);
   ASSERT_TRUE(sub) << sub.error().message;
   testing::ReceivingThread rx(*sub.value());
@@ -158,13 +150,13 @@ TEST(CurveTest, AKeyRemovedFromTheAllowListIsRefusedOnItsOpenConnection) {
 
   auto& denied = metrics::counter("hookgate_bus_messages_denied_total", "");
   const uint64_t denied_before = denied.value();
-  write(dir.path / "allowed", "# nobody\n");
+  dir.write("allowed", "# nobody\n");
   ASSERT_TRUE(ensure_zap_authenticator(ctx, cfg.curve));  // what a reload does
   ASSERT_TRUE(pub.value()->publish("app.revoked", "{}"));
   EXPECT_TRUE(rx.next(std::chrono::milliseconds(500)).empty()) << "a revoked key got an event in";
   EXPECT_EQ(denied.value(), denied_before + 1);
 
-  write(dir.path / "allowed", format_keypair_file(client, false));
+  dir.write("allowed", format_keypair_file(client, false));
   ASSERT_TRUE(ensure_zap_authenticator(ctx, cfg.curve));
   ASSERT_TRUE(pub.value()->publish("app.again", "{}"));
   auto parts = rx.next(std::chrono::seconds(5));
@@ -180,10 +172,10 @@ TEST(CurveTest, WithoutAZapHandlerNothingGetsIn) {
   TempDir dir;
   auto server = generate_curve_keypair();
   auto stranger = generate_curve_keypair();
-  write(dir.path / "allowed", "# nobody\n");
+  dir.write("allowed", "# nobody\n");
 
   zmq::context_t ctx;
-  auto sub = Subscriber::open(ctx, curve_server_bus(dir, server, dir.path / "allowed"));
+  auto sub = Subscriber::open(ctx, curve_server_bus(dir, server, dir / "allowed"));
   ASSERT_TRUE(sub) << sub.error().message;
   stop_zap_authenticator(ctx);  // the handler is gone
   testing::ReceivingThread rx(*sub.value());

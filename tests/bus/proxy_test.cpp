@@ -9,6 +9,7 @@
 
 #include "bus/publisher.hpp"
 #include "bus/subscriber.hpp"
+#include "tests/support/gateway_process.hpp"
 #include "tests/support/receiving_thread.hpp"
 
 namespace hookgate::bus {
@@ -16,16 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("hg-proxy-" + std::to_string(::getpid()) + "-" +
-                                               std::to_string(reinterpret_cast<uintptr_t>(this)));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-void write(const fs::path& p, const std::string& text) {
-  std::ofstream(p) << text;
-}
+using testing::TempDir;
 
 // The proxy's run() on a thread of its own, stopped and joined on destruction.
 class RunningProxy {
@@ -54,8 +46,8 @@ std::unique_ptr<Subscriber> subscriber(zmq::context_t& ctx, const Proxy& proxy, 
   cfg.bind.reset();
   cfg.connect = {proxy.backend_endpoint()};
   if (keys != nullptr) {
-    write(dir.path / (name + ".key"), format_keypair_file(*keys, true));
-    cfg.curve = {true, (dir.path / (name + ".key")).string(), "", server->public_key};
+    dir.write((name + ".key"), format_keypair_file(*keys, true));
+    cfg.curve = {true, (dir / (name + ".key")).string(), "", server->public_key};
   }
   auto sub = Subscriber::open(ctx, cfg);
   EXPECT_TRUE(sub) << sub.error().message;
@@ -124,15 +116,14 @@ TEST(ProxyTest, AReloadRefusesARemovedPublisherOnItsOpenConnection) {
   auto kept = generate_curve_keypair();
   auto revoked = generate_curve_keypair();
   auto gateway = generate_curve_keypair();
-  write(dir.path / "proxy.key", format_keypair_file(server, true));
-  write(dir.path / "publishers",
-        format_keypair_file(kept, false) + format_keypair_file(revoked, false));
-  write(dir.path / "subscribers", format_keypair_file(gateway, false));
+  dir.write("proxy.key", format_keypair_file(server, true));
+  dir.write("publishers", format_keypair_file(kept, false) + format_keypair_file(revoked, false));
+  dir.write("subscribers", format_keypair_file(gateway, false));
   auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*",
                              .backend = "tcp://127.0.0.1:*",
-                             .secret_key_file = (dir.path / "proxy.key").string(),
-                             .allowed_publishers = (dir.path / "publishers").string(),
-                             .allowed_subscribers = (dir.path / "subscribers").string()});
+                             .secret_key_file = (dir / "proxy.key").string(),
+                             .allowed_publishers = (dir / "publishers").string(),
+                             .allowed_subscribers = (dir / "subscribers").string()});
   ASSERT_TRUE(proxy) << proxy.error().message;
   RunningProxy running(std::move(proxy.value()));
   zmq::context_t ctx;
@@ -145,7 +136,7 @@ TEST(ProxyTest, AReloadRefusesARemovedPublisherOnItsOpenConnection) {
   ASSERT_GT(publish_until_received(*good, rx, "app.kept.before"), 0);
   ASSERT_GT(publish_until_received(*bad, rx, "app.revoked.before"), 0);
 
-  write(dir.path / "publishers", format_keypair_file(kept, false));
+  dir.write("publishers", format_keypair_file(kept, false));
   running->request_reload();
   // The reload is done once a publication from the revoked key is counted as refused.
   for (int i = 0; i < 50 && running->publications_denied() == 0; ++i) {
@@ -165,15 +156,14 @@ TEST(ProxyTest, AReloadCutsOffARemovedSubscriber) {
   auto publisher_keys = generate_curve_keypair();
   auto kept = generate_curve_keypair();
   auto revoked = generate_curve_keypair();
-  write(dir.path / "proxy.key", format_keypair_file(server, true));
-  write(dir.path / "publishers", format_keypair_file(publisher_keys, false));
-  write(dir.path / "subscribers",
-        format_keypair_file(kept, false) + format_keypair_file(revoked, false));
+  dir.write("proxy.key", format_keypair_file(server, true));
+  dir.write("publishers", format_keypair_file(publisher_keys, false));
+  dir.write("subscribers", format_keypair_file(kept, false) + format_keypair_file(revoked, false));
   auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*",
                              .backend = "tcp://127.0.0.1:0",
-                             .secret_key_file = (dir.path / "proxy.key").string(),
-                             .allowed_publishers = (dir.path / "publishers").string(),
-                             .allowed_subscribers = (dir.path / "subscribers").string()});
+                             .secret_key_file = (dir / "proxy.key").string(),
+                             .allowed_publishers = (dir / "publishers").string(),
+                             .allowed_subscribers = (dir / "subscribers").string()});
   ASSERT_TRUE(proxy) << proxy.error().message;
   RunningProxy running(std::move(proxy.value()));
   const std::string backend = running->backend_endpoint();
@@ -186,7 +176,7 @@ TEST(ProxyTest, AReloadCutsOffARemovedSubscriber) {
   ASSERT_TRUE(pub);
   ASSERT_GT(publish_until_received(*pub, revoked_rx, "app.before"), 0);
 
-  write(dir.path / "subscribers", format_keypair_file(kept, false));
+  dir.write("subscribers", format_keypair_file(kept, false));
   running->request_reload();
   for (int i = 0; i < 50 && running->backend_rebinds() == 0; ++i)
     std::this_thread::sleep_for(100ms);
@@ -203,13 +193,13 @@ TEST(ProxyTest, AnUnreadableListOnReloadKeepsTheRunningOne) {
   TempDir dir;
   auto server = generate_curve_keypair();
   auto keys = generate_curve_keypair();
-  write(dir.path / "proxy.key", format_keypair_file(server, true));
-  write(dir.path / "clients", format_keypair_file(keys, false));
+  dir.write("proxy.key", format_keypair_file(server, true));
+  dir.write("clients", format_keypair_file(keys, false));
   auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*",
                              .backend = "tcp://127.0.0.1:*",
-                             .secret_key_file = (dir.path / "proxy.key").string(),
-                             .allowed_publishers = (dir.path / "clients").string(),
-                             .allowed_subscribers = (dir.path / "clients").string()});
+                             .secret_key_file = (dir / "proxy.key").string(),
+                             .allowed_publishers = (dir / "clients").string(),
+                             .allowed_subscribers = (dir / "clients").string()});
   ASSERT_TRUE(proxy) << proxy.error().message;
   RunningProxy running(std::move(proxy.value()));
   zmq::context_t ctx;
@@ -219,7 +209,7 @@ TEST(ProxyTest, AnUnreadableListOnReloadKeepsTheRunningOne) {
   auto pub = publisher(*running, &server, &keys);
   ASSERT_TRUE(pub);
   ASSERT_GT(publish_until_received(*pub, rx, "app.before"), 0);
-  write(dir.path / "clients", "not a key\n");
+  dir.write("clients", "not a key\n");
   running->request_reload();
   std::this_thread::sleep_for(300ms);
   EXPECT_GT(publish_until_received(*pub, rx, "app.after"), 0);
