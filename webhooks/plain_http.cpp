@@ -28,6 +28,11 @@ namespace {
 // Whole response heads beyond this are refused as malformed: no receiver needs them.
 constexpr size_t kMaxHeadBytes = 64 * 1024;
 constexpr size_t kMaxLineBytes = 8 * 1024;  // a chunk-size or trailer line
+// Response bytes read for one request before the client stops reading: past it, a response whose
+// status has arrived completes with it (and the connection closes instead of being drained), and
+// one without a final status fails. A receiver streaming a body at line rate would otherwise hold
+// the thread every webhook shares.
+constexpr uint64_t kMaxResponseBytes = 256 * 1024;
 // Idle connections older than this are closed rather than reused, as libcurl's
 // CURLOPT_MAXAGE_CONN default does: a middlebox may have dropped them silently.
 constexpr int64_t kMaxIdleNs = 118LL * 1000 * 1000 * 1000;
@@ -115,6 +120,8 @@ class ResponseParser {
   }
 
   bool started() const { return started_; }
+  // The final response's status line and headers have been read (its body may not have).
+  bool answered() const { return status_ != 0 && state_ != State::Failed; }
   bool done() const { return state_ == State::Done; }
   bool failed() const { return state_ == State::Failed; }
   const std::string& error() const { return error_; }
@@ -199,19 +206,25 @@ class ResponseParser {
       std::string_view name = line.substr(0, colon);
       std::string_view value = trim(line.substr(colon + 1));
       if (iequals(name, "content-length")) {
-        uint64_t length = 0;
-        if (value.empty() || value.size() > 18 ||
-            !std::all_of(value.begin(), value.end(),
-                         [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
-          fail("bad Content-Length");
-          return;
+        // RFC 9110 8.6: a list of equal values ("5, 5", from merged headers) is one length.
+        while (!value.empty()) {
+          const size_t comma = value.find(',');
+          const std::string_view item = trim(value.substr(0, comma));
+          value = comma == std::string_view::npos ? "" : value.substr(comma + 1);
+          uint64_t length = 0;
+          if (item.empty() || item.size() > 18 ||
+              !std::all_of(item.begin(), item.end(),
+                           [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+            fail("bad Content-Length");
+            return;
+          }
+          for (char c : item) length = length * 10 + static_cast<uint64_t>(c - '0');
+          if (content_length && *content_length != length) {
+            fail("conflicting Content-Length headers");
+            return;
+          }
+          content_length = length;
         }
-        for (char c : value) length = length * 10 + static_cast<uint64_t>(c - '0');
-        if (content_length && *content_length != length) {
-          fail("conflicting Content-Length headers");
-          return;
-        }
-        content_length = length;
       } else if (iequals(name, "transfer-encoding")) {
         has_transfer_encoding = true;
         // chunked must be the last coding; anything else is delimited by the close.
@@ -245,7 +258,10 @@ class ResponseParser {
     } else {
       state_ = State::UntilClose;
     }
-    if (state_ == State::UntilClose) keep_alive_ = false;
+    // RFC 9112 6.3: a response framed both ways may have been read differently by something in
+    // between, so its connection is not trusted with another request.
+    if (state_ == State::UntilClose || (has_transfer_encoding && content_length))
+      keep_alive_ = false;
   }
 
   size_t feed_line(const char* data, size_t size) {
@@ -316,6 +332,14 @@ class ResponseParser {
   bool keep_alive_ = false;
   std::string error_;
 };
+
+// What the retry policy needs from a response whose status has arrived.
+AttemptResult answer_of(const ResponseParser& parser) {
+  AttemptResult result;
+  result.http_status = parser.status();
+  result.retry_after = parser.retry_after();
+  return result;
+}
 
 using Address = PlainHttpClient::Address;
 
@@ -432,6 +456,7 @@ struct PlainHttpClient::Connection {
   int64_t started_ns = 0;
   int64_t deadline_ns = 0;
   ResponseParser parser;
+  uint64_t response_bytes = 0;  // read for this request
 
   std::string where() const { return target->host + " port " + target->port; }
 };
@@ -456,9 +481,12 @@ std::optional<PlainHttpClient::Target> PlainHttpClient::target_for(const std::st
     const bool has_port = part(CURLUPART_PORT, 0, explicit_port) && explicit_port != "80";
     std::string request_target = path.empty() ? "/" : path;
     if (!query.empty()) request_target += "?" + query;
-    const bool clean = std::none_of(request_target.begin(), request_target.end(),
-                                    [](unsigned char c) { return c <= ' ' || c == 0x7f; }) &&
-                       host.find_first_of("%\r\n ") == std::string::npos;  // no IPv6 zone ids
+    const bool clean =
+        std::none_of(request_target.begin(), request_target.end(),
+                     [](unsigned char c) { return c <= ' ' || c == 0x7f; }) &&
+        host.find_first_of("%\r\n ") == std::string::npos &&  // no IPv6 zone ids
+        // An international name: libcurl converts it to punycode (IDN).
+        std::all_of(host.begin(), host.end(), [](unsigned char c) { return c < 0x80; });
     if (clean) {
       Target t;
       t.host = host.front() == '[' && host.back() == ']' ? host.substr(1, host.size() - 2) : host;
@@ -555,6 +583,7 @@ void PlainHttpClient::attach(Request request, int64_t started_ns, bool resent) {
   c.resent = resent;
   c.started_ns = started_ns;
   c.parser.reset();
+  c.response_bytes = 0;
   by_user_[request.user] = &c;
   watch_deadline(c, request.deadline_ns);
   c.request = std::move(request);
@@ -717,6 +746,14 @@ void PlainHttpClient::send_request(Connection& connection) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // EPOLLOUT resumes
       const int error = errno;
+      // The server may have answered (say, 413) and closed without reading the whole body: the
+      // kernel still hands over what it sent, and that answer is the attempt's outcome.
+      char byte;
+      if (::recv(connection.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
+        const uint64_t serial = connection.serial;
+        read_response(connection, EPOLLHUP);  // completes or fails it, unless more is due
+        if (connections_.count(serial) == 0 || !connection.request) return;
+      }
       if (resend_on_new_connection(connection)) return;
       fail(connection, CURLE_SEND_ERROR,
            "Send failure to " + connection.where() + ": " + std::strerror(error));
@@ -792,6 +829,7 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
     ssize_t n = ::recv(connection.fd, buffer, sizeof buffer, 0);
     if (n > 0) {
       const size_t used = connection.parser.feed(buffer, static_cast<size_t>(n));
+      connection.response_bytes += static_cast<uint64_t>(n);
       if (connection.parser.failed()) {
         fail(connection, CURLE_WEIRD_SERVER_REPLY,
              "Malformed HTTP response from " + connection.where() + ": " +
@@ -799,9 +837,6 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
         return;
       }
       if (connection.parser.done()) {
-        AttemptResult result;
-        result.http_status = connection.parser.status();
-        result.retry_after = connection.parser.retry_after();
         // Bytes past the response, or a body still unsent, leave the connection unusable. So
         // does a response that ended exactly at a full buffer: more bytes may be queued behind
         // it, and edge-triggered epoll would not report them again.
@@ -809,7 +844,17 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
                            used == static_cast<size_t>(n) &&
                            static_cast<size_t>(n) < sizeof buffer &&
                            connection.state == Connection::State::Receiving;
-        complete(connection, std::move(result), reuse);
+        complete(connection, answer_of(connection.parser), reuse);
+        return;
+      }
+      if (connection.response_bytes > kMaxResponseBytes) {
+        if (connection.parser.answered()) {
+          complete(connection, answer_of(connection.parser), false);  // not drained: closes
+        } else {
+          fail(connection, CURLE_WEIRD_SERVER_REPLY,
+               "No final HTTP response from " + connection.where() + " in the first " +
+                   std::to_string(kMaxResponseBytes / 1024) + " KiB");
+        }
         return;
       }
       if (static_cast<size_t>(n) < sizeof buffer && !peer_closed) return;  // EPOLLIN brings more
@@ -818,10 +863,7 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
     if (n == 0) {
       connection.parser.on_eof();
       if (connection.parser.done()) {
-        AttemptResult result;
-        result.http_status = connection.parser.status();
-        result.retry_after = connection.parser.retry_after();
-        complete(connection, std::move(result), false);
+        complete(connection, answer_of(connection.parser), false);
         return;
       }
       if (!connection.parser.started()) {
@@ -935,6 +977,12 @@ void PlainHttpClient::poll(int64_t now_ns, std::vector<Completion>& out) {
   }
   while (!deadlines_.empty() && deadlines_.begin()->first <= now_ns) {
     Connection& connection = *deadlines_.begin()->second;
+    // The status arrived and only the body is late: the receiver has answered, so the attempt
+    // ends with that answer (a 2xx is not delivered again), and the connection closes.
+    if (connection.parser.answered()) {
+      complete(connection, answer_of(connection.parser), false);
+      continue;
+    }
     const char* stage = "waiting for the response";
     switch (connection.state) {
       case Connection::State::Resolving:

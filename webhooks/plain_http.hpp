@@ -12,9 +12,11 @@
 // generation, so a connection opened under a laxer policy is never reused under a stricter one).
 // A request whose reused connection turns out closed before any response byte (the keep-alive
 // race) is resent once on a new connection, as libcurl does. Failures carry libcurl's error codes
-// (CURLE_*), so retry classification and metric labels do not depend on the client.
+// (CURLE_*), so retry classification and metric labels do not depend on the client. Bodies are
+// skipped, never stored: once a response's status has arrived, a body past 256 KiB or past the
+// deadline is not waited for (the attempt ends with that status and the connection closes).
 //
-// Host names resolve on up to 4 resolver threads (getaddrinfo), one lookup per name at a time and
+// Host names resolve on up to 16 resolver threads (getaddrinfo), one lookup per name at a time and
 // answers reused for 5 s, so a slow DNS server never blocks the caller; IP literals skip it.
 // Addresses are tried in getaddrinfo's order; one with others behind it gets half the time left,
 // as libcurl does (no happy eyeballs). An idle connection the server closed or spoke on (a stray

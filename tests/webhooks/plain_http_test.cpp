@@ -195,6 +195,9 @@ TEST(PlainHttpTargetTest, ServesOnlyPlainHttpWithoutCredentials) {
   EXPECT_FALSE(PlainHttpClient::target_for("http://user:pass@siem.internal/"));
   EXPECT_FALSE(PlainHttpClient::target_for("ftp://siem.internal/"));
   EXPECT_FALSE(PlainHttpClient::target_for("not a url"));
+  // An international name is left to libcurl, which converts it to punycode; getaddrinfo here
+  // would fail on the UTF-8 bytes every time.
+  EXPECT_FALSE(PlainHttpClient::target_for("http://b\xc3\xbc" "cher.example/hook"));
 }
 
 TEST_F(PlainHttpTest, SendsTheRequestItComposedAndReadsTheStatus) {
@@ -447,6 +450,88 @@ TEST_F(PlainHttpTest, GarbageAndTruncatedResponsesAreTransportErrors) {
       answer_each("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"));
   AttemptResult chunk = one(request(bad_chunk.url(), 3));
   EXPECT_EQ(chunk.curl_code, CURLE_WEIRD_SERVER_REPLY);
+}
+
+// Found in review: a body streamed at line rate kept read_response() reading (every recv filled
+// the buffer), holding the thread all webhooks share, and the 200 already read became a timeout.
+TEST_F(PlainHttpTest, AnEndlessBodyEndsTheAttemptWithItsStatus) {
+  ScriptedServer streaming([](ScriptedServer& s, int fd, int) {
+    s.read(fd);
+    send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n");
+    const std::string chunk(65536, 'x');
+    while (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0) {
+    }
+  });
+  AttemptResult result = one(request(streaming.url(), 1));
+  EXPECT_EQ(result.curl_code, CURLE_OK) << result.transport_error;
+  EXPECT_EQ(result.http_status, 200);
+  EXPECT_EQ(client_.open_connections(), 0u) << "an undrained connection is not kept";
+}
+
+// Found in review: a status that arrived with a body still trickling at the deadline was a
+// timeout, so a 2xx the receiver had given was retried (and delivered again).
+TEST_F(PlainHttpTest, ABodyLateAtTheDeadlineKeepsTheStatusThatArrived) {
+  ScriptedServer trickle([](ScriptedServer& s, int fd, int) {
+    s.read(fd);
+    send_all(fd, "HTTP/1.1 202 Accepted\r\nContent-Length: 1000\r\n\r\nsome");
+    char byte;
+    ::recv(fd, &byte, 1, 0);  // until the client or the server's destructor closes
+  });
+  AttemptResult result = one(request(trickle.url(), 1, std::chrono::milliseconds(300)));
+  EXPECT_EQ(result.curl_code, CURLE_OK) << result.transport_error;
+  EXPECT_EQ(result.http_status, 202);
+  EXPECT_EQ(client_.open_connections(), 0u);
+
+  ScriptedServer interim_forever([](ScriptedServer& s, int fd, int) {
+    s.read(fd);
+    const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
+    for (int i = 0; i < 20000; ++i) send_all(fd, interim);
+  });
+  AttemptResult endless = one(request(interim_forever.url(), 2));
+  EXPECT_EQ(endless.curl_code, CURLE_WEIRD_SERVER_REPLY);
+  EXPECT_NE(endless.transport_error.find("No final HTTP response"), std::string::npos)
+      << endless.transport_error;
+}
+
+// Found in review: a server that answers (413) and closes before reading a large body resets the
+// connection; a send that failed on the reset was a send error, retried for hours, although the
+// final 413 was waiting to be read.
+TEST_F(PlainHttpTest, AnAnswerBeforeTheBodyWasReadIsTheOutcome) {
+  ScriptedServer refusing([](ScriptedServer&, int fd, int) {
+    char head[1024];
+    (void)::recv(fd, head, sizeof head, 0);  // a little of the request, then the answer
+    send_all(fd,
+             "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    ::close(fd);  // with unread data: a reset
+  });
+  for (int user = 1; user <= 5; ++user) {
+    auto r = request(refusing.url(), user);
+    r.body = std::make_shared<const std::string>(16 << 20, 'x');
+    AttemptResult result = one(std::move(r));
+    EXPECT_EQ(result.http_status, 413) << "attempt " << user << ": " << result.transport_error;
+  }
+}
+
+// RFC 9110 8.6 and RFC 9112 6.3. Each server gets a pool of its own, as each webhook does.
+TEST_F(PlainHttpTest, ContentLengthListsAndDoubleFraming) {
+  auto in_pool = [&](const ScriptedServer& server, int user, uint64_t pool) {
+    auto r = request(server.url(), user);
+    r.pool = pool;
+    return r;
+  };
+  ScriptedServer listed(answer_each("HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok"));
+  AttemptResult same = one(in_pool(listed, 1, 10));
+  EXPECT_EQ(same.http_status, 200) << same.transport_error;
+  EXPECT_EQ(client_.open_connections(), 1u);
+  ScriptedServer conflicting(answer_each("HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\nok"));
+  EXPECT_EQ(one(in_pool(conflicting, 2, 20)).curl_code, CURLE_WEIRD_SERVER_REPLY);
+
+  ScriptedServer both(answer_each(
+      "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"));
+  AttemptResult framed = one(in_pool(both, 3, 30));
+  EXPECT_EQ(framed.http_status, 200) << framed.transport_error;
+  EXPECT_EQ(one(in_pool(both, 4, 30)).http_status, 200);
+  EXPECT_EQ(both.connections(), 2) << "a response framed both ways must not keep its connection";
 }
 
 TEST_F(PlainHttpTest, SilentServerTimesOutAtTheDeadline) {
