@@ -91,6 +91,12 @@ TEST(SsrfGuardTest, DefaultPolicyRefusesLinkLocalMetadataAndThisNetwork) {
       {"169.253.255.255", true},
       {"169.255.0.0", true},
       {"::ffff:10.0.0.1", true},
+      // NAT64's well-known prefix carries an IPv4 address in its last 32 bits.
+      {"64:ff9b::a9fe:a9fe", false},
+      {"64:ff9b::0.1.2.3", false},
+      {"64:ff9b::1.2.3.4", true},
+      {"64:ff9b::6464:64c8", false},
+      {"64:ff9b::5db8:d822", true},  // 93.184.216.34
   };
   AddressPolicy defaults;
   for (const auto& c : kCases)
