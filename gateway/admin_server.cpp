@@ -4,8 +4,11 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include <spdlog/spdlog.h>
+
 #include <cctype>
 #include <cstring>
+#include <mutex>
 #include <string_view>
 
 #include "gateway/common/socket_address.hpp"
@@ -47,20 +50,34 @@ constexpr unsigned kAdminThreads = 2;
 
 struct AdminDispatch {
   static MhdResult respond(MHD_Connection* c, unsigned status, const std::string& body,
-                           const char* type) {
+                           const char* type, const char* header = nullptr,
+                           const char* header_value = nullptr) {
     MHD_Response* r = MHD_create_response_from_buffer(body.size(), const_cast<char*>(body.data()),
                                                       MHD_RESPMEM_MUST_COPY);
+    if (r == nullptr) return MHD_NO;  // out of memory: libmicrohttpd closes the connection
     MHD_add_response_header(r, "Content-Type", type);
+    if (header != nullptr) MHD_add_response_header(r, header, header_value);
     MhdResult ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
   }
 
+  // A handler that throws (out of memory while rendering) answers 500; an exception must not
+  // leave libmicrohttpd's thread and end the gateway.
   static MhdResult handle(void* cls, MHD_Connection* c, const char* url, const char* method,
                           const char*, const char*, size_t*, void**) {
-    auto* self = static_cast<AdminServer*>(cls);
+    try {
+      return route(static_cast<AdminServer*>(cls), c, url, method);
+    } catch (const std::exception& e) {
+      spdlog::error("admin: {} {} failed: {}", method, url, e.what());
+      return respond(c, 500, "internal error\n", "text/plain");
+    }
+  }
+
+  static MhdResult route(AdminServer* self, MHD_Connection* c, const char* url,
+                         const char* method) {
     if (std::strcmp(method, "GET") != 0 && std::strcmp(method, "HEAD") != 0)
-      return respond(c, 405, "method not allowed\n", "text/plain");
+      return respond(c, 405, "method not allowed\n", "text/plain", "Allow", "GET, HEAD");
     std::string path(url);
     if (path == "/healthz") return respond(c, 200, "ok\n", "text/plain");
     if (path == "/readyz") {
@@ -70,12 +87,19 @@ struct AdminDispatch {
     if (!self->token_.empty()) {
       const char* auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
       if (!auth || !bearer_matches(auth, self->token_))
-        return respond(c, 401, "unauthorized\n", "text/plain");
+        return respond(c, 401, "unauthorized\n", "text/plain", "WWW-Authenticate", "Bearer");
     }
     if (path == "/metrics" && self->handlers_.metrics)
       return respond(c, 200, self->handlers_.metrics(), "text/plain; version=0.0.4");
-    if (path == "/status" && self->handlers_.status_json)
+    if (path == "/status" && self->handlers_.status_json) {
+      // One render at a time: a render waits on native hooks' snapshots (up to their timeouts),
+      // and two at once would hold both admin threads, leaving the probes unanswered.
+      std::unique_lock rendering(self->status_mu_, std::try_to_lock);
+      if (!rendering.owns_lock())
+        return respond(c, 503, "{\"error\": \"another /status is being rendered; retry\"}\n",
+                       "application/json", "Retry-After", "1");
       return respond(c, 200, self->handlers_.status_json(), "application/json");
+    }
     return respond(c, 404, "not found\n", "text/plain");
   }
 };

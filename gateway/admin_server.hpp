@@ -3,6 +3,7 @@
 // Served by libmicrohttpd's own polling thread, so a slow scraper never touches the pipeline.
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "gateway/common/result.hpp"
@@ -32,6 +33,7 @@ class AdminServer {
   MHD_Daemon* daemon_ = nullptr;
   std::string token_;
   AdminHandlers handlers_;
+  std::mutex status_mu_;  // held while /status renders
   int port_ = 0;
 };
 
