@@ -56,23 +56,24 @@ class HeldStatus {
 // threads, and /healthz went unanswered while they did.
 TEST(AdminServerTest, ASlowStatusLeavesAThreadForTheProbes) {
   HeldStatus held;
+  std::future<std::string> first, second, probe;  // outlive the release below
   auto server = AdminServer::start("127.0.0.1:0", "",
                                    {.ready = [] { return true; },
                                     .metrics = [] { return std::string("m 1\n"); },
                                     .status_json = [&] { return held.render(); }});
   ASSERT_TRUE(server) << server.error().message;
-  // Destroyed before the server, so a failed assertion does not leave its threads held.
+  // Destroyed before the server and the futures, so a failed assertion does not hang.
   struct ReleaseOnExit {
     HeldStatus& held;
     ~ReleaseOnExit() { held.release(); }
   } release_on_exit{held};
   const int port = server.value()->port();
-  auto first = get_async(port, "/status");
+  first = get_async(port, "/status");
   ASSERT_TRUE(held.wait_entered(1));
-  auto second = get_async(port, "/status");
+  second = get_async(port, "/status");
   ASSERT_EQ(second.wait_for(10s), std::future_status::ready) << "a second /status was held";
   EXPECT_EQ(second.get().substr(0, 4), "503 ");
-  auto probe = get_async(port, "/healthz");
+  probe = get_async(port, "/healthz");
   ASSERT_EQ(probe.wait_for(10s), std::future_status::ready) << "/healthz was not answered";
   EXPECT_EQ(probe.get(), "200 ok\n");
   held.release();
