@@ -193,6 +193,11 @@ Status Event::normalize(std::optional<int64_t> now_ms) {
   return {};
 }
 
+size_t Event::memory_bytes() const {
+  // RapidJSON's pool allocator counts what it handed out; GetAllocator() is not const.
+  return const_cast<JsonDocument&>(doc_).GetAllocator().Size();
+}
+
 Event Event::clone() const {
   Event ev;
   ev.doc_.CopyFrom(doc_, ev.doc_.GetAllocator());

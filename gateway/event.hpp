@@ -43,6 +43,8 @@ class Event {
   Status normalize(std::optional<int64_t> now_unix_ms = std::nullopt);
 
   Event clone() const;
+  // Bytes of memory the parsed event holds (its DOM and strings): what queueing it pins.
+  size_t memory_bytes() const;
 
   std::string_view type() const { return string_member("type"); }
   std::string_view id() const { return string_member("id"); }

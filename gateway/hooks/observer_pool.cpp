@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
+
+#include "gateway/common/thread_name.hpp"
 
 namespace hookgate::hooks {
 namespace {
@@ -25,15 +28,21 @@ RunResult run_result_of(Action a) {
 
 }  // namespace
 
-ObserverPool::ObserverPool(int threads, int queue_capacity, DiagnosticSink diagnostics)
+ObserverPool::ObserverPool(int threads, int queue_capacity, DiagnosticSink diagnostics,
+                           size_t queue_bytes)
     : capacity_(static_cast<size_t>(std::max(queue_capacity, 1))),
+      capacity_bytes_(queue_bytes),
       diagnostics_(std::move(diagnostics)),
       dropped_total_(
           metrics::counter("hookgate_observer_dropped_total",
                            "Observer runs dropped because the observer queue was full")) {
   int n = std::max(threads, 1);
   threads_.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { worker(); });
+  for (int i = 0; i < n; ++i)
+    threads_.emplace_back([this] {
+      name_this_thread("hg-observer");  // top -H tells their CPU from the ingest thread's
+      worker();
+    });
 }
 
 ObserverPool::~ObserverPool() {
@@ -42,31 +51,38 @@ ObserverPool::~ObserverPool() {
 
 bool ObserverPool::submit(ObserverJob job) {
   const char* why = "observer queue full";
-  ObserverJob evicted;  // released outside the lock
+  job.bytes = job.event ? job.event->memory_bytes() : 0;
+  std::vector<ObserverJob> evicted;  // released outside the lock
   bool accepted = false;
   {
     std::lock_guard lock(mu_);
     const Hook* key = job.hook.get();
+    auto fits = [&] {
+      return queued_ == 0 || (queued_ < capacity_ && queued_bytes_ + job.bytes <= capacity_bytes_);
+    };
     if (!accepting_) {
       why = "observer pool stopped";
-    } else if (queued_ >= capacity_) {
-      // Full. The queue is shared, but a slow observer must not starve the others of it: if
+    } else {
+      // Full. The queue is shared, but a slow observer must not starve the others of it: while
       // another hook holds more queued runs than this one, its newest run makes room (it is
       // the one falling behind), and this run is queued.
       auto own = lanes_.find(key);
       const size_t own_size = own == lanes_.end() ? 0 : own->second.jobs.size();
-      auto longest = lanes_.end();
-      for (auto it = lanes_.begin(); it != lanes_.end(); ++it)
-        if (longest == lanes_.end() || it->second.jobs.size() > longest->second.jobs.size())
-          longest = it;
-      if (longest != lanes_.end() && longest->second.jobs.size() > own_size + 1) {
-        evicted = std::move(longest->second.jobs.back());
+      while (!fits()) {
+        auto longest = lanes_.end();
+        for (auto it = lanes_.begin(); it != lanes_.end(); ++it)
+          if (longest == lanes_.end() || it->second.jobs.size() > longest->second.jobs.size())
+            longest = it;
+        if (longest == lanes_.end() || longest->second.jobs.size() <= own_size + 1) break;
+        evicted.push_back(std::move(longest->second.jobs.back()));
         longest->second.jobs.pop_back();  // at least one stays: the lane keeps its place
         --queued_;
+        queued_bytes_ -= evicted.back().bytes;
       }
     }
-    if (accepting_ && queued_ < capacity_) {
+    if (accepting_ && fits()) {
       Lane& lane = lanes_[key];
+      queued_bytes_ += job.bytes;
       lane.jobs.push_back(std::move(job));
       ++queued_;
       if (!lane.running && lane.jobs.size() == 1) {
@@ -77,8 +93,9 @@ bool ObserverPool::submit(ObserverJob job) {
     }
   }
   // `job` is still whole when it was not queued.
-  const HookPtr& dropped = accepted ? evicted.hook : job.hook;
-  if (!accepted || evicted.hook) note_drop(1, why, dropped ? dropped->spec().name : "");
+  if (!accepted) note_drop(1, why, job.hook ? job.hook->spec().name : "");
+  if (!evicted.empty())
+    note_drop(evicted.size(), why, evicted.back().hook ? evicted.back().hook->spec().name : "");
   return accepted;
 }
 
@@ -115,9 +132,15 @@ void ObserverPool::worker() {
     lane.jobs.pop_front();
     lane.running = true;
     --queued_;
+    queued_bytes_ -= job.bytes;
     ++active_;
     lock.unlock();
-    run(job);
+    try {
+      run(job);
+    } catch (const std::exception& e) {  // out of memory cloning the event, a throwing sink
+      spdlog::error("observe hook {}: run failed: {}", job.hook ? job.hook->spec().name : "?",
+                    e.what());
+    }
     job = {};  // release the hook and event outside the lock (the key is not dereferenced)
     lock.lock();
     --active_;
@@ -158,6 +181,7 @@ void ObserverPool::stop(std::chrono::milliseconds drain) {
   std::lock_guard stop_lock(stop_mu_);
   std::unordered_map<const Hook*, Lane> leftover;
   size_t left = 0;
+  uint64_t unreported = 0;  // dropped earlier, within a second of the last warning
   {
     std::unique_lock lock(mu_);
     if (exit_) return;
@@ -171,18 +195,18 @@ void ObserverPool::stop(std::chrono::milliseconds drain) {
     }
     ready_.clear();
     queued_ = 0;
+    queued_bytes_ = 0;
     exit_ = true;
+    dropped_ += left;
+    unreported = std::exchange(drops_since_warn_, 0);
   }
   work_cv_.notify_all();
   leftover.clear();  // releases the hooks and events outside the lock
-  if (left > 0) {
-    dropped_total_.inc(left);
-    {
-      std::lock_guard lock(mu_);
-      dropped_ += left;
-    }
-    spdlog::warn("observer pool stopping: dropped {} queued observer run(s)", left);
-  }
+  dropped_total_.inc(left);
+  if (unreported > 0)
+    spdlog::warn("observer queue full (capacity {}): dropped {} observer run(s) not logged yet",
+                 capacity_, unreported);
+  if (left > 0) spdlog::warn("observer pool stopping: dropped {} queued observer run(s)", left);
   for (auto& t : threads_)
     if (t.joinable()) t.join();
 }

@@ -31,12 +31,19 @@ struct ObserverJob {
   HookPtr hook;
   std::shared_ptr<const HookStats> stats;  // the hook's metric series, looked up at chain build
   std::shared_ptr<const Event> event;      // shared by every observer of one event; read-only
+  size_t bytes = 0;                        // set by submit(): the event's memory_bytes()
 };
+
+// Bytes of events the queue may pin besides its run count: 10,000 waiting runs of 512 KiB events
+// would otherwise hold gigabytes behind one stalled observer. Counted per run, so an event
+// shared by several observers counts once for each (an overestimate, on the safe side).
+inline constexpr size_t kObserverQueueBytes = 64u << 20;
 
 class ObserverPool {
  public:
   // `diagnostics` receives hookgate.hook.failed/timeout for observer failures; may be empty.
-  ObserverPool(int threads, int queue_capacity, DiagnosticSink diagnostics);
+  ObserverPool(int threads, int queue_capacity, DiagnosticSink diagnostics,
+               size_t queue_bytes = kObserverQueueBytes);
   ObserverPool(const config::HooksConfig& config, DiagnosticSink diagnostics)
       : ObserverPool(config.observer_threads, config.observer_queue, std::move(diagnostics)) {}
   ~ObserverPool();  // stop(0ms): drops what is still queued
@@ -44,7 +51,8 @@ class ObserverPool {
   ObserverPool& operator=(const ObserverPool&) = delete;
 
   // Queues one observer run. Returns false (and counts hookgate_observer_dropped_total, with a
-  // rate-limited warn log) when the queue is full or the pool is stopping. Never blocks. When
+  // rate-limited warn log) when the queue is full (runs or bytes) or the pool is stopping. A
+  // run larger than the byte budget is still queued when the queue is empty. Never blocks. When
   // the queue is full and another hook holds more queued runs than this one, that hook's newest
   // run is dropped (and counted) instead: a slow observer falls behind alone.
   bool submit(ObserverJob job);
@@ -65,6 +73,7 @@ class ObserverPool {
   void note_drop(size_t n, const char* why, const std::string& hook = {});
 
   const size_t capacity_;
+  const size_t capacity_bytes_;
   const DiagnosticSink diagnostics_;
   metrics::Counter& dropped_total_;
 
@@ -79,6 +88,7 @@ class ObserverPool {
   std::unordered_map<const Hook*, Lane> lanes_;
   std::deque<const Hook*> ready_;  // oldest first: hooks take turns in the order they queued
   size_t queued_ = 0;              // items in lanes_, all hooks together (≤ capacity_)
+  size_t queued_bytes_ = 0;        // their ObserverJob::bytes
   size_t active_ = 0;
   bool accepting_ = true;
   bool exit_ = false;

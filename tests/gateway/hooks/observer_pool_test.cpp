@@ -81,6 +81,40 @@ TEST(ObserverPool, FullQueueDropsAndCountsWithoutBlocking) {
   EXPECT_EQ(pool.dropped(), 6u);
 }
 
+// Found in review: the queue was bounded in runs only, so 10,000 waiting runs of large events
+// behind one stalled observer could pin gigabytes.
+TEST(ObserverPool, QueuedBytesAreBoundedToo) {
+  Gate gate;
+  auto blocked = fake("pool_bytes_blocked", HookKind::Observe, [&](Event&) {
+    gate.wait();
+    return answer(Action::Continue);
+  });
+  auto big = std::make_shared<const Event>(
+      make_event(R"({"type":"t","data":{"blob":")" + std::string(1 << 20, 'x') + R"("}})"));
+  ASSERT_GE(big->memory_bytes(), size_t{1} << 20);
+  const size_t budget = 4 * big->memory_bytes() + 1000;
+  ObserverPool pool(1, 10000, {}, budget);
+  auto stats = std::make_shared<const HookStats>(blocked->spec().name);
+  ASSERT_TRUE(pool.submit({blocked, stats, big}));  // taken by the only thread
+  ASSERT_TRUE(gate.wait_for_waiters(1));
+  int accepted = 0;
+  for (int i = 0; i < 10; ++i) accepted += pool.submit({blocked, stats, big}) ? 1 : 0;
+  EXPECT_EQ(accepted, 4);
+  EXPECT_EQ(pool.queued(), 4u);
+  EXPECT_EQ(pool.dropped(), 6u);
+  // Small runs still fit beside them.
+  EXPECT_TRUE(pool.submit(job_for(blocked)));
+  gate.open();
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_EQ(pool.completed(), 6u);
+
+  // A run larger than the whole budget is queued when nothing else waits.
+  ObserverPool tiny(1, 10, {}, 1000);
+  EXPECT_TRUE(tiny.submit({blocked, stats, big}));
+  tiny.stop(std::chrono::seconds(10));
+  EXPECT_EQ(tiny.completed(), 1u);
+}
+
 TEST(ObserverPool, StopDrainsQueuedWork) {
   std::atomic<int> done{0};
   auto slowish = fake("pool_drain", HookKind::Observe, [&](Event&) {
