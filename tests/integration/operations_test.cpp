@@ -704,5 +704,35 @@ TEST(OperationsTest, AHookFileNameThatIsNotUtf8KeepsStatusAndMetricsValid) {
   EXPECT_EQ(metrics.find('\xe9'), std::string::npos);
 }
 
+// Found in review: stop_stale (scripts/stop-stale.sh, used by the quickstart and the examples)
+// matched "hookgate" or "tail" anywhere in a pid's command line, so after a reboot a reused pid
+// could be an editor or a ctest run from a folder named hookgate; and a process that outlived its
+// 5 s was left running with its pidfile gone.
+TEST(OperationsTest, StopStaleStopsOnlyTheProcessItRecorded) {
+  TempDir dir;
+  const std::string script = "set -euo pipefail\n. '" + std::string(HOOKGATE_SOURCE_DIR) +
+                             "/scripts/stop-stale.sh'\nrun='" + dir.path().string() +
+                             "'\n"
+                             // A process whose name only looks like ours, and a stale record of it.
+                             "(exec -a tailor-hookgate sleep 30) & bystander=$!\n"
+                             "echo \"$bystander 12345\" >\"$run/old.pid\"\n"
+                             "echo \"$bystander\" >\"$run/older.pid\"\n"
+                             // One we started, ignoring SIGTERM like a gateway stuck draining.
+                             "bash -c 'trap \"\" TERM; sleep 30' & ours=$!\n"
+                             "sleep 0.2\n"
+                             "record_pid \"$run/ours.pid\" $ours\n"
+                             "stop_stale \"$run\"\n"
+                             "kill -0 $bystander && echo bystander-alive\n"
+                             "kill -0 $ours 2>/dev/null || echo ours-gone\n"
+                             "ls \"$run\"/*.pid 2>/dev/null || echo no-pidfiles\n"
+                             "kill $bystander\n";
+  auto r = run_program({"/bin/bash", "-c", script});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("bystander-alive"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("ours-gone"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("no-pidfiles"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("ignored SIGTERM for 10 s; sending SIGKILL"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace hookgate::testing
