@@ -554,7 +554,7 @@ struct Gateway::Impl {
       w.Key("file");
       w.String(display_text(e.file.path).c_str());
       w.Key("directory");
-      w.String(e.file.directory.c_str());
+      w.String(display_text(e.file.directory).c_str());
       if (e.hook) {
         const auto& s = e.hook->spec();
         w.Key("name");
@@ -572,9 +572,9 @@ struct Gateway::Impl {
         w.RawValue(snap.c_str(), snap.size(), rapidjson::kObjectType);
       } else {
         w.Key("name");
-        w.String(e.file.name.c_str());
+        w.String(display_text(e.file.name).c_str());
         w.Key("error");
-        w.String(e.error.c_str());
+        w.String(display_text(e.error).c_str());
       }
       w.EndObject();
     }

@@ -691,8 +691,11 @@ TEST(OperationsTest, AHookFileNameThatIsNotUtf8KeepsStatusAndMetricsValid) {
   TempDir dir;
   HttpReceiver rx;
   dir.write("hooks/_10_caf\xe9.yaml", "kind: observe\n");
+  // A directory name and a broken hook's error that are not UTF-8 either.
+  dir.write("more\xe9/_20_bad\xe9.yaml", "kind: observe\nbogus: 1\n");
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_with("hooks: { directories: [./hooks] }\n" + webhook_rx(rx.url()))))
+  ASSERT_TRUE(gw.start(
+      config_with("hooks: { directories: [./hooks, \"./more\xe9\"] }\n" + webhook_rx(rx.url()))))
       << gw.log();
   const std::string status = http_get(gw.admin_port(), "/status");
   rapidjson::Document d;
@@ -700,6 +703,8 @@ TEST(OperationsTest, AHookFileNameThatIsNotUtf8KeepsStatusAndMetricsValid) {
   EXPECT_FALSE(d.HasParseError()) << status;
   EXPECT_EQ(status.find('\xe9'), std::string::npos);
   EXPECT_NE(status.find("_10_caf?"), std::string::npos) << status;
+  EXPECT_NE(status.find("more?"), std::string::npos) << status;
+  EXPECT_NE(status.find("\"error\""), std::string::npos) << status;
   const std::string metrics = http_get(gw.admin_port(), "/metrics");
   EXPECT_EQ(metrics.find('\xe9'), std::string::npos);
 }
