@@ -84,13 +84,17 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
   std::set<std::string> allowed;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-      auto ext = entry.path().extension();
+    // A folder that cannot be listed is an error, not an empty list: on a reload that would
+    // refuse every client.
+    fs::directory_iterator it(path, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      auto ext = it->path().extension();
       if (ext != ".key" && ext != ".pub") continue;
-      auto keys = read_key_file(entry.path().string());
+      auto keys = read_key_file(it->path().string());
       if (!keys) return keys.error();
       if (!keys->public_key.empty()) allowed.insert(keys->public_key);
     }
+    if (ec) return make_error("cannot list allowed_clients " + path + ": " + ec.message());
     return allowed;
   }
   std::ifstream in(path);

@@ -31,15 +31,26 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
     // connection here, with whatever was queued behind it.
     frontend.set(zmq::sockopt::maxmsgsize, kOversizeHardCapFactor * options.max_message_bytes);
     if (proxy->curve()) {
+      // Read once: a reload re-reads the allow-lists, never the key (a rotated key file must not
+      // give one side a new key the clients do not know).
+      auto keys = read_key_file(options.secret_key_file);
+      if (!keys) return keys.error();
+      if (keys->secret_key.empty())
+        return make_error("key file " + options.secret_key_file + " has no secret key");
+      proxy->secret_key_ = keys->secret_key;
       const config::CurveConfig publishers{true, options.secret_key_file,
                                            options.allowed_publishers};
-      if (auto st = configure_curve_server(proxy->ctx_, frontend, publishers, kPublisherDomain);
-          !st)
+      const config::CurveConfig subscribers{true, options.secret_key_file,
+                                            options.allowed_subscribers};
+      if (auto st = ensure_zap_authenticator(proxy->ctx_, publishers, kPublisherDomain); !st)
         return st.error();
+      if (auto st = ensure_zap_authenticator(proxy->ctx_, subscribers, kSubscriberDomain); !st)
+        return st.error();
+      auto subscriber_keys = read_allowed_clients(options.allowed_subscribers);
+      if (!subscriber_keys) return subscriber_keys.error();
+      proxy->subscriber_keys_ = std::move(subscriber_keys.value());
+      proxy->make_curve_server(frontend, kPublisherDomain);
       proxy->publisher_check_ = std::make_unique<AllowListCheck>(proxy->ctx_, kPublisherDomain);
-      auto subscribers = read_allowed_clients(options.allowed_subscribers);
-      if (!subscribers) return subscribers.error();
-      proxy->subscriber_keys_ = std::move(subscribers.value());
     }
     try {
       frontend.bind(options.frontend);
@@ -55,17 +66,20 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
   return proxy;
 }
 
+void Proxy::make_curve_server(zmq::socket_t& socket, const char* domain) const {
+  socket.set(zmq::sockopt::curve_server, true);
+  socket.set(zmq::sockopt::curve_secretkey, secret_key_);
+  socket.set(zmq::sockopt::zap_domain, domain);
+}
+
 Status Proxy::open_backend() {
+  // Made and configured before the old socket closes: a failure here keeps the running backend.
   zmq::socket_t backend(ctx_, zmq::socket_type::xpub);
   backend.set(zmq::sockopt::linger, 0);
   backend.set(zmq::sockopt::sndhwm, options_.hwm);
-  if (curve()) {
-    const config::CurveConfig subscribers{true, options_.secret_key_file,
-                                          options_.allowed_subscribers};
-    if (auto st = configure_curve_server(ctx_, backend, subscribers, kSubscriberDomain); !st)
-      return st;
-  }
+  if (curve()) make_curve_server(backend, kSubscriberDomain);
   const bool rebind = !backend_endpoint_.empty();
+  if (rebind) backend_.close();
   const std::string endpoint = rebind ? backend_endpoint_ : options_.backend;
   // On a rebind the old socket's listener closes in ZeroMQ's I/O thread, a moment after close().
   for (int attempt = 0;; ++attempt) {
@@ -86,7 +100,12 @@ Status Proxy::open_backend() {
 Status Proxy::run() {
   while (!stop_) {
     if (reload_.exchange(false)) {
-      if (auto st = reload(); !st) return st;
+      try {
+        if (auto st = reload(); !st) return st;
+      } catch (const zmq::error_t& e) {  // a socket that cannot be made (out of descriptors)
+        return make_error(std::string("bus proxy: reload: ") + e.what());
+      }
+      reloads_.fetch_add(1, std::memory_order_release);
     }
     zmq::pollitem_t items[] = {{frontend_.handle(), 0, ZMQ_POLLIN, 0},
                                {backend_.handle(), 0, ZMQ_POLLIN, 0}};
@@ -157,6 +176,16 @@ Status Proxy::reload() {
     spdlog::info("bus proxy: subscriber allow-list re-read from {}", options_.allowed_subscribers);
     return {};
   }
+  // ipc:// cannot be rebound safely: the old listener's asynchronous close unlinks the socket
+  // file the new one has just made.
+  if (backend_endpoint_.rfind("tcp://", 0) != 0) {
+    spdlog::warn(
+        "bus proxy: a key left --allowed-subscribers, but {} is not TCP and is not rebound: that "
+        "subscriber keeps its open connection until it reconnects; restart the proxy to cut it "
+        "off",
+        backend_endpoint_);
+    return {};
+  }
   // A removed subscriber keeps receiving over the connection it has, and XPUB cannot leave one
   // peer out. Closing the backend makes every subscriber reconnect, and ZAP judges each again.
   // Subscriptions already forwarded upstream stay there: publishers may keep sending a topic
@@ -166,9 +195,8 @@ Status Proxy::reload() {
       "and is judged by the new list (events published while they reconnect, about 100 ms, are "
       "not delivered and show as sequence gaps)",
       backend_endpoint_);
-  backend_.close();
   if (auto st = open_backend(); !st) return st;
-  rebinds_.fetch_add(1, std::memory_order_relaxed);
+  rebinds_.fetch_add(1, std::memory_order_release);
   return {};
 }
 

@@ -51,13 +51,17 @@ class Proxy {
 
   // Publications refused because their sender's key left the list after it connected.
   uint64_t publications_denied() const { return denied_.load(); }
-  // Times the backend was rebound to cut off a removed subscriber.
-  uint64_t backend_rebinds() const { return rebinds_.load(); }
+  // Reloads run() has finished, and those that rebound the backend to cut off a removed
+  // subscriber. Once either has moved, what that reload set (backend_endpoint()) may be read.
+  uint64_t reloads() const { return reloads_.load(std::memory_order_acquire); }
+  uint64_t backend_rebinds() const { return rebinds_.load(std::memory_order_acquire); }
 
  private:
   explicit Proxy(const ProxyOptions& options);
   bool curve() const { return !options_.secret_key_file.empty(); }
+  // Binds a new backend; on a rebind the old one closes first (the port is needed again).
   [[nodiscard]] Status open_backend();
+  void make_curve_server(zmq::socket_t& socket, const char* domain) const;
   [[nodiscard]] Status reload();  // an error when the backend could not be rebound
   // Moves one whole message from `from` to `to`; false when none was waiting.
   bool forward_one(zmq::socket_t& from, zmq::socket_t& to, AllowListCheck* check);
@@ -70,12 +74,14 @@ class Proxy {
   zmq::socket_t frontend_;
   zmq::socket_t backend_;
   std::unique_ptr<AllowListCheck> publisher_check_;
+  std::string secret_key_;                 // Z85, read once at start
   std::set<std::string> subscriber_keys_;  // the list the backend's connections were vetted by
   std::string frontend_endpoint_;
   std::string backend_endpoint_;  // as bound (a port 0 resolved), so a rebind takes the same one
   std::atomic<bool> stop_{false};
   std::atomic<bool> reload_{false};
   std::atomic<uint64_t> denied_{0};
+  std::atomic<uint64_t> reloads_{0};
   std::atomic<uint64_t> rebinds_{0};
 };
 
