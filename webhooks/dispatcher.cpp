@@ -227,6 +227,8 @@ struct Dispatcher::Impl {
     bool in_multi = false;
     bool plain = false;  // sent by the built-in client, not libcurl
     std::string retry_after;
+    bool answered = false;              // a final response's head has arrived (libcurl)
+    uint64_t response_body_bytes = 0;   // read and thrown away (libcurl)
     std::string refused_reason;         // the SSRF refusal of an address libcurl wanted to use
     bool used_allowed_address = false;  // libcurl opened a socket to an address the policy allows
     int64_t started_ns = 0;
@@ -527,6 +529,11 @@ struct Dispatcher::Impl {
     constexpr std::string_view kRetryAfter = "retry-after:";
     if (line.substr(0, 5) == "HTTP/") {
       transfer->retry_after.clear();  // a new response (after 100 Continue, say)
+      transfer->answered = false;
+    } else if (line == "\r\n" || line == "\n") {  // the end of a head: final unless 1xx
+      long status = 0;
+      curl_easy_getinfo(static_cast<Handle*>(userp)->easy, CURLINFO_RESPONSE_CODE, &status);
+      transfer->answered = status >= 200;
     } else if (line.size() > kRetryAfter.size() &&
                std::equal(kRetryAfter.begin(), kRetryAfter.end(), line.begin(), [](char a, char b) {
                  return a == std::tolower(static_cast<unsigned char>(b));
@@ -541,7 +548,13 @@ struct Dispatcher::Impl {
     return length;
   }
 
-  static size_t discard_body(char*, size_t size, size_t count, void*) { return size * count; }
+  // Bodies are not kept; past kMaxResponseBytes the transfer stops (CURLE_WRITE_ERROR), and
+  // drain_completions() takes the status that arrived, as the built-in client does.
+  static size_t discard_body(char*, size_t size, size_t count, void* userp) {
+    auto* transfer = static_cast<Handle*>(userp)->transfer;
+    transfer->response_body_bytes += size * count;
+    return transfer->response_body_bytes > kMaxResponseBytes ? 0 : size * count;
+  }
 
   // A pooled handle of the webhook's current settings, or a new one configured for them.
   std::unique_ptr<Handle> acquire_handle(Webhook& webhook) {
@@ -582,6 +595,7 @@ struct Dispatcher::Impl {
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, &Impl::on_header);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, handle.get());
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, &Impl::discard_body);
+    curl_easy_setopt(easy, CURLOPT_WRITEDATA, handle.get());
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, handle->error);
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(easy, CURLOPT_SHARE, webhook.share);
@@ -731,7 +745,16 @@ struct Dispatcher::Impl {
       result.curl_code = code;
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &result.http_status);
       result.retry_after = transfer->retry_after;
-      if (code != CURLE_OK) {
+      if ((code == CURLE_OPERATION_TIMEDOUT || code == CURLE_WRITE_ERROR) && transfer->answered) {
+        // Only the body was late or too long: the receiver has answered. Its status stands
+        // once the whole request was sent, or when it refuses the request.
+        curl_off_t sent = 0;
+        curl_easy_getinfo(easy, CURLINFO_SIZE_UPLOAD_T, &sent);
+        const std::string* body = transfer->delivery.body.get();
+        const auto size = static_cast<curl_off_t>(body ? body->size() : 0);
+        if (sent >= size || result.http_status >= 300) result.curl_code = CURLE_OK;
+      }
+      if (result.curl_code != CURLE_OK) {
         const char* error = transfer->handle->error;
         result.transport_error = error[0] != '\0' ? std::string(error) : curl_easy_strerror(code);
         // A refusal is final only when it left no address to try: if the host also has an

@@ -28,11 +28,6 @@ namespace {
 // Whole response heads beyond this are refused as malformed: no receiver needs them.
 constexpr size_t kMaxHeadBytes = 64 * 1024;
 constexpr size_t kMaxLineBytes = 8 * 1024;  // a chunk-size or trailer line
-// Response bytes read for one request before the client stops reading: past it, a response whose
-// status has arrived completes with it (and the connection closes instead of being drained), and
-// one without a final status fails. A receiver streaming a body at line rate would otherwise hold
-// the thread every webhook shares.
-constexpr uint64_t kMaxResponseBytes = 256 * 1024;
 // Idle connections older than this are closed rather than reused, as libcurl's
 // CURLOPT_MAXAGE_CONN default does: a middlebox may have dropped them silently.
 constexpr int64_t kMaxIdleNs = 118LL * 1000 * 1000 * 1000;
@@ -746,15 +741,17 @@ void PlainHttpClient::send_request(Connection& connection) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // EPOLLOUT resumes
       const int error = errno;
-      // The server may have answered (say, 413) and closed without reading the whole body: the
-      // kernel still hands over what it sent, and that answer is the attempt's outcome.
+      // A reused connection: the keep-alive race, and what waits may be a stray 408 meant for
+      // no request. Sent again on a new connection, as before.
+      if (resend_on_new_connection(connection)) return;
+      // A fresh one: the server may have answered (say, 413) and closed without reading the
+      // whole body. The kernel still hands over what it sent, and that is the outcome.
       char byte;
       if (::recv(connection.fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0) {
         const uint64_t serial = connection.serial;
         read_response(connection, EPOLLHUP);  // completes or fails it, unless more is due
         if (connections_.count(serial) == 0 || !connection.request) return;
       }
-      if (resend_on_new_connection(connection)) return;
       fail(connection, CURLE_SEND_ERROR,
            "Send failure to " + connection.where() + ": " + std::strerror(error));
       return;
@@ -762,6 +759,14 @@ void PlainHttpClient::send_request(Connection& connection) {
     connection.sent += static_cast<size_t>(n);
   }
   connection.state = Connection::State::Receiving;
+}
+
+// Whether a response whose body is still to come can end the attempt: its status has arrived,
+// and either the whole request was sent or the status refuses it (a 2xx before the body was
+// sent does not say the receiver has the event).
+bool PlainHttpClient::answer_stands(const Connection& connection) {
+  return connection.parser.answered() &&
+         (connection.state == Connection::State::Receiving || connection.parser.status() >= 300);
 }
 
 void PlainHttpClient::on_event(Connection& connection, uint32_t events) {
@@ -848,12 +853,17 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
         return;
       }
       if (connection.response_bytes > kMaxResponseBytes) {
-        if (connection.parser.answered()) {
+        if (answer_stands(connection)) {
           complete(connection, answer_of(connection.parser), false);  // not drained: closes
         } else {
           fail(connection, CURLE_WEIRD_SERVER_REPLY,
-               "No final HTTP response from " + connection.where() + " in the first " +
-                   std::to_string(kMaxResponseBytes / 1024) + " KiB");
+               connection.parser.answered()
+                   ? "HTTP " + std::to_string(connection.parser.status()) + " from " +
+                         connection.where() + " with a body past " +
+                         std::to_string(kMaxResponseBytes / 1024) +
+                         " KiB before the request was sent"
+                   : "No final HTTP response from " + connection.where() + " in the first " +
+                         std::to_string(kMaxResponseBytes / 1024) + " KiB");
         }
         return;
       }
@@ -979,7 +989,7 @@ void PlainHttpClient::poll(int64_t now_ns, std::vector<Completion>& out) {
     Connection& connection = *deadlines_.begin()->second;
     // The status arrived and only the body is late: the receiver has answered, so the attempt
     // ends with that answer (a 2xx is not delivered again), and the connection closes.
-    if (connection.parser.answered()) {
+    if (answer_stands(connection)) {
       complete(connection, answer_of(connection.parser), false);
       continue;
     }

@@ -43,6 +43,12 @@
 
 namespace hookgate::webhooks {
 
+// Response bytes read for one attempt before either HTTP client stops reading: past it, a response
+// whose status has arrived (and whose request was sent, or which refuses it) completes with that
+// status and its connection closes instead of being drained; one without a final status fails. A
+// receiver streaming a body at line rate would otherwise hold the thread every webhook shares.
+inline constexpr uint64_t kMaxResponseBytes = 256 * 1024;
+
 class PlainHttpClient {
  public:
   // Where a webhook's requests go, parsed once per configuration.
@@ -109,6 +115,7 @@ class PlainHttpClient {
   // One epoll pass: advances every connection with activity; what finishes goes to done_.
   void handle_events();
   void on_event(Connection& connection, uint32_t events);
+  static bool answer_stands(const Connection& connection);
   void read_response(Connection& connection, uint32_t events);
   void take_resolved();
   // Ends the connection's request with `result`; reuse says whether the connection stays open.

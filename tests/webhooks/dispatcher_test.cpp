@@ -8,6 +8,7 @@
 #include <openssl/hmac.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +22,7 @@
 #include "gateway/common/metrics.hpp"
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
+#include "tests/support/scripted_server.hpp"
 #include "webhooks/memory_store.hpp"
 
 namespace hookgate::webhooks {
@@ -448,6 +450,39 @@ TEST_P(DispatcherTest, HungEndpointDoesNotDelayAnotherWebhookOnTheSameHost) {
       metrics::Registry::global().counter_value("hookgate_delivery_attempts_total",
                                                 {{"webhook", hung_name}, {"result", "timeout"}}),
       4u);
+}
+
+// Found in review: a status that arrived with its body still coming (endless, or late at the
+// timeout) was a timeout and a retry, so the receiver got the event twice. Both clients now take
+// the status once the request was sent, and stop reading past kMaxResponseBytes.
+TEST_P(DispatcherTest, AStatusWithALateOrEndlessBodyIsTheOutcome) {
+  testing::ScriptedServer endless([](testing::ScriptedServer& server, int fd, int) {
+    server.read(fd);
+    testing::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 999999999999\r\n\r\n");
+    const std::string chunk(65536, 'x');
+    while (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0) {
+    }
+  });
+  testing::ScriptedServer late([](testing::ScriptedServer& server, int fd, int) {
+    server.read(fd);
+    testing::send_all(fd, "HTTP/1.1 202 Accepted\r\nContent-Length: 1000\r\n\r\nsome");
+    char byte;
+    ::recv(fd, &byte, 1, 0);  // until the client or the server's destructor closes
+  });
+  const std::string endless_name = unique_name("_endless");
+  const std::string late_name = unique_name("_late");
+  auto late_webhook = webhook(late_name, late.url());
+  late_webhook.timeout_ms = 300;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(endless_name, endless.url()), late_webhook});
+  dispatcher.start();
+  add(endless_name);
+  add(late_name);
+  ASSERT_TRUE(store_.wait_for_completions(2));
+  for (const auto& completion : store_.completions())
+    EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Delivered)
+        << completion.delivery.webhook << ": " << completion.outcome.error;
+  dispatcher.stop(milliseconds(0));
 }
 
 TEST_P(DispatcherTest, NotFoundIsDeadWithoutRetry) {

@@ -22,116 +22,16 @@
 
 #include "gateway/common/clock.hpp"
 #include "tests/support/gateway_process.hpp"
+#include "tests/support/scripted_server.hpp"
 
 namespace hookgate::webhooks {
 namespace {
 
 constexpr std::chrono::milliseconds kWait{10000};  // generous: CI machines are slow
 
-// Reads one request (head and Content-Length body); "" when the peer closed first.
-std::string read_request(int fd) {
-  std::string data;
-  char buffer[65536];
-  for (;;) {
-    size_t head_end = data.find("\r\n\r\n");
-    if (head_end != std::string::npos) {
-      size_t length = 0;
-      size_t at = data.find("Content-Length: ");
-      if (at != std::string::npos && at < head_end) length = std::stoul(data.substr(at + 16));
-      if (data.size() >= head_end + 4 + length) return data;
-    }
-    ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-    if (n <= 0) return "";
-    data.append(buffer, static_cast<size_t>(n));
-  }
-}
-
-void send_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n <= 0) return;
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-// Accepts connections on 127.0.0.1 and runs `script` on each, on a thread of its own; records
-// every request it reads through read().
-class ScriptedServer {
- public:
-  using Script = std::function<void(ScriptedServer&, int fd, int connection_index)>;
-
-  explicit ScriptedServer(Script script) : script_(std::move(script)) {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int on = 1;
-    setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(listen_fd_, 64) != 0)
-      throw std::runtime_error("cannot listen");
-    socklen_t length = sizeof address;
-    getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
-    port_ = ntohs(address.sin_port);
-    acceptor_ = std::thread([this] {
-      for (int index = 0;; ++index) {
-        int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (fd < 0) return;
-        connections_.fetch_add(1);
-        std::lock_guard lock(mu_);
-        fds_.push_back(fd);
-        threads_.emplace_back([this, fd, index] { script_(*this, fd, index); });
-      }
-    });
-  }
-
-  ~ScriptedServer() {
-    ::shutdown(listen_fd_, SHUT_RDWR);
-    ::close(listen_fd_);
-    acceptor_.join();
-    std::lock_guard lock(mu_);
-    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
-    for (auto& thread : threads_) thread.join();
-    for (int fd : fds_) ::close(fd);
-  }
-
-  std::string read(int fd) {
-    std::string request = read_request(fd);
-    if (!request.empty()) {
-      std::lock_guard lock(mu_);
-      requests_.push_back(request);
-    }
-    return request;
-  }
-
-  int port() const { return port_; }
-  std::string url(const std::string& path = "/hook") const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-  int connections() const { return connections_.load(); }
-  std::vector<std::string> requests() {
-    std::lock_guard lock(mu_);
-    return requests_;
-  }
-
- private:
-  Script script_;
-  int listen_fd_ = -1;
-  int port_ = 0;
-  std::thread acceptor_;
-  std::atomic<int> connections_{0};
-  std::mutex mu_;
-  std::vector<int> fds_;
-  std::vector<std::thread> threads_;
-  std::vector<std::string> requests_;
-};
-
-// Answers every request on a connection with `response`, keeping the connection open.
-ScriptedServer::Script answer_each(std::string response) {
-  return [response](ScriptedServer& server, int fd, int) {
-    while (!server.read(fd).empty()) send_all(fd, response);
-  };
-}
+using testing::answer_each;
+using testing::ScriptedServer;
+using testing::send_all;
 
 class PlainHttpTest : public ::testing::Test {
  protected:
@@ -197,7 +97,9 @@ TEST(PlainHttpTargetTest, ServesOnlyPlainHttpWithoutCredentials) {
   EXPECT_FALSE(PlainHttpClient::target_for("not a url"));
   // An international name is left to libcurl, which converts it to punycode; getaddrinfo here
   // would fail on the UTF-8 bytes every time.
-  EXPECT_FALSE(PlainHttpClient::target_for("http://b\xc3\xbc" "cher.example/hook"));
+  EXPECT_FALSE(
+      PlainHttpClient::target_for("http://b\xc3\xbc"
+                                  "cher.example/hook"));
 }
 
 TEST_F(PlainHttpTest, SendsTheRequestItComposedAndReadsTheStatus) {
@@ -491,6 +393,32 @@ TEST_F(PlainHttpTest, ABodyLateAtTheDeadlineKeepsTheStatusThatArrived) {
   EXPECT_EQ(endless.curl_code, CURLE_WEIRD_SERVER_REPLY);
   EXPECT_NE(endless.transport_error.find("No final HTTP response"), std::string::npos)
       << endless.transport_error;
+}
+
+// A status with its body still to come ends the attempt at the deadline only once the request
+// was sent, or when it refuses the request: a 200 sent while the body was still going out does
+// not say the receiver has the event (found in the review of the change above).
+TEST_F(PlainHttpTest, AnEarlyStatusEndsTheAttemptOnlyIfTheRequestWasSentOrRefused) {
+  auto early = [](const char* head) {
+    return [head](ScriptedServer&, int fd, int) {
+      char some[1024];
+      (void)::recv(fd, some, sizeof some, 0);  // a little of the request, never the rest
+      send_all(fd, head);
+      ::recv(fd, some, 1, MSG_PEEK);  // hold the connection; the kernel buffers fill
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+    };
+  };
+  ScriptedServer ok(early("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\npartial"));
+  auto r = request(ok.url(), 1, std::chrono::milliseconds(300));
+  r.body = std::make_shared<const std::string>(32 << 20, 'x');
+  AttemptResult result = one(std::move(r));
+  EXPECT_EQ(result.curl_code, CURLE_OPERATION_TIMEDOUT) << result.http_status;
+
+  ScriptedServer refused(early("HTTP/1.1 413 Too Large\r\nContent-Length: 100\r\n\r\npartial"));
+  r = request(refused.url(), 2, std::chrono::milliseconds(300));
+  r.body = std::make_shared<const std::string>(32 << 20, 'x');
+  result = one(std::move(r));
+  EXPECT_EQ(result.http_status, 413) << result.transport_error;
 }
 
 // Found in review: a server that answers (413) and closes before reading a large body resets the
