@@ -58,7 +58,10 @@ bool ObserverPool::submit(ObserverJob job) {
     std::lock_guard lock(mu_);
     const Hook* key = job.hook.get();
     auto fits = [&] {
-      return queued_ == 0 || (queued_ < capacity_ && queued_bytes_ + job.bytes <= capacity_bytes_);
+      // An event already queued for another observer costs nothing more.
+      const size_t more = queued_events_.count(job.event.get()) ? 0 : job.bytes;
+      return queued_ == 0 ||
+             (queued_ < capacity_ && (more == 0 || queued_bytes_ + more <= capacity_bytes_));
     };
     if (!accepting_) {
       why = "observer pool stopped";
@@ -77,12 +80,12 @@ bool ObserverPool::submit(ObserverJob job) {
         evicted.push_back(std::move(longest->second.jobs.back()));
         longest->second.jobs.pop_back();  // at least one stays: the lane keeps its place
         --queued_;
-        queued_bytes_ -= evicted.back().bytes;
+        uncount(evicted.back());
       }
     }
     if (accepting_ && fits()) {
       Lane& lane = lanes_[key];
-      queued_bytes_ += job.bytes;
+      if (queued_events_[job.event.get()]++ == 0) queued_bytes_ += job.bytes;
       lane.jobs.push_back(std::move(job));
       ++queued_;
       if (!lane.running && lane.jobs.size() == 1) {
@@ -97,6 +100,13 @@ bool ObserverPool::submit(ObserverJob job) {
   if (!evicted.empty())
     note_drop(evicted.size(), why, evicted.back().hook ? evicted.back().hook->spec().name : "");
   return accepted;
+}
+
+void ObserverPool::uncount(const ObserverJob& job) {
+  auto it = queued_events_.find(job.event.get());
+  if (it == queued_events_.end() || --it->second > 0) return;
+  queued_events_.erase(it);
+  queued_bytes_ -= job.bytes;
 }
 
 void ObserverPool::note_drop(size_t n, const char* why, const std::string& hook) {
@@ -115,7 +125,8 @@ void ObserverPool::note_drop(size_t n, const char* why, const std::string& hook)
   }
   // Rate-limited: a flood of events against a slow observer must not become a flood of logs.
   if (to_report > 0) {
-    spdlog::warn("{} (capacity {}): dropped {} observer run(s){}", why, capacity_, to_report,
+    spdlog::warn("{} (capacity {} runs, {} KiB of events): dropped {} observer run(s){}", why,
+                 capacity_, capacity_bytes_ / 1024, to_report,
                  hook.empty() ? "" : ", the latest of hook " + hook);
   }
 }
@@ -132,7 +143,7 @@ void ObserverPool::worker() {
     lane.jobs.pop_front();
     lane.running = true;
     --queued_;
-    queued_bytes_ -= job.bytes;
+    uncount(job);
     ++active_;
     lock.unlock();
     try {
@@ -196,6 +207,7 @@ void ObserverPool::stop(std::chrono::milliseconds drain) {
     ready_.clear();
     queued_ = 0;
     queued_bytes_ = 0;
+    queued_events_.clear();
     exit_ = true;
     dropped_ += left;
     unreported = std::exchange(drops_since_warn_, 0);

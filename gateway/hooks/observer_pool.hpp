@@ -35,8 +35,8 @@ struct ObserverJob {
 };
 
 // Bytes of events the queue may pin besides its run count: 10,000 waiting runs of 512 KiB events
-// would otherwise hold gigabytes behind one stalled observer. Counted per run, so an event
-// shared by several observers counts once for each (an overestimate, on the safe side).
+// would otherwise hold gigabytes behind one stalled observer. An event shared by several
+// observers' runs counts once.
 inline constexpr size_t kObserverQueueBytes = 64u << 20;
 
 class ObserverPool {
@@ -70,6 +70,7 @@ class ObserverPool {
  private:
   void worker();
   void run(ObserverJob& job);
+  void uncount(const ObserverJob& job);  // a run leaves the queue (mu_ held)
   void note_drop(size_t n, const char* why, const std::string& hook = {});
 
   const size_t capacity_;
@@ -88,7 +89,8 @@ class ObserverPool {
   std::unordered_map<const Hook*, Lane> lanes_;
   std::deque<const Hook*> ready_;  // oldest first: hooks take turns in the order they queued
   size_t queued_ = 0;              // items in lanes_, all hooks together (≤ capacity_)
-  size_t queued_bytes_ = 0;        // their ObserverJob::bytes
+  size_t queued_bytes_ = 0;        // their events' bytes, each event once
+  std::unordered_map<const Event*, size_t> queued_events_;  // queued runs per event
   size_t active_ = 0;
   bool accepting_ = true;
   bool exit_ = false;

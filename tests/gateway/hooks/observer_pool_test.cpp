@@ -89,16 +89,19 @@ TEST(ObserverPool, QueuedBytesAreBoundedToo) {
     gate.wait();
     return answer(Action::Continue);
   });
-  auto big = std::make_shared<const Event>(
-      make_event(R"({"type":"t","data":{"blob":")" + std::string(1 << 20, 'x') + R"("}})"));
-  ASSERT_GE(big->memory_bytes(), size_t{1} << 20);
-  const size_t budget = 4 * big->memory_bytes() + 1000;
+  auto big_event = [] {
+    return std::make_shared<const Event>(
+        make_event(R"({"type":"t","data":{"blob":")" + std::string(1 << 20, 'x') + R"("}})"));
+  };
+  auto first = big_event();
+  ASSERT_GE(first->memory_bytes(), size_t{1} << 20);
+  const size_t budget = 4 * first->memory_bytes() + 1000;
   ObserverPool pool(1, 10000, {}, budget);
   auto stats = std::make_shared<const HookStats>(blocked->spec().name);
-  ASSERT_TRUE(pool.submit({blocked, stats, big}));  // taken by the only thread
+  ASSERT_TRUE(pool.submit({blocked, stats, first}));  // taken by the only thread
   ASSERT_TRUE(gate.wait_for_waiters(1));
   int accepted = 0;
-  for (int i = 0; i < 10; ++i) accepted += pool.submit({blocked, stats, big}) ? 1 : 0;
+  for (int i = 0; i < 10; ++i) accepted += pool.submit({blocked, stats, big_event()}) ? 1 : 0;
   EXPECT_EQ(accepted, 4);
   EXPECT_EQ(pool.queued(), 4u);
   EXPECT_EQ(pool.dropped(), 6u);
@@ -108,11 +111,25 @@ TEST(ObserverPool, QueuedBytesAreBoundedToo) {
   pool.stop(std::chrono::seconds(10));
   EXPECT_EQ(pool.completed(), 6u);
 
-  // A run larger than the whole budget is queued when nothing else waits.
+  // One event's runs for several observers count once; a run larger than the whole budget is
+  // queued when nothing else waits.
+  Gate hold;
+  auto holder = fake("pool_bytes_holder", HookKind::Observe, [&](Event&) {
+    hold.wait();
+    return answer(Action::Continue);
+  });
+  auto other =
+      fake("pool_bytes_other", HookKind::Observe, [](Event&) { return answer(Action::Continue); });
   ObserverPool tiny(1, 10, {}, 1000);
-  EXPECT_TRUE(tiny.submit({blocked, stats, big}));
+  ASSERT_TRUE(tiny.submit(job_for(holder)));
+  ASSERT_TRUE(hold.wait_for_waiters(1));
+  auto shared = big_event();
+  EXPECT_TRUE(tiny.submit({blocked, stats, shared}));  // larger than the budget, queue empty
+  EXPECT_FALSE(tiny.submit({blocked, stats, big_event()}));
+  EXPECT_TRUE(tiny.submit({other, std::make_shared<const HookStats>(other->spec().name), shared}));
+  hold.open();
   tiny.stop(std::chrono::seconds(10));
-  EXPECT_EQ(tiny.completed(), 1u);
+  EXPECT_EQ(tiny.completed(), 3u);
 }
 
 TEST(ObserverPool, StopDrainsQueuedWork) {
