@@ -17,26 +17,6 @@
 
 namespace hookgate {
 namespace {
-
-// Names whose changes never change the hooks: hidden files (editor swap files, VCS), backup and
-// temporary files, and logs, pid and lock files a hook may keep beside itself (program hooks run
-// in their directory). Reloading on them would restart every program hook, and a hook that
-// appends to its own log would reload the chain in a loop.
-bool ignorable(std::string_view name) {
-  if (name.empty()) return false;  // the directory itself
-  // A Kubernetes ConfigMap volume updates by renaming a new `..data` symlink into place; the
-  // visible files are symlinks through it and never change themselves.
-  if (name == "..data") return false;
-  if (name.front() == '.' || name.back() == '~') return true;
-  for (std::string_view suffix : {".swp", ".swx", ".swo", ".tmp", ".log", ".pid", ".lock"})
-    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
-      return true;
-  return false;
-}
-
-}  // namespace
-
-namespace {
 constexpr uint32_t kDirectoryEvents = IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOVED_FROM |
                                       IN_MOVED_TO | IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF |
                                       IN_MOVE_SELF;
@@ -125,7 +105,7 @@ bool HooksWatcher::counts(const inotify_event& event) const {
   auto it = watches_.find(event.wd);
   if (it == watches_.end()) return false;  // a watch renewed away
   const std::string_view name = event.len > 0 ? std::string_view(event.name) : "";
-  return (it->second.whole_directory && !ignorable(name)) ||
+  return (it->second.whole_directory && !hooks::is_ignorable_file_name(name)) ||
          it->second.names.count(std::string(name));
 }
 

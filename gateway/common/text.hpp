@@ -83,6 +83,16 @@ inline bool is_display_text(std::string_view s) {
   return valid_utf8(s);
 }
 
+// At most `max` bytes of `text` (cut on a UTF-8 boundary, "..." appended when cut), as valid
+// UTF-8: for reasons that quote what a hook sent.
+inline std::string excerpt(std::string_view text, size_t max = 200) {
+  if (text.size() <= max) return to_valid_utf8(text);
+  size_t cut = max;
+  // Back off continuation bytes (10xxxxxx) so a multi-byte character is not split.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return to_valid_utf8(text.substr(0, cut)) + "...";
+}
+
 // `s` itself when it is display text; otherwise every byte outside printable ASCII becomes '?'
 // (file names are bytes, not text: a Latin-1 name must not break a scrape or a JSON document).
 inline std::string display_text(std::string_view s) {

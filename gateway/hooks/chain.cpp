@@ -7,6 +7,7 @@
 
 #include "gateway/common/clock.hpp"
 #include "gateway/common/diagnostic_type.hpp"
+#include "gateway/common/text.hpp"
 #include "gateway/hooks/declarative_hook.hpp"
 
 namespace hookgate::hooks {
@@ -152,8 +153,8 @@ ChainOutcome HookChain::run(Event& event, const DiagnosticSink& diagnostics,
         break;
       case Action::Veto: {
         slot.stats->runs(RunResult::Veto).inc();
-        std::string reason =
-            verdict.reason.empty() ? "vetoed by hook " + spec.name : std::move(verdict.reason);
+        std::string reason = verdict.reason.empty() ? "vetoed by hook " + spec.name
+                                                    : excerpt(verdict.reason, kMaxVetoReason);
         record(slot, "veto", inv.duration_ns, reason);
         vetoed(slot, std::move(reason), event, diagnostics, outcome);
         return outcome;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -23,8 +24,22 @@ bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
 
-// What kind of hook file `entry` is, or nullopt when it is not a hook at all (README.md, a
-// non-executable script, a subfolder, a socket...).
+bool is_executable(const fs::file_status& st) {
+  constexpr auto kExec = fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec;
+  return (st.permissions() & kExec) != fs::perms::none;
+}
+
+// A script meant to run as a program: its first two bytes are "#!".
+bool starts_with_shebang(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[2] = {};
+  return in.read(head, 2) && head[0] == '#' && head[1] == '!';
+}
+
+// What kind of hook file `entry` is, or nullopt when it is not a hook at all (README.md, a data
+// file, a subfolder, a socket...). A "#!" script without the executable bit counts as a program
+// hook, so discovery can report it (a ConfigMap volume mounts files 0644) instead of dropping a
+// redaction hook without a word, and hot reload sees the chmod +x that fixes it.
 std::optional<HookForm> classify(const fs::directory_entry& entry) {
   std::error_code ec;
   // status() follows symlinks: a link to a hook file is a hook file.
@@ -33,8 +48,7 @@ std::optional<HookForm> classify(const fs::directory_entry& entry) {
   std::string ext = entry.path().extension().string();
   if (ext == ".yaml" || ext == ".yml") return HookForm::Declarative;
   if (ext == ".so") return HookForm::Native;
-  constexpr auto kExec = fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec;
-  if ((st.permissions() & kExec) != fs::perms::none) return HookForm::Program;
+  if (is_executable(st) || starts_with_shebang(entry.path())) return HookForm::Program;
   return std::nullopt;
 }
 
@@ -113,7 +127,9 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
       break;
     }
     std::string file_name = it->path().filename().string();
-    if (file_name.empty() || file_name.front() == '.') continue;  // hidden: editors, VCS, ...
+    // Hidden, backup and temporary files, as hot reload ignores them: an editor's `_40_deny.py~`
+    // must not load beside (or instead of) the real hook.
+    if (file_name.empty() || is_ignorable_file_name(file_name)) continue;
     auto form = classify(*it);
     if (!form) continue;
     HookFile f;
@@ -136,13 +152,19 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
       f.name = stem;
       f.error = "hook file name '" + file_name + "' has no name after its numeric prefix";
     }
+    if (f.error.empty() && f.form == HookForm::Program && !is_executable(it->status(ec)))
+      f.error = "'" + display_text(file_name) +
+                "' starts with #! but is not executable: chmod +x it to load it as a program "
+                "hook, or move it out of the hooks directory";
     out.push_back({std::move(file_name), std::move(f)});
   }
   std::set<std::string> targets;
   for (const auto& c : out) {
     if (c.file.form != HookForm::Declarative) continue;
     try {
-      collect_descriptor_targets(c.file.path, dir, targets);
+      // Every word of command:, so a script run by an interpreter (`command: python3 x.py`) is
+      // part of its descriptor, not a hook of its own.
+      collect_descriptor_targets(c.file.path, dir, targets, true);
     } catch (const std::exception&) {
       // Not a readable descriptor: the loader reports the file itself.
     }
@@ -159,6 +181,20 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
 }
 
 }  // namespace
+
+bool is_ignorable_file_name(std::string_view name) {
+  if (name.empty()) return false;  // the directory itself
+  // A Kubernetes ConfigMap volume updates by renaming a new `..data` symlink into place; the
+  // visible files are symlinks through it and never change themselves.
+  if (name == "..data") return false;
+  if (name.front() == '.' || name.back() == '~') return true;
+  for (std::string_view suffix :
+       {".swp", ".swx", ".swo", ".tmp", ".log", ".pid", ".lock", ".bak", ".orig", ".rej",
+        ".dpkg-new", ".dpkg-old", ".dpkg-dist", ".rpmnew", ".rpmsave"})
+    if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
+      return true;
+  return false;
+}
 
 std::optional<HookFileName> parse_hook_file_name(std::string_view s) {
   HookFileName out;
@@ -274,7 +310,7 @@ std::string hook_files_fingerprint(const std::vector<std::string>& directories) 
     for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
          !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (name.empty() || name.front() == '.') continue;
+      if (name.empty() || is_ignorable_file_name(name)) continue;
       const auto form = classify(*it);
       if (!form) continue;
       files.insert(it->path().string());

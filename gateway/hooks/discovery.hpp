@@ -38,6 +38,13 @@ struct HookFileName {
 // prefix ("10.sh"). Numbers beyond int64 saturate.
 std::optional<HookFileName> parse_hook_file_name(std::string_view file_name);
 
+// Names that are never hooks and whose changes never change the hooks: hidden files (editor swap
+// files, VCS), backup and temporary files (`x~`, `.bak`, `.orig`, `.dpkg-new`...), and logs, pid
+// and lock files a hook may keep beside itself (program hooks run in their directory). Discovery
+// skips them, and hot reload ignores them: reloading on them would restart every program hook,
+// and a hook that appends to its own log would reload the chain in a loop.
+bool is_ignorable_file_name(std::string_view name);
+
 // The run order: numbered before un-numbered, numbers compared as numbers (`_9_a` before `_10_b`),
 // then by name, then by path.
 bool runs_before(const HookFile& a, const HookFile& b);

@@ -32,6 +32,10 @@ struct HookVerdict {
   std::string reason;
 };
 
+// A veto reason goes into logs, diagnostics and every subscribed webhook's spool row: the chain
+// keeps at most this many bytes of it, whatever the hook's form.
+inline constexpr size_t kMaxVetoReason = 1024;
+
 // A hook failure: it erred, crashed, answered garbage, or outlived its timeout.
 struct HookFailure {
   enum class Kind { Error, Timeout };

@@ -42,7 +42,6 @@ constexpr size_t kMaxAnswerBytes = 16 * 1024 * 1024;
 // One-shot capture limits: stdout carries at most a replaced event, stderr at most a reason.
 constexpr size_t kMaxOneShotStdout = 4 * 1024 * 1024;
 constexpr size_t kMaxOneShotStderr = 64 * 1024;
-constexpr size_t kMaxVetoReason = 1024;
 
 HookFailure failure(HookFailure::Kind kind, std::string reason) {
   return HookFailure{kind, std::move(reason)};
@@ -111,7 +110,7 @@ class ProgramHook final : public Hook {
                      "co-process busy: no turn within " + std::to_string(spec().timeout_ms) +
                          " ms (one request in flight per program hook)");
     }
-    const int64_t deadline = deadline_from_now();
+    int64_t deadline = deadline_from_now();
     if (proc_ && proc_->exited()) {
       // Died between requests (the OOM killer, an operator's kill): no request was lost with it,
       // so this event gets a new process instead of the failure (and, under on_error: closed,
@@ -127,6 +126,10 @@ class ProgramHook final : public Hook {
       if (auto f = start_locked(deadline, nullptr)) return backoff_locked(std::move(*f));
       restarts_.fetch_add(1, std::memory_order_relaxed);
       restarts_counter_->inc();
+      // The request gets a timeout_ms of its own after the handshake's, as at load: sharing one
+      // failed every request of a hook slower than half its timeout to start, restart after
+      // restart. The event that meets a restart may so wait up to twice timeout_ms.
+      deadline = deadline_from_now();
     }
 
     const uint64_t id = ++next_id_;

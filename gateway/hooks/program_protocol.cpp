@@ -2,15 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
-namespace hookgate::hooks {
+#include "gateway/common/log.hpp"
 
-std::string excerpt(std::string_view text, size_t max) {
-  if (text.size() <= max) return to_valid_utf8(text);
-  size_t cut = max;
-  // Back off continuation bytes (10xxxxxx) so a multi-byte character is not split.
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return to_valid_utf8(text.substr(0, cut)) + "...";
-}
+namespace hookgate::hooks {
 
 std::string garbage_reason(std::string_view hook_name, std::string_view what,
                            std::string_view output, std::string_view kind) {
@@ -101,8 +95,10 @@ std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
   if (id_it == doc.MemberEnd() || !id_it->value.IsUint64())
     return garbage("no unsigned integer \"id\"");
   if (id_it->value.GetUint64() != id) {
-    spdlog::warn("hook {}: discarding answer for id {} (waiting for {})", hook_name,
-                 id_it->value.GetUint64(), id);
+    // Rate-limited: a hook stuck repeating an old answer must not flood the log.
+    if (log_limiter_for("hook " + std::string(hook_name) + " stale answers", 20).allow())
+      spdlog::warn("hook {}: discarding answer for id {} (waiting for {})", hook_name,
+                   id_it->value.GetUint64(), id);
     return std::nullopt;
   }
   auto action = doc.FindMember("action");

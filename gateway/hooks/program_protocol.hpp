@@ -13,10 +13,6 @@
 
 namespace hookgate::hooks {
 
-// At most `max` bytes of `text` (cut on a UTF-8 boundary, "..." appended when cut), for reasons
-// that quote what a hook sent.
-std::string excerpt(std::string_view text, size_t max = 200);
-
 // "garbage answer: <what> (N bytes ...)" for output a hook got wrong. The output itself is quoted
 // only in a debug log record: it may hold the unredacted event the hook was given, and reasons
 // reach warn logs and webhooks (hookgate.hook.failed).

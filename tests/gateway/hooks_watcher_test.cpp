@@ -44,6 +44,24 @@ TEST(HooksWatcherTest, HookFilesReloadButLogsAndEditorFilesDoNot) {
   EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 3; }, 3s));
 }
 
+// Found in review: a "#!" script without the executable bit was not a hook file, so the chmod +x
+// that fixes it changed nothing hot reload looked at.
+TEST(HooksWatcherTest, MakingAScriptExecutableReloads) {
+  testing::TempDir dir;
+  dir.write("10_redact.py", "#!/bin/sh\n");
+  dir.write("_20_script.sh.bak", "#!/bin/sh\n");
+  std::atomic<int> reloads{0};
+  HooksWatcher watcher(
+      {dir.path().string()}, [&] { ++reloads; }, 150ms);
+  std::filesystem::permissions(dir / "_20_script.sh.bak", std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(reloads.load(), 0) << "a backup file is not a hook";
+  std::filesystem::permissions(dir / "10_redact.py", std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 3s));
+}
+
 // Found in review: program hooks run in their directory, and one that kept its state there
 // (state.json, seen.db) reloaded the chain, which restarted it, which wrote again: a reload every
 // 300 ms, forever.

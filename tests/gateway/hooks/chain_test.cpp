@@ -119,6 +119,21 @@ TEST(HookChainRun, VetoStopsTheChainAndEmitsADiagnostic) {
             runs_before + 1);
 }
 
+// Found in review: a program hook's veto reason was unbounded, and went whole into the log, the
+// hookgate.event.vetoed diagnostic and the spool row of every webhook subscribed to it.
+TEST(HookChainRun, AVetoReasonIsCutToOneKiB) {
+  auto veto = fake("chain_long_reason", HookKind::Veto,
+                   [](Event&) { return answer(Action::Veto, std::string(2 << 20, 'r')); });
+  auto chain = chain_of({veto});
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"deploy.finished"})");
+  ChainOutcome out = chain->run(ev, diags.sink());
+  EXPECT_TRUE(out.vetoed);
+  EXPECT_EQ(out.reason, std::string(kMaxVetoReason, 'r') + "...");
+  ASSERT_EQ(diags.events().size(), 1u);
+  EXPECT_EQ(diags.events()[0].reason.size(), kMaxVetoReason + 3);
+}
+
 TEST(HookChainRun, OnlyMatchingHooksRun) {
   auto auth_only =
       fake("chain_match_auth", HookKind::Veto, [](Event&) { return answer(Action::Veto); },

@@ -76,9 +76,13 @@ TEST(DiscoverHookFiles, RecognizesFormsAndIgnoresWhatIsNotAHook) {
   write_file(dir, "_20_script.sh", "#!/bin/sh\n", /*executable=*/true);
   write_file(dir, "_30_native.so", "not really a library");
   write_file(dir, "README.md", "docs");
-  write_file(dir, "notes.sh", "#!/bin/sh\n", /*executable=*/false);  // not executable
+  write_file(dir, "state.json", "{}");  // data a hook keeps beside itself
   write_file(dir, ".hidden.yaml", "kind: observe\n");
   write_file(dir, ".hidden-exec", "#!/bin/sh\n", true);
+  // Editors' and package managers' leftovers, executable as the original was.
+  write_file(dir, "_15_script.sh~", "#!/bin/sh\n", true);
+  write_file(dir, "_20_script.sh.bak", "#!/bin/sh\n", true);
+  write_file(dir, "_25_old.sh.dpkg-old", "#!/bin/sh\n", true);
   std::string sub = tmp.dir("hooks/_5_subfolder.yaml");  // a directory, even with a hook's name
   write_file(sub, "_1_inner.yaml", "kind: observe\n");   // not recursive
   config::Diagnostics errors;
@@ -92,6 +96,35 @@ TEST(DiscoverHookFiles, RecognizesFormsAndIgnoresWhatIsNotAHook) {
 
 // Found in review: a Latin-1 file name became a hook name that broke every /metrics scrape and
 // made /status invalid JSON. Such a file is reported (a load error), under a printable name.
+// Found in review: a "#!" script without the executable bit (a ConfigMap volume mounts files
+// 0644) was skipped without a word, so a redaction hook could vanish from the chain unnoticed.
+TEST(DiscoverHookFiles, AScriptThatIsNotExecutableIsAnErrorNotIgnored) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_redact.py", "#!/usr/bin/env python3\n", /*executable=*/false);
+  write_file(dir, "_20_plain.txt", "not a script", /*executable=*/false);
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  ASSERT_EQ(names(files), (std::vector<std::string>{"redact"}));
+  EXPECT_EQ(files[0].form, HookForm::Program);
+  EXPECT_NE(files[0].error.find("starts with #! but is not executable: chmod +x"),
+            std::string::npos)
+      << files[0].error;
+}
+
+// An interpreter's script named as an argument of command: belongs to that descriptor.
+TEST(DiscoverHookFiles, AScriptACommandRunsIsPartOfItsDescriptor) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_gate.yaml", "kind: veto\ncommand: python3 gate.py --strict\n");
+  write_file(dir, "gate.py", "#!/usr/bin/env python3\n", /*executable=*/false);
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  EXPECT_TRUE(errors.empty());
+  ASSERT_EQ(names(files), (std::vector<std::string>{"gate"}));
+  EXPECT_TRUE(files[0].error.empty()) << files[0].error;
+}
+
 TEST(DiscoverHookFiles, ANameThatIsNotUtf8TextIsAnError) {
   TempDir tmp;
   std::string dir = tmp.dir("hooks");

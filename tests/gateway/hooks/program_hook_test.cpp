@@ -325,6 +325,22 @@ TEST(ProgramHookTest, KilledBetweenRequestsIsRestartedForTheNextRequest) {
   EXPECT_TRUE(log.sink().contains("process killed by signal 9 while idle"));
 }
 
+// Found in review: a restart's handshake and the request shared one timeout_ms, so a hook that
+// needs more than half of it to start and the rest to answer timed out after every restart (and
+// the backoff restarted it into the same timeout) until a reload.
+TEST(ProgramHookTest, ARestartsHandshakeHasATimeoutOfItsOwn) {
+  auto hook = load_proto(R"({"handshake_delay_ms": 500})", 800);
+  ASSERT_TRUE(hook);
+  pid_t pid = std::stoi(snapshot_field(*hook, "pid"));
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(wait_until([&] { return process_gone(pid); }));
+  Event ev = make_event(R"({"do":"slow_continue","ms":500})");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Continue);
+  EXPECT_EQ(snapshot_field(*hook, "restarts"), "1");
+}
+
 TEST(ProgramHookTest, HangKillsTheWholeProcessGroup) {
   TempDir tmp;
   std::string pidfile = tmp.path() + "/pids";
