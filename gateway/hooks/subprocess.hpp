@@ -86,8 +86,14 @@ void ignore_sigpipe_once();
 class LineBuffer {
  public:
   void append(const char* data, size_t size);
+  // Also gives back the memory of one huge answer (up to 16 MiB), which would otherwise stay
+  // reserved for the hook's lifetime.
   void clear() {
-    data_.clear();
+    if (data_.capacity() > (1u << 20)) {
+      std::string().swap(data_);
+    } else {
+      data_.clear();
+    }
     start_ = scanned_ = 0;
   }
   size_t size() const { return data_.size() - start_; }
