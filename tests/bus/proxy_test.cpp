@@ -65,6 +65,20 @@ std::unique_ptr<Publisher> publisher(const Proxy& proxy, const CurveKeypair* ser
   return pub ? std::move(pub.value()) : nullptr;
 }
 
+// A CURVE proxy with keypair `server`, on loopback, judging publishers by the key file
+// dir/publishers_file and subscribers by dir/subscribers_file.
+Result<std::unique_ptr<Proxy>> start_curve_proxy(const TempDir& dir, const CurveKeypair& server,
+                                                 const std::string& publishers_file,
+                                                 const std::string& subscribers_file,
+                                                 const std::string& backend = "tcp://127.0.0.1:*") {
+  dir.write("proxy.key", format_keypair_file(server, true));
+  return Proxy::start({.frontend = "tcp://127.0.0.1:*",
+                       .backend = backend,
+                       .secret_key_file = (dir / "proxy.key").string(),
+                       .allowed_publishers = (dir / publishers_file).string(),
+                       .allowed_subscribers = (dir / subscribers_file).string()});
+}
+
 // Publishes `type` until `rx` receives it (a subscription or a reconnect takes a moment), or
 // 5 s pass; the count of attempts, 0 on a timeout. Other types received meanwhile go to `others`.
 int publish_until_received(Publisher& pub, testing::ReceivingThread& rx, const std::string& type,
@@ -127,14 +141,9 @@ TEST(ProxyTest, AReloadRefusesARemovedPublisherOnItsOpenConnection) {
   auto kept = generate_curve_keypair();
   auto revoked = generate_curve_keypair();
   auto gateway = generate_curve_keypair();
-  dir.write("proxy.key", format_keypair_file(server, true));
   dir.write("publishers", format_keypair_file(kept, false) + format_keypair_file(revoked, false));
   dir.write("subscribers", format_keypair_file(gateway, false));
-  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*",
-                             .backend = "tcp://127.0.0.1:*",
-                             .secret_key_file = (dir / "proxy.key").string(),
-                             .allowed_publishers = (dir / "publishers").string(),
-                             .allowed_subscribers = (dir / "subscribers").string()});
+  auto proxy = start_curve_proxy(dir, server, "publishers", "subscribers");
   ASSERT_TRUE(proxy) << proxy.error().message;
   RunningProxy running(std::move(proxy.value()));
   zmq::context_t ctx;
@@ -168,14 +177,9 @@ TEST(ProxyTest, AReloadCutsOffARemovedSubscriber) {
   auto publisher_keys = generate_curve_keypair();
   auto kept = generate_curve_keypair();
   auto revoked = generate_curve_keypair();
-  dir.write("proxy.key", format_keypair_file(server, true));
   dir.write("publishers", format_keypair_file(publisher_keys, false));
   dir.write("subscribers", format_keypair_file(kept, false) + format_keypair_file(revoked, false));
-  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*",
-                             .backend = "tcp://127.0.0.1:0",
-                             .secret_key_file = (dir / "proxy.key").string(),
-                             .allowed_publishers = (dir / "publishers").string(),
-                             .allowed_subscribers = (dir / "subscribers").string()});
+  auto proxy = start_curve_proxy(dir, server, "publishers", "subscribers", "tcp://127.0.0.1:0");
   ASSERT_TRUE(proxy) << proxy.error().message;
   RunningProxy running(std::move(proxy.value()));
   const std::string backend = running->backend_endpoint();
@@ -203,13 +207,8 @@ TEST(ProxyTest, AnUnreadableListOnReloadKeepsTheRunningOne) {
   TempDir dir;
   auto server = generate_curve_keypair();
   auto keys = generate_curve_keypair();
-  dir.write("proxy.key", format_keypair_file(server, true));
   dir.write("clients", format_keypair_file(keys, false));
-  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*",
-                             .backend = "tcp://127.0.0.1:*",
-                             .secret_key_file = (dir / "proxy.key").string(),
-                             .allowed_publishers = (dir / "clients").string(),
-                             .allowed_subscribers = (dir / "clients").string()});
+  auto proxy = start_curve_proxy(dir, server, "clients", "clients");
   ASSERT_TRUE(proxy) << proxy.error().message;
   RunningProxy running(std::move(proxy.value()));
   zmq::context_t ctx;
