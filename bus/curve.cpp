@@ -239,6 +239,11 @@ Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& 
                                 const std::string& domain) {
   auto allowed = read_allowed_clients(cfg.allowed_clients);
   if (!allowed) return allowed.error();
+  return ensure_zap_authenticator(ctx, std::move(allowed.value()), domain);
+}
+
+Status ensure_zap_authenticator(zmq::context_t& ctx, std::set<std::string> allowed,
+                                const std::string& domain) {
   std::lock_guard lock(g_auth_mu);
   auto& slot = authenticators()[ctx.handle()];
   if (!slot) {
@@ -248,7 +253,7 @@ Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& 
       return make_error(std::string("cannot start ZAP handler: ") + e.what());
     }
   }
-  slot->set_allowed(domain, std::move(allowed.value()));
+  slot->set_allowed(domain, std::move(allowed));
   return {};
 }
 

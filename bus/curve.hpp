@@ -97,6 +97,10 @@ Status configure_curve_server(zmq::context_t& ctx, zmq::socket_t& sock,
 // refreshes it.
 Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg,
                                 const std::string& domain = kPublisherDomain);
+// The same with an allow-list already read (so a caller that compares lists judges the one it
+// installs, not a second read of a file that may have changed in between).
+Status ensure_zap_authenticator(zmq::context_t& ctx, std::set<std::string> allowed,
+                                const std::string& domain);
 // Stops the context's authenticator; call before the context is destroyed.
 void stop_zap_authenticator(zmq::context_t& ctx);
 // Calls stop_zap_authenticator(ctx) when it goes out of scope, on every path (a start-up that

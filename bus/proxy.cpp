@@ -40,15 +40,15 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
       proxy->secret_key_ = keys->secret_key;
       const config::CurveConfig publishers{true, options.secret_key_file,
                                            options.allowed_publishers};
-      const config::CurveConfig subscribers{true, options.secret_key_file,
-                                            options.allowed_subscribers};
       if (auto st = ensure_zap_authenticator(proxy->ctx_, publishers, kPublisherDomain); !st)
-        return st.error();
-      if (auto st = ensure_zap_authenticator(proxy->ctx_, subscribers, kSubscriberDomain); !st)
         return st.error();
       auto subscriber_keys = read_allowed_clients(options.allowed_subscribers);
       if (!subscriber_keys) return subscriber_keys.error();
-      proxy->subscriber_keys_ = std::move(subscriber_keys.value());
+      proxy->subscriber_keys_ = subscriber_keys.value();
+      if (auto st = ensure_zap_authenticator(proxy->ctx_, std::move(subscriber_keys.value()),
+                                             kSubscriberDomain);
+          !st)
+        return st.error();
       proxy->make_curve_server(frontend, kPublisherDomain);
       proxy->publisher_check_ = std::make_unique<AllowListCheck>(proxy->ctx_, kPublisherDomain);
     }
@@ -73,7 +73,8 @@ void Proxy::make_curve_server(zmq::socket_t& socket, const char* domain) const {
 }
 
 Status Proxy::open_backend() {
-  // Made and configured before the old socket closes: a failure here keeps the running backend.
+  // Made and configured before the old socket closes (those steps read no file, so they fail only
+  // when ZeroMQ cannot make a socket; run() then stops the proxy with the reason).
   zmq::socket_t backend(ctx_, zmq::socket_type::xpub);
   backend.set(zmq::sockopt::linger, 0);
   backend.set(zmq::sockopt::sndhwm, options_.hwm);
@@ -161,9 +162,8 @@ Status Proxy::reload() {
                   options_.allowed_subscribers, subscribers.error().message);
     return {};
   }
-  const config::CurveConfig subscriber_cfg{true, options_.secret_key_file,
-                                           options_.allowed_subscribers};
-  if (auto st = ensure_zap_authenticator(ctx_, subscriber_cfg, kSubscriberDomain); !st) {
+  // The list compared below is the one installed: one read, not two of a file being edited.
+  if (auto st = ensure_zap_authenticator(ctx_, subscribers.value(), kSubscriberDomain); !st) {
     spdlog::error("bus proxy: reload: --allowed-subscribers {}: {}; keeping the running list",
                   options_.allowed_subscribers, st.error().message);
     return {};

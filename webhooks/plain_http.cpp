@@ -769,6 +769,16 @@ bool PlainHttpClient::answer_stands(const Connection& connection) {
          (connection.state == Connection::State::Receiving || connection.parser.status() >= 300);
 }
 
+void PlainHttpClient::finish_answered(Connection& connection, bool reuse) {
+  if (answer_stands(connection)) {
+    complete(connection, answer_of(connection.parser), reuse);
+    return;
+  }
+  fail(connection, CURLE_WEIRD_SERVER_REPLY,
+       "HTTP " + std::to_string(connection.parser.status()) + " from " + connection.where() +
+           " before the request body was sent");
+}
+
 void PlainHttpClient::on_event(Connection& connection, uint32_t events) {
   using State = Connection::State;
   switch (connection.state) {
@@ -849,21 +859,16 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
                            used == static_cast<size_t>(n) &&
                            static_cast<size_t>(n) < sizeof buffer &&
                            connection.state == Connection::State::Receiving;
-        complete(connection, answer_of(connection.parser), reuse);
+        finish_answered(connection, reuse);
         return;
       }
       if (connection.response_bytes > kMaxResponseBytes) {
-        if (answer_stands(connection)) {
-          complete(connection, answer_of(connection.parser), false);  // not drained: closes
+        if (connection.parser.answered()) {
+          finish_answered(connection, false);  // not drained: closes
         } else {
           fail(connection, CURLE_WEIRD_SERVER_REPLY,
-               connection.parser.answered()
-                   ? "HTTP " + std::to_string(connection.parser.status()) + " from " +
-                         connection.where() + " with a body past " +
-                         std::to_string(kMaxResponseBytes / 1024) +
-                         " KiB before the request was sent"
-                   : "No final HTTP response from " + connection.where() + " in the first " +
-                         std::to_string(kMaxResponseBytes / 1024) + " KiB");
+               "No final HTTP response from " + connection.where() + " in the first " +
+                   std::to_string(kMaxResponseBytes / 1024) + " KiB");
         }
         return;
       }
@@ -873,7 +878,7 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
     if (n == 0) {
       connection.parser.on_eof();
       if (connection.parser.done()) {
-        complete(connection, answer_of(connection.parser), false);
+        finish_answered(connection, false);
         return;
       }
       if (!connection.parser.started()) {

@@ -116,6 +116,9 @@ class PlainHttpClient {
   void handle_events();
   void on_event(Connection& connection, uint32_t events);
   static bool answer_stands(const Connection& connection);
+  // Ends an attempt whose response status has arrived: with that status when it stands, else as
+  // a malformed reply (retried).
+  void finish_answered(Connection& connection, bool reuse);
   void read_response(Connection& connection, uint32_t events);
   void take_resolved();
   // Ends the connection's request with `result`; reuse says whether the connection stays open.

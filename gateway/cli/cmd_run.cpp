@@ -1,9 +1,6 @@
 #include <signal.h>
-#include <sys/prctl.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <utility>
 
@@ -29,12 +26,6 @@ int cmd_run(const std::vector<std::string>& argv) {
   cfg->log.level_override = args.get_or("log-level", "");
   setup_logging(cfg->log.effective_level(), cfg->log.format);
   if (cfg->file.empty()) spdlog::info("no --config given: running on embedded defaults");
-
-  // Hooks run as this user: without this, one could read the secrets the environment filter
-  // keeps from it in /proc/<gateway>/environ, or ptrace the gateway. Reset by execve, so hooks
-  // themselves are unaffected; the gateway still reads its own /proc/self.
-  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
-    spdlog::warn("cannot mark the gateway not dumpable: {}", std::strerror(errno));
 
   // Signals first: every thread the gateway starts inherits the blocked mask. The signal thread
   // is detached and outlives this function, so what it shares lives in a static, and one lock

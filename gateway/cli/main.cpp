@@ -1,3 +1,6 @@
+#include <sys/prctl.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -52,6 +55,13 @@ int main(int argc, char** argv) {
   // An ignored SIGCHLD survives exec and makes waitpid() fail: children (hooks, probes) could
   // then not be reaped, and a probe's crash would read as a pass.
   std::signal(SIGCHLD, SIG_DFL);
+  // Hooks (and the probe) run as this user: without this, one could read the secrets the
+  // environment filter keeps from it in /proc/<gateway>/environ, or ptrace the gateway. execve
+  // resets it, so hooks are unaffected; this process still reads its own /proc/self. It also
+  // means no core dumps of the gateway.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+    std::fprintf(stderr, "hookgate: cannot mark the process not dumpable: %s\n",
+                 std::strerror(errno));
   using namespace hookgate::cli;
   if (verb == "run") return cmd_run(rest);
   if (verb == "publish") return cmd_publish(rest);

@@ -115,6 +115,7 @@ struct Candidate {
 // Hook files of one directory, sorted by file name so "first" and "duplicate" are deterministic.
 std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& errors) {
   std::vector<Candidate> out;
+  std::vector<std::string> not_executable;
   std::error_code ec;
   fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
   if (ec) {
@@ -152,23 +153,32 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
       f.name = stem;
       f.error = "hook file name '" + file_name + "' has no name after its numeric prefix";
     }
-    if (f.error.empty() && f.form == HookForm::Program && !is_executable(it->status(ec)))
-      f.error = "'" + display_text(file_name) +
-                "' starts with #! but is not executable: chmod +x it to load it as a program "
-                "hook, or move it out of the hooks directory";
+    if (f.form == HookForm::Program && !is_executable(it->status(ec))) {
+      not_executable.push_back(std::move(f.path));  // warned about below, unless a helper
+      continue;
+    }
     out.push_back({std::move(file_name), std::move(f)});
   }
-  std::set<std::string> targets;
+  std::set<std::string> targets;    // run:, library: and command:'s program: part of a descriptor
+  std::set<std::string> mentioned;  // and every word of command: (a script an interpreter runs)
   for (const auto& c : out) {
     if (c.file.form != HookForm::Declarative) continue;
     try {
-      // Every word of command:, so a script run by an interpreter (`command: python3 x.py`) is
-      // part of its descriptor, not a hook of its own.
-      collect_descriptor_targets(c.file.path, dir, targets, true);
+      collect_descriptor_targets(c.file.path, dir, targets);
+      collect_descriptor_targets(c.file.path, dir, mentioned, true);
     } catch (const std::exception&) {
       // Not a readable descriptor: the loader reports the file itself.
     }
   }
+  // Not a hook (it cannot run), but said out loud: a ConfigMap volume mounts files 0644, and a
+  // redaction hook must not leave the chain without a word. A warning, not an error entry: a
+  // helper module with a #! line may sit beside the hooks, and an entry would take a name.
+  for (const auto& path : not_executable)
+    if (!mentioned.count(path))
+      spdlog::warn(
+          "{} starts with #! but is not executable, so it is not loaded as a hook: chmod +x it "
+          "to load it",
+          display_text(path));
   std::erase_if(out, [&](const Candidate& c) {
     bool part_of_descriptor = c.file.form != HookForm::Declarative && targets.count(c.file.path);
     if (part_of_descriptor)

@@ -6,7 +6,6 @@
 #include <netdb.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
@@ -22,6 +21,7 @@
 #include "gateway/common/metrics.hpp"
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
+#include "tests/support/log_capture.hpp"
 #include "tests/support/scripted_server.hpp"
 #include "webhooks/memory_store.hpp"
 
@@ -161,31 +161,7 @@ class DiagnosticRecorder {
   std::vector<DiagnosticEvent> events_;
 };
 
-// Captures log lines ("<level> <message>") for the lifetime of the object. Declare it before the
-// Dispatcher so the dispatcher thread is gone before the logger is swapped back.
-class LogCapture {
- public:
-  LogCapture()
-      : previous_(spdlog::default_logger()),
-        sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)) {
-    auto logger = std::make_shared<spdlog::logger>("capture", sink_);
-    logger->set_pattern("%l %v");
-    logger->set_level(spdlog::level::trace);
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  std::vector<std::string> lines() const { return sink_->last_formatted(); }
-  std::vector<std::string> lines_containing(const std::string& needle) const {
-    std::vector<std::string> out;
-    for (auto& line : lines())
-      if (line.find(needle) != std::string::npos) out.push_back(line);
-    return out;
-  }
-
- private:
-  std::shared_ptr<spdlog::logger> previous_;
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
+using testing::LogCapture;
 
 // --- fixture -----------------------------------------------------------------------------
 

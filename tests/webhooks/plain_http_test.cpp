@@ -414,6 +414,15 @@ TEST_F(PlainHttpTest, AnEarlyStatusEndsTheAttemptOnlyIfTheRequestWasSentOrRefuse
   AttemptResult result = one(std::move(r));
   EXPECT_EQ(result.curl_code, CURLE_OPERATION_TIMEDOUT) << result.http_status;
 
+  // The same with the whole response: still not a delivery.
+  ScriptedServer whole(early("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
+  r = request(whole.url(), 3, std::chrono::milliseconds(2000));
+  r.body = std::make_shared<const std::string>(32 << 20, 'x');
+  result = one(std::move(r));
+  EXPECT_EQ(result.curl_code, CURLE_WEIRD_SERVER_REPLY) << result.http_status;
+  EXPECT_NE(result.transport_error.find("before the request body was sent"), std::string::npos)
+      << result.transport_error;
+
   ScriptedServer refused(early("HTTP/1.1 413 Too Large\r\nContent-Length: 100\r\n\r\npartial"));
   r = request(refused.url(), 2, std::chrono::milliseconds(300));
   r.body = std::make_shared<const std::string>(32 << 20, 'x');

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/gateway/hooks/hook_test_util.hpp"
+#include "tests/support/log_capture.hpp"
 
 namespace hookgate::hooks {
 namespace {
@@ -97,32 +98,23 @@ TEST(DiscoverHookFiles, RecognizesFormsAndIgnoresWhatIsNotAHook) {
 // Found in review: a Latin-1 file name became a hook name that broke every /metrics scrape and
 // made /status invalid JSON. Such a file is reported (a load error), under a printable name.
 // Found in review: a "#!" script without the executable bit (a ConfigMap volume mounts files
-// 0644) was skipped without a word, so a redaction hook could vanish from the chain unnoticed.
-TEST(DiscoverHookFiles, AScriptThatIsNotExecutableIsAnErrorNotIgnored) {
+// 0644) was skipped without a word, so a redaction hook could vanish from the chain unnoticed. It
+// is still not a hook (it cannot run), but discovery says so; a script a descriptor's command:
+// runs through an interpreter is not warned about.
+TEST(DiscoverHookFiles, AScriptThatIsNotExecutableIsNamedInAWarning) {
   TempDir tmp;
   std::string dir = tmp.dir("hooks");
   write_file(dir, "_10_redact.py", "#!/usr/bin/env python3\n", /*executable=*/false);
   write_file(dir, "_20_plain.txt", "not a script", /*executable=*/false);
-  config::Diagnostics errors;
-  auto files = discover_hooks({dir}, errors);
-  ASSERT_EQ(names(files), (std::vector<std::string>{"redact"}));
-  EXPECT_EQ(files[0].form, HookForm::Program);
-  EXPECT_NE(files[0].error.find("starts with #! but is not executable: chmod +x"),
-            std::string::npos)
-      << files[0].error;
-}
-
-// An interpreter's script named as an argument of command: belongs to that descriptor.
-TEST(DiscoverHookFiles, AScriptACommandRunsIsPartOfItsDescriptor) {
-  TempDir tmp;
-  std::string dir = tmp.dir("hooks");
-  write_file(dir, "_10_gate.yaml", "kind: veto\ncommand: python3 gate.py --strict\n");
+  write_file(dir, "_30_gate.yaml", "kind: veto\ncommand: python3 gate.py --strict\n");
   write_file(dir, "gate.py", "#!/usr/bin/env python3\n", /*executable=*/false);
+  hookgate::testing::LogCapture log;
   config::Diagnostics errors;
   auto files = discover_hooks({dir}, errors);
   EXPECT_TRUE(errors.empty());
-  ASSERT_EQ(names(files), (std::vector<std::string>{"gate"}));
-  EXPECT_TRUE(files[0].error.empty()) << files[0].error;
+  EXPECT_EQ(names(files), (std::vector<std::string>{"gate"}));
+  EXPECT_EQ(log.lines_containing("_10_redact.py starts with #! but is not executable").size(), 1u);
+  EXPECT_FALSE(log.contains("gate.py starts with")) << "a helper a descriptor runs";
 }
 
 TEST(DiscoverHookFiles, ANameThatIsNotUtf8TextIsAnError) {

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spdlog/sinks/base_sink.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +23,7 @@
 #include "gateway/common/metrics.hpp"
 #include "gateway/common/text.hpp"
 #include "gateway/diagnostics.hpp"
+#include "tests/support/log_capture.hpp"
 
 namespace hookgate::hooks {
 namespace {
@@ -121,41 +121,7 @@ std::vector<pid_t> read_pids(const std::string& file) {
   return pids;
 }
 
-// Collects log messages so tests can see what reached spdlog.
-class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  bool contains(const std::string& needle) {
-    std::lock_guard lock(mutex_);
-    for (const auto& m : messages_) {
-      if (m.find(needle) != std::string::npos) return true;
-    }
-    return false;
-  }
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    messages_.emplace_back(msg.payload.data(), msg.payload.size());
-  }
-  void flush_() override {}
-
- private:
-  std::vector<std::string> messages_;
-};
-
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<CaptureSink>()) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  CaptureSink& sink() { return *sink_; }
-
- private:
-  std::shared_ptr<CaptureSink> sink_;
-};
+using testing::LogCapture;
 
 // ---------------------------------------------------------------------------------------------
 // Program hooks
@@ -322,7 +288,7 @@ TEST(ProgramHookTest, KilledBetweenRequestsIsRestartedForTheNextRequest) {
   EXPECT_EQ(r->action, Action::Continue);
   EXPECT_EQ(snapshot_field(*hook, "restarts"), "1");
   EXPECT_NE(std::stoi(snapshot_field(*hook, "pid")), pid);
-  EXPECT_TRUE(log.sink().contains("process killed by signal 9 while idle"));
+  EXPECT_TRUE(log.contains("process killed by signal 9 while idle"));
 }
 
 // Found in review: a restart's handshake and the request shared one timeout_ms, so a hook that
@@ -424,7 +390,7 @@ TEST(ProgramHookTest, StderrGoesToTheLog) {
   Event ev = make_event(R"({"do":"stderr","msg":"disk almost full"})");
   ASSERT_TRUE(hook->handle(ev));
   EXPECT_TRUE(wait_until(
-      [&] { return capture.sink().contains("hook proto stderr: diagnostic: disk almost full"); }));
+      [&] { return capture.contains("hook proto stderr: diagnostic: disk almost full"); }));
   hook.reset();  // joins the forwarder before the capture sink goes away
 }
 
