@@ -127,7 +127,13 @@ int run_contained(const std::function<void()>& fn) {
   }
   tls_crash_signal = 0;
   tls_crash_jump = &jump;
-  fn();
+  try {
+    fn();
+  } catch (...) {
+    // The calls catch the hook's exceptions; what is left (out of memory copying its answer)
+    // must not leave the jump target pointing into this dead frame. The call's data is then
+    // incomplete, which its caller reads as a failure.
+  }
   tls_crash_jump = nullptr;
   return 0;
 }
@@ -204,7 +210,6 @@ class Worker {
       return s_->quarantined ? Outcome::Quarantined : Outcome::QueuedTimeout;
     }
     s_->quarantined = true;
-    s_->reason = kQuarantinedAfterTimeout;
     s_->cv.notify_all();  // fail the callers queued behind the stuck call now
     return Outcome::Stuck;
   }
@@ -217,7 +222,10 @@ class Worker {
   // (SIGSEGV)"); empty while it is not.
   std::string quarantine_reason() const {
     std::lock_guard lock(s_->mu);
-    return s_->quarantined ? s_->reason : std::string();
+    if (!s_->quarantined) return {};
+    if (s_->crash_signal != 0)
+      return "quarantined after a crash (" + signal_name(s_->crash_signal) + ")";
+    return kQuarantinedAfterTimeout;
   }
 
  private:
@@ -234,7 +242,7 @@ class Worker {
     std::deque<std::shared_ptr<Job>> queue;
     bool stop = false;
     bool quarantined = false;
-    std::string reason;
+    int crash_signal = 0;  // why it is quarantined: a crash, or (0) a timeout
   };
 
   static void loop(Shared& s) {
@@ -258,9 +266,19 @@ class Worker {
       const int sig = run_contained(job->run);
       lock.lock();
       if (sig != 0) {
+        // Nothing that allocates from here on: the hook may have crashed inside malloc with its
+        // arena locked (a corrupted heap aborts there), and this thread would wait on it forever
+        // while holding `s.mu`. The reason text is built by the caller.
         job->crash_signal = sig;
         s.quarantined = true;
-        s.reason = "quarantined after a crash (" + signal_name(sig) + ")";
+        s.crash_signal = sig;
+        job->state = State::Done;
+        s.cv.notify_all();
+        lock.unlock();
+        // Never return either: the thread's exit would run the library's thread_local
+        // destructors and glibc's per-thread cleanup, outside any containment, over state the
+        // crash may have broken. The worker is detached when its hook goes (see ~Worker).
+        for (;;) ::pause();
       }
       job->state = State::Done;
       s.cv.notify_all();
@@ -276,6 +294,7 @@ class Worker {
 
 struct HandleCall {
   std::string input;
+  bool bad_pointer = false;  // a returned string aliased the input or another field
   int rc = 0;
   int32_t action = HOOKGATE_CONTINUE;
   bool has_event = false;
@@ -403,6 +422,22 @@ class NativeHook final : public Hook {
           }
           call->action = r.action;
           call->has_event = r.event_json != nullptr;
+          // The hook must hand over strings of its own allocator. One that points into the event
+          // it was given ("replace with the same event"), or the same pointer twice, would have
+          // the gateway free its own buffer, or one twice, later and outside containment.
+          const char* in_begin = call->input.data();
+          const char* in_end = in_begin + call->input.size() + 1;
+          char** fields[] = {&r.event_json, &r.reason, &r.error};
+          for (size_t i = 0; i < 3; ++i) {
+            char*& p = *fields[i];
+            if (p == nullptr) continue;
+            const bool aliases_input = p >= in_begin && p < in_end;
+            const bool repeated = (i > 0 && p == *fields[0]) || (i > 1 && p == *fields[1]);
+            if (aliases_input || repeated) {
+              call->bad_pointer = true;
+              p = nullptr;  // not ours to free, or freed already
+            }
+          }
           take_string(*d, r.event_json, call->event_json);
           take_string(*d, r.reason, call->reason);
           take_string(*d, r.error, call->error);
@@ -447,10 +482,11 @@ class NativeHook final : public Hook {
     if (outcome == Worker::Outcome::Crashed) (void)crashed("snapshot()");
     if (worker_.quarantined()) return quarantined_snapshot();
     if (outcome != Worker::Outcome::Done || !call->has_value) return "{}";
-    // Status pages embed it as JSON: only a well-formed object is passed on.
-    JsonDocument doc;
-    doc.Parse(call->json.data(), call->json.size());
-    if (doc.HasParseError() || !doc.IsObject()) return "{}";
+    // Status pages embed it as JSON: only a well-formed object is passed on, checked by the bus's
+    // parser (iterative, strict UTF-8, depth-limited) so a hostile one cannot overflow the admin
+    // thread's stack or put invalid text into /status.
+    auto parsed = Event::parse(call->json);
+    if (!parsed || !parsed->doc().IsObject()) return "{}";
     return call->json;
   }
 
@@ -487,6 +523,10 @@ class NativeHook final : public Hook {
   }
 
   HookResult interpret(const HandleCall& c) const {
+    if (c.bad_pointer)
+      return failure(HookFailure::Kind::Error,
+                     "garbage answer: a returned string points into the event it was given, or "
+                     "repeats another field's pointer (return a fresh copy from your allocator)");
     if (c.rc != 0) {
       return failure(HookFailure::Kind::Error, c.error.empty()
                                                    ? "handle() returned " + std::to_string(c.rc)

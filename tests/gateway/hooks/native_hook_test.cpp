@@ -205,6 +205,24 @@ TEST(NativeHookTest, TimeoutQuarantinesTheHook) {
   EXPECT_LT(elapsed_ms(start), 500);
 }
 
+// Found in review: strings a C hook returned were freed whatever they pointed to, so "replace with
+// the buffer I was given" freed the gateway's own string (and again later, outside containment),
+// and one pointer in two fields was freed twice.
+TEST(NativeHookTest, ReturnedStringsThatAreNotTheHooksOwnAreRefused) {
+  auto hook = load("c_alias_hook");
+  ASSERT_TRUE(hook);
+  for (const char* data : {R"({"n":1})", R"({"say":"twice"})"}) {
+    Event ev = make_event(data);
+    auto r = hook->handle(ev);
+    ASSERT_FALSE(r) << data;
+    EXPECT_NE(r.error().reason.find("garbage answer: a returned string points into the event"),
+              std::string::npos)
+        << r.error().reason;
+  }
+  Event ev = make_event(R"({"n":2})");
+  EXPECT_FALSE(hook->handle(ev)) << "the hook is not quarantined: it answered, wrongly";
+}
+
 // A crash inside handle() is a hook failure, not the end of the process: the call fails, the
 // hook is quarantined (never called again), and a fresh load of the same library works.
 TEST(NativeHookTest, CrashesAreContainedAndQuarantineTheHook) {
@@ -364,9 +382,14 @@ TEST(NativeHookTest, DestroyRunsOnUnload) {
 }
 
 TEST(NativeHookTest, InvalidSnapshotBecomesEmptyObject) {
-  auto hook = load("fixture_hook", R"({"mode":"bad_snapshot"})");
-  ASSERT_TRUE(hook);
-  EXPECT_EQ(hook->snapshot(), "{}");
+  // Found in review: snapshots were checked by a recursive parser that accepts invalid UTF-8, so
+  // one nested 100,000 deep could overflow the admin thread's stack, and Latin-1 made /status
+  // invalid JSON.
+  for (const char* mode : {"bad_snapshot", "deep_snapshot", "latin1_snapshot"}) {
+    auto hook = load("fixture_hook", R"({"mode":")" + std::string(mode) + R"("})");
+    ASSERT_TRUE(hook);
+    EXPECT_EQ(hook->snapshot(), "{}") << mode;
+  }
 }
 
 TEST(NativeHookTest, LoadErrors) {
