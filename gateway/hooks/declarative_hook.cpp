@@ -418,7 +418,10 @@ std::optional<ActionStep> parse_action(const YAML::Node& node, const std::string
         r.error(r.pos("remove"), what + ": '" + p + "' is a required event attribute");
     // Every path names what was there before the step: removing a list element moves the later
     // ones up, so higher indexes of one list go first (data.cards.1 before data.cards.0, 10
-    // before 2). Descending order, numeric segments compared as numbers, does that.
+    // before 2). Descending order, numeric segments compared as numbers, does that. Segments
+    // are ranked numeric first, so the order is a strict weak one even when siblings mix
+    // numbers and names (9, 10, 1a): comparing 1a to 9 as text and 9 to 10 as numbers was not
+    // transitive, which std::sort may answer with undefined behaviour.
     std::sort(step.paths.begin(), step.paths.end(), [](std::string_view a, std::string_view b) {
       while (!a.empty() && !b.empty()) {
         const std::string_view sa = a.substr(0, a.find('.')), sb = b.substr(0, b.find('.'));
@@ -429,7 +432,9 @@ std::optional<ActionStep> parse_action(const YAML::Node& node, const std::string
           return !s.empty() &&
                  std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
         };
-        if (numeric(sa) && numeric(sb) && sa.size() != sb.size()) return sa.size() > sb.size();
+        const bool na = numeric(sa), nb = numeric(sb);
+        if (na != nb) return na;
+        if (na && sa.size() != sb.size()) return sa.size() > sb.size();
         return sa > sb;
       }
       return a.size() > b.size();  // the longer (deeper) path first

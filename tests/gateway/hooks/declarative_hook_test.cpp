@@ -234,6 +234,28 @@ actions:
   EXPECT_STREQ(ev.find("data.keys.0")->GetString(), "k2");
 }
 
+// Found in review: the order of remove: paths compared numeric segments as numbers but a number
+// and a name as text, which is not transitive (10 < 9 < 1a < 10 in removal order): with 16 paths
+// or fewer the wrong list element went first, with more std::sort had undefined behaviour.
+TEST_F(DeclarativeHookTest, RemovingListElementsBesideNamedSiblingsTakesTheRightOnes) {
+  for (int extra : {0, 20}) {  // insertion sort below 17 paths, introsort above
+    std::string paths = "data.c.10, data.c.1a, data.c.9";
+    for (int i = 0; i < extra; ++i) paths += ", data.extra.k" + std::to_string(i);
+    auto hook =
+        load_ok("_10_mixed.yaml", "kind: transform\nactions:\n  - remove: [" + paths + "]\n");
+    ASSERT_TRUE(hook);
+    // data.c is a list here: 1a names nothing in it; elements 9 and 10 go.
+    Event ev = make_event(
+        R"({"type":"t","data":{"c":["e0","e1","e2","e3","e4","e5","e6","e7","e8","e9","e10","e11"]}})");
+    EXPECT_EQ(run(*hook, ev), Action::Continue);
+    const std::string json = ev.to_json();
+    EXPECT_EQ(json.find("\"e9\""), std::string::npos) << extra << ": " << json;
+    EXPECT_EQ(json.find("\"e10\""), std::string::npos) << extra << ": " << json;
+    EXPECT_NE(json.find("\"e8\""), std::string::npos) << extra << ": " << json;
+    EXPECT_NE(json.find("\"e11\""), std::string::npos) << extra << ": " << json;
+  }
+}
+
 // Found in review: the hand-walked set:/rename:/copy: maps let a repeated key through, and the
 // first copy won ({data.a: data.b, data.a: data.c} never created data.c).
 TEST_F(DeclarativeHookTest, RepeatedKeysInActionMapsAreErrors) {
