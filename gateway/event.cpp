@@ -137,6 +137,12 @@ Event::Event() {
 }
 
 Result<Event> Event::parse(std::string_view json, size_t extra_depth) {
+  // RapidJSON's stream reads a NUL as the end of input, so `{...}\0junk` would pass with the rest
+  // ignored. JSON text has no raw NUL (inside strings it is escaped). One at the very end is a C
+  // publisher sending strlen() + 1 bytes, and is let go; anywhere else it is an error.
+  if (!json.empty() && json.back() == '\0') json.remove_suffix(1);
+  if (const size_t nul = json.find('\0'); nul != std::string_view::npos)
+    return make_error("invalid JSON at offset " + std::to_string(nul) + ": a NUL byte");
   Event ev;
   ev.doc_.Parse<kParseFlags>(json.data(), json.size());
   if (ev.doc_.HasParseError()) {

@@ -40,6 +40,13 @@ TEST(EventTest, RejectsWhatIsNotAnEvent) {
   EXPECT_FALSE(Event::parse_envelope(R"({"type":"t","specversion":"0.3"})", 0));
   EXPECT_FALSE(Event::parse_envelope(R"({"type":"t","id":7})", 0));
   EXPECT_FALSE(Event::parse_envelope("", 0));
+  // Found in review: a raw NUL ended the input, so what followed it was dropped unseen.
+  const std::string with_nul = std::string(R"({"type":"t"})") + '\0' + R"({"junk")";
+  auto nul = Event::parse_envelope(with_nul, 0);
+  ASSERT_FALSE(nul);
+  EXPECT_NE(nul.error().message.find("a NUL byte"), std::string::npos) << nul.error().message;
+  // One at the very end is a C publisher's strlen() + 1.
+  EXPECT_TRUE(Event::parse_envelope(std::string(R"({"type":"t"})") + '\0', 0));
 }
 
 // Found in review: the specversion check stopped at a NUL, so "1.0\u0000x" passed and
