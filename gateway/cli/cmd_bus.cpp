@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "bus/proxy.hpp"
 #include "gateway/cli/cli.hpp"
@@ -70,10 +71,14 @@ int cmd_bus(const std::vector<std::string>& argv) {
   static std::mutex mu;
   static bus::Proxy* live = nullptr;
   static int stop_signals = 0;
+  static bool reload_pending = false;  // a SIGHUP while the proxy starts: reloads once it runs
   handle_signals([](int sig) {
     std::lock_guard lock(mu);
     if (sig == SIGHUP) {
-      if (live != nullptr) live->request_reload();  // before start, start reads the lists
+      if (live != nullptr)
+        live->request_reload();
+      else
+        reload_pending = true;
       return;
     }
     if (live == nullptr || ++stop_signals > 1) std::_Exit(0);  // a proxy holds nothing to save
@@ -85,6 +90,8 @@ int cmd_bus(const std::vector<std::string>& argv) {
     explicit LiveProxy(bus::Proxy& p) {
       std::lock_guard lock(mu);
       live = &p;
+      // The lists were read during start; one edited since, and signalled, is read again.
+      if (std::exchange(reload_pending, false)) p.request_reload();
     }
     ~LiveProxy() {
       std::lock_guard lock(mu);
