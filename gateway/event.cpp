@@ -100,7 +100,8 @@ std::string_view next_segment(std::string_view& path) {
 }
 
 bool parse_index(std::string_view seg, rapidjson::SizeType& out) {
-  if (seg.empty()) return false;
+  // "01" is not an index (one spelling per element: a remove: step orders its paths by them).
+  if (seg.empty() || (seg.size() > 1 && seg[0] == '0')) return false;
   auto [p, ec] = std::from_chars(seg.data(), seg.data() + seg.size(), out);
   return ec == std::errc{} && p == seg.data() + seg.size();
 }

@@ -439,6 +439,8 @@ std::optional<ActionStep> parse_action(const YAML::Node& node, const std::string
       }
       return a.size() > b.size();  // the longer (deeper) path first
     });
+    // A path listed twice is removed once: the second would take the element that moved up.
+    step.paths.erase(std::unique(step.paths.begin(), step.paths.end()), step.paths.end());
   } else if (r.has("set")) {
     step.op = ActionStep::Op::Set;
     YAML::Node map = r.node("set");

@@ -13,10 +13,12 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -132,7 +134,8 @@ int run_contained(const std::function<void()>& fn) {
   } catch (...) {
     // The calls catch the hook's exceptions; what is left (out of memory copying its answer)
     // must not leave the jump target pointing into this dead frame. The call's data is then
-    // incomplete, which its caller reads as a failure.
+    // incomplete: a veto may lose its reason, a replacement read as garbage, and the strings not
+    // yet copied leak.
   }
   tls_crash_jump = nullptr;
   return 0;
@@ -145,6 +148,39 @@ std::string signal_name(int sig) {
 
 HookFailure failure(HookFailure::Kind kind, std::string reason) {
   return HookFailure{kind, std::move(reason)};
+}
+
+// Whether `p` lies within [begin, begin + size]; compared as addresses, since `<` on pointers into
+// different objects is unspecified.
+bool points_into(const char* p, const char* begin, size_t size) {
+  const auto at = reinterpret_cast<uintptr_t>(p), from = reinterpret_cast<uintptr_t>(begin);
+  return at >= from && at <= from + size;
+}
+
+// A hook hands over strings of its own allocator, each its own. One that points into the text it
+// was given ("replace with the same event"), or into another returned string (the same pointer
+// twice, or one inside the other's text), would have the gateway free its own buffer, or one
+// twice, later and outside containment. (Two strings in one allocation, "a\0b", cannot be told
+// from two allocations: the hook's allocator keeps its bounds.) Such pointers are set to NULL, never freed (the hook
+// leaks them); returns whether there was one. Runs inside containment: strlen() may fault.
+bool refuse_foreign_strings(std::initializer_list<char**> fields, const std::string& input) {
+  bool refused = false;
+  std::vector<char**> kept;
+  for (char** field : fields) {
+    char*& p = *field;
+    if (p == nullptr) continue;
+    bool foreign = points_into(p, input.data(), input.size());
+    for (char** other : kept)
+      foreign = foreign || points_into(p, *other, std::strlen(*other)) ||
+                points_into(*other, p, std::strlen(p));
+    if (foreign) {
+      p = nullptr;
+      refused = true;
+    } else {
+      kept.push_back(field);
+    }
+  }
+  return refused;
 }
 
 // Copies a string the hook handed over and gives it back to the hook's allocator.
@@ -294,7 +330,7 @@ class Worker {
 
 struct HandleCall {
   std::string input;
-  bool bad_pointer = false;  // a returned string aliased the input or another field
+  bool bad_pointer = false;  // a returned string pointed into the input or another field
   int rc = 0;
   int32_t action = HOOKGATE_CONTINUE;
   bool has_event = false;
@@ -385,6 +421,8 @@ class NativeHook final : public Hook {
           }
           if (err != nullptr) {
             call->failed = true;
+            if (refuse_foreign_strings({&err}, call->config))
+              call->error = "init() returned an error string that points into its config";
             take_string(*d, err, call->error);
           } else {
             call->state = state;
@@ -422,22 +460,8 @@ class NativeHook final : public Hook {
           }
           call->action = r.action;
           call->has_event = r.event_json != nullptr;
-          // The hook must hand over strings of its own allocator. One that points into the event
-          // it was given ("replace with the same event"), or the same pointer twice, would have
-          // the gateway free its own buffer, or one twice, later and outside containment.
-          const char* in_begin = call->input.data();
-          const char* in_end = in_begin + call->input.size() + 1;
-          char** fields[] = {&r.event_json, &r.reason, &r.error};
-          for (size_t i = 0; i < 3; ++i) {
-            char*& p = *fields[i];
-            if (p == nullptr) continue;
-            const bool aliases_input = p >= in_begin && p < in_end;
-            const bool repeated = (i > 0 && p == *fields[0]) || (i > 1 && p == *fields[1]);
-            if (aliases_input || repeated) {
-              call->bad_pointer = true;
-              p = nullptr;  // not ours to free, or freed already
-            }
-          }
+          call->bad_pointer =
+              refuse_foreign_strings({&r.event_json, &r.reason, &r.error}, call->input);
           take_string(*d, r.event_json, call->event_json);
           take_string(*d, r.reason, call->reason);
           take_string(*d, r.error, call->error);

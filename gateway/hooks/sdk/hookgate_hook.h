@@ -25,7 +25,9 @@
  *
  * Strings: every `const char*` the gateway passes is NUL-terminated UTF-8 and valid only during
  * the call. Every `char*` the hook hands back (init's error, result strings, snapshot) is owned by
- * the hook's allocator and released by the gateway through `free_string`, after copying it.
+ * the hook's allocator and released by the gateway through `free_string`, after copying it. Each
+ * must be a string of its own: one that points into what the gateway passed, or into another
+ * returned string, is a garbage answer and is never freed (the hook leaks it).
  *
  * Pure C (C99); usable from C and C++. The C++ wrapper in hookgate_hook.hpp makes a hook a few
  * lines.
@@ -67,7 +69,8 @@ typedef enum hookgate_action {
 } hookgate_action;
 
 /* Filled by handle(). The gateway zeroes it before each call (action = HOOKGATE_CONTINUE, all
- * strings NULL) and frees every non-NULL string with free_string afterwards, whatever the outcome.
+ * strings NULL) and frees every non-NULL string with free_string afterwards, whatever the outcome
+ * (except one that points into the event or another result string: see "Strings" above).
  */
 typedef struct hookgate_hook_result {
   int32_t action;   /* a hookgate_action value */

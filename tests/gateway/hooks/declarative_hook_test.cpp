@@ -254,6 +254,14 @@ TEST_F(DeclarativeHookTest, RemovingListElementsBesideNamedSiblingsTakesTheRight
     EXPECT_NE(json.find("\"e8\""), std::string::npos) << extra << ": " << json;
     EXPECT_NE(json.find("\"e11\""), std::string::npos) << extra << ": " << json;
   }
+  // A path given twice removes one element, and "01" is not an index (one spelling per element).
+  auto hook = load_ok("_10_twice.yaml",
+                      "kind: transform\nactions:\n  - remove: [data.c.0, data.c.0, data.c.01]\n");
+  ASSERT_TRUE(hook);
+  Event ev = make_event(R"({"type":"t","data":{"c":["e0","e1","e2"]}})");
+  EXPECT_EQ(run(*hook, ev), Action::Continue);
+  EXPECT_STREQ(ev.find("data.c.0")->GetString(), "e1") << ev.to_json();
+  EXPECT_STREQ(ev.find("data.c.1")->GetString(), "e2") << ev.to_json();
 }
 
 // Found in review: the hand-walked set:/rename:/copy: maps let a repeated key through, and the

@@ -211,7 +211,7 @@ TEST(NativeHookTest, TimeoutQuarantinesTheHook) {
 TEST(NativeHookTest, ReturnedStringsThatAreNotTheHooksOwnAreRefused) {
   auto hook = load("c_alias_hook");
   ASSERT_TRUE(hook);
-  for (const char* data : {R"({"n":1})", R"({"say":"twice"})"}) {
+  for (const char* data : {R"({"n":1})", R"({"say":"twice"})", R"({"say":"interior"})"}) {
     Event ev = make_event(data);
     auto r = hook->handle(ev);
     ASSERT_FALSE(r) << data;
@@ -221,6 +221,15 @@ TEST(NativeHookTest, ReturnedStringsThatAreNotTheHooksOwnAreRefused) {
   }
   Event ev = make_event(R"({"n":2})");
   EXPECT_FALSE(hook->handle(ev)) << "the hook is not quarantined: it answered, wrongly";
+}
+
+TEST(NativeHookTest, AnInitErrorThatIsTheConfigItselfIsRefused) {
+  auto r = make_native_hook(make_spec(R"({"alias_error":true,"padding":"past the SSO buffer"})"),
+                            fixture("c_alias_hook"), false);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().find("init() returned an error string that points into its config"),
+            std::string::npos)
+      << r.error();
 }
 
 // A crash inside handle() is a hook failure, not the end of the process: the call fails, the
