@@ -16,6 +16,7 @@
 
 #include "config/yaml_reader.hpp"
 #include "gateway/common/diagnostic_type.hpp"
+#include "gateway/common/text.hpp"
 #include "gateway/hooks/native_hook.hpp"
 #include "gateway/hooks/program_hook.hpp"
 #include "gateway/pattern.hpp"
@@ -147,6 +148,14 @@ bool yaml_to_json(const YAML::Node& node, JsonValue& out, Allocator& a, const st
         }
       }
       std::string text = config::expand_env(raw, position_of(node, file), errors);
+      // Events are UTF-8 text end to end: a value that is not (a ${VAR} holding Latin-1, say)
+      // would go into every event this hook edits, and on to the receivers, who may refuse it
+      // for good. The value itself is not quoted: it may be a secret.
+      if (!valid_utf8(text)) {
+        errors.push_back(
+            {position_of(node, file), "this value is not UTF-8 text (after ${VAR} expansion)"});
+        return false;
+      }
       out.SetString(text.c_str(), static_cast<rapidjson::SizeType>(text.size()), a);
       return true;
     }

@@ -266,6 +266,17 @@ TEST_F(DeclarativeHookTest, RemovingListElementsBesideNamedSiblingsTakesTheRight
 
 // Found in review: the hand-walked set:/rename:/copy: maps let a repeated key through, and the
 // first copy won ({data.a: data.b, data.a: data.c} never created data.c).
+// Found in review: a set: value was not checked as UTF-8, so a ${VAR} holding Latin-1 went into
+// every edited event and on to receivers, who may refuse it with a final 4xx.
+TEST_F(DeclarativeHookTest, ASetValueThatIsNotUtf8IsALoadErrorThatDoesNotQuoteIt) {
+  ::setenv("HG_TEST_LATIN1_VALUE", "caf\xe9-s3cret", 1);
+  auto errors =
+      load_err("kind: transform\nactions:\n  - set: {data.x: \"${HG_TEST_LATIN1_VALUE}\"}\n");
+  ::unsetenv("HG_TEST_LATIN1_VALUE");
+  EXPECT_TRUE(has_message(errors, "this value is not UTF-8 text")) << dump(errors);
+  EXPECT_EQ(dump(errors).find("s3cret"), std::string::npos) << dump(errors);
+}
+
 TEST_F(DeclarativeHookTest, RepeatedKeysInActionMapsAreErrors) {
   auto renamed =
       load_err("kind: transform\nactions:\n  - rename: {data.a: data.b, data.a: data.c}\n");
