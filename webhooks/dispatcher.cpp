@@ -746,13 +746,12 @@ struct Dispatcher::Impl {
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &result.http_status);
       result.retry_after = transfer->retry_after;
       if ((code == CURLE_OPERATION_TIMEDOUT || code == CURLE_WRITE_ERROR) && transfer->answered) {
-        // Only the body was late or too long: the receiver has answered. Its status stands
-        // once the whole request was sent, or when it refuses the request.
+        // Only the body was late or too long: the receiver has answered.
         curl_off_t sent = 0;
         curl_easy_getinfo(easy, CURLINFO_SIZE_UPLOAD_T, &sent);
         const std::string* body = transfer->delivery.body.get();
         const auto size = static_cast<curl_off_t>(body ? body->size() : 0);
-        if (sent >= size || result.http_status >= 300) result.curl_code = CURLE_OK;
+        if (status_stands(result.http_status, sent >= size)) result.curl_code = CURLE_OK;
       }
       if (result.curl_code != CURLE_OK) {
         const char* error = transfer->handle->error;

@@ -766,7 +766,8 @@ void PlainHttpClient::send_request(Connection& connection) {
 // sent does not say the receiver has the event).
 bool PlainHttpClient::answer_stands(const Connection& connection) {
   return connection.parser.answered() &&
-         (connection.state == Connection::State::Receiving || connection.parser.status() >= 300);
+         status_stands(connection.parser.status(),
+                       connection.state == Connection::State::Receiving);
 }
 
 void PlainHttpClient::finish_answered(Connection& connection, bool reuse) {

@@ -49,6 +49,13 @@ namespace hookgate::webhooks {
 // receiver streaming a body at line rate would otherwise hold the thread every webhook shares.
 inline constexpr uint64_t kMaxResponseBytes = 256 * 1024;
 
+// Whether a final status whose body is still to come ends the attempt (both clients): once the
+// whole request was sent, or when it refuses the request. A 2xx before the body went out does
+// not say the receiver has the event.
+inline bool status_stands(long status, bool request_sent) {
+  return request_sent || status >= 300;
+}
+
 class PlainHttpClient {
  public:
   // Where a webhook's requests go, parsed once per configuration.

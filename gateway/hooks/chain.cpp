@@ -194,8 +194,12 @@ void HookChain::vetoed(const Slot& slot, std::string reason, const Event& event,
 
 void HookChain::dispatch_observers(std::shared_ptr<const Event> event, ObserverPool& pool) const {
   if (!event) return;
+  size_t bytes = 0;
   for (const Slot& slot : observers_) {
-    if (slot.hook->matches(event->type())) pool.submit({slot.hook, slot.stats, event});
+    if (slot.hook->matches(event->type())) {
+      if (bytes == 0) bytes = event->memory_bytes();  // once per event, not per observer
+      pool.submit({slot.hook, slot.stats, event, bytes});
+    }
   }
 }
 

@@ -161,23 +161,28 @@ bool points_into(const char* p, const char* begin, size_t size) {
 // was given ("replace with the same event"), or into another returned string (the same pointer
 // twice, or one inside the other's text), would have the gateway free its own buffer, or one
 // twice, later and outside containment. (Two strings in one allocation, "a\0b", cannot be told
-// from two allocations: the hook's allocator keeps its bounds.) Such pointers are set to NULL, never freed (the hook
-// leaks them); returns whether there was one. Runs inside containment: strlen() may fault.
+// from two allocations: the hook's allocator keeps its bounds.) Such pointers are set to NULL,
+// never freed (the hook leaks them); returns whether there was one. Runs inside containment:
+// strlen() may fault.
 bool refuse_foreign_strings(std::initializer_list<char**> fields, const std::string& input) {
   bool refused = false;
-  std::vector<char**> kept;
+  // At most three fields: kept strings and their lengths on the stack (this runs on every call).
+  const char* kept[3];
+  size_t kept_length[3];
+  size_t kept_count = 0;
   for (char** field : fields) {
     char*& p = *field;
     if (p == nullptr) continue;
+    const size_t length = std::strlen(p);
     bool foreign = points_into(p, input.data(), input.size());
-    for (char** other : kept)
-      foreign = foreign || points_into(p, *other, std::strlen(*other)) ||
-                points_into(*other, p, std::strlen(p));
+    for (size_t i = 0; i < kept_count && !foreign; ++i)
+      foreign = points_into(p, kept[i], kept_length[i]) || points_into(kept[i], p, length);
     if (foreign) {
       p = nullptr;
       refused = true;
-    } else {
-      kept.push_back(field);
+    } else if (kept_count < 3) {
+      kept[kept_count] = p;
+      kept_length[kept_count++] = length;
     }
   }
   return refused;

@@ -51,7 +51,7 @@ ObserverPool::~ObserverPool() {
 
 bool ObserverPool::submit(ObserverJob job) {
   const char* why = "observer queue full";
-  job.bytes = job.event ? job.event->memory_bytes() : 0;
+  if (job.bytes == 0 && job.event) job.bytes = job.event->memory_bytes();
   std::vector<ObserverJob> evicted;  // released outside the lock
   bool accepted = false;
   {

@@ -31,7 +31,7 @@ struct ObserverJob {
   HookPtr hook;
   std::shared_ptr<const HookStats> stats;  // the hook's metric series, looked up at chain build
   std::shared_ptr<const Event> event;      // shared by every observer of one event; read-only
-  size_t bytes = 0;                        // set by submit(): the event's memory_bytes()
+  size_t bytes = 0;  // the event's memory_bytes(); submit() measures it when 0
 };
 
 // Bytes of events the queue may pin besides its run count: 10,000 waiting runs of 512 KiB events

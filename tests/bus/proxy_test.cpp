@@ -96,12 +96,6 @@ int publish_until_received(Publisher& pub, testing::ReceivingThread& rx, const s
   return 0;
 }
 
-// Waits up to 5 s for `done()`.
-bool eventually(const std::function<bool()>& done) {
-  for (int i = 0; i < 50 && !done(); ++i) std::this_thread::sleep_for(100ms);
-  return done();
-}
-
 TEST(ProxyTest, ForwardsPublicationsAndSubscriptions) {
   TempDir dir;
   auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
@@ -158,11 +152,11 @@ TEST(ProxyTest, AReloadRefusesARemovedPublisherOnItsOpenConnection) {
 
   dir.write("publishers", format_keypair_file(kept, false));
   running->request_reload();
-  ASSERT_TRUE(eventually([&] { return running->reloads() == 1; }));
+  ASSERT_TRUE(testing::wait_until([&] { return running->reloads() == 1; }, 5s));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(bad->publish("app.revoked.after", "{}"));
   std::vector<std::string> seen;
   ASSERT_GT(publish_until_received(*good, rx, "app.kept.after", &seen), 0);
-  EXPECT_TRUE(eventually([&] { return running->publications_denied() == 5; }))
+  EXPECT_TRUE(testing::wait_until([&] { return running->publications_denied() == 5; }, 5s))
       << running->publications_denied();
   for (auto parts = rx.next(300ms); !parts.empty(); parts = rx.next(300ms))
     seen.push_back(parts[0]);
@@ -194,7 +188,7 @@ TEST(ProxyTest, AReloadCutsOffARemovedSubscriber) {
 
   dir.write("subscribers", format_keypair_file(kept, false));
   running->request_reload();
-  ASSERT_TRUE(eventually([&] { return running->reloads() == 1; }));
+  ASSERT_TRUE(testing::wait_until([&] { return running->reloads() == 1; }, 5s));
   ASSERT_EQ(running->backend_rebinds(), 1u);
   EXPECT_EQ(running->backend_endpoint(), backend) << "a rebind keeps the resolved port";
   // The kept subscriber reconnects and receives again; the removed one gets nothing new.
@@ -220,7 +214,7 @@ TEST(ProxyTest, AnUnreadableListOnReloadKeepsTheRunningOne) {
   ASSERT_GT(publish_until_received(*pub, rx, "app.before"), 0);
   dir.write("clients", "not a key\n");
   running->request_reload();
-  ASSERT_TRUE(eventually([&] { return running->reloads() == 1; }));
+  ASSERT_TRUE(testing::wait_until([&] { return running->reloads() == 1; }, 5s));
   EXPECT_GT(publish_until_received(*pub, rx, "app.after"), 0);
   EXPECT_EQ(running->publications_denied(), 0u);
   EXPECT_EQ(running->backend_rebinds(), 0u);
