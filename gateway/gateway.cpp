@@ -76,6 +76,7 @@ struct Gateway::Impl {
     size_t deliveries = 0;
     size_t bytes = 0;          // the deliveries' body sizes
     size_t routed_events = 0;  // those with a delivery of their own in it: what a refused add loses
+    std::shared_ptr<const Router> router;  // the webhooks the batch was routed to
   };
   std::deque<AddInFlight> adds;
   size_t open_deliveries = 0;  // sum over `adds`
@@ -225,7 +226,7 @@ struct Gateway::Impl {
       dispatcher->set_webhooks(*webhooks);
       spdlog::info("reload: configuration reloaded from {} ({} webhooks)", cfg.file,
                    webhooks->size());
-      report_unconfigured_backlogs(*webhooks);
+      report_unconfigured_backlogs(*next_router);
     }
     // A hook that failed to load is left out; say so where operators look (diagnostics too).
     for (const auto& e : next->entries()) {
@@ -261,20 +262,17 @@ struct Gateway::Impl {
   }
 
   // Deliveries stay with the webhook name they were made for; after a rename or a removal they
-  // wait in the spool for that name to come back, which an operator must hear about.
-  void report_unconfigured_backlogs(const std::vector<config::WebhookConfig>& webhooks) {
+  // wait in the spool for that name to come back, which an operator must hear about. With
+  // `routed_by`, only its webhooks are looked at (a batch it routed has just been spooled).
+  void report_unconfigured_backlogs(const Router& configured, const Router* routed_by = nullptr) {
     for (const auto& backlog : store->pending_by_webhook()) {
-      // Not a structured binding: clang 14 cannot capture one in a lambda (the fuzz build).
       const std::string& name = backlog.first;
-      const size_t count = backlog.second;
-      const bool configured = std::any_of(webhooks.begin(), webhooks.end(),
-                                          [&](const auto& w) { return w.name == name; });
-      if (!configured)
-        spdlog::warn(
-            "spool holds {} pending deliveries for webhook '{}', which is not configured: they "
-            "wait there until a webhook of that name is configured again (hookgate deliveries "
-            "list --webhook {})",
-            count, name, name);
+      if (configured.has_webhook(name) || (routed_by && !routed_by->has_webhook(name))) continue;
+      spdlog::warn(
+          "spool holds {} pending deliveries for webhook '{}', which is not configured: they "
+          "wait there until a webhook of that name is configured again (hookgate deliveries "
+          "list --webhook {})",
+          backlog.second, name, name);
     }
   }
 
@@ -445,7 +443,7 @@ struct Gateway::Impl {
       return;
     }
     const size_t count = batch.size();
-    adds.push_back({store->add_async(std::move(batch)), events, count, bytes, routed_events});
+    adds.push_back({store->add_async(std::move(batch)), events, count, bytes, routed_events, rt});
     open_deliveries += count;
     open_bytes += bytes;
     batch.clear();
@@ -476,6 +474,10 @@ struct Gateway::Impl {
                         add.routed_events, st.error().message);
       } else {
         accepted.inc(add.events);
+        // Routed by webhooks a reload has since replaced: the reload's report may have run
+        // before this batch was spooled.
+        if (auto now_routing = snapshot().second; now_routing != add.router)
+          report_unconfigured_backlogs(*now_routing, add.router.get());
       }
       open_deliveries -= add.deliveries;
       open_bytes -= add.bytes;
@@ -646,7 +648,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
       [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
   g.router = std::make_shared<const Router>(g.cfg.webhooks);
   g.dispatcher->set_webhooks(g.cfg.webhooks);
-  g.report_unconfigured_backlogs(g.cfg.webhooks);
+  g.report_unconfigured_backlogs(*g.router);
   // The watcher first: a hook changed while the chain loads (program hooks' handshakes can take
   // seconds) then reloads it once the ingest loop runs.
   g.start_watcher();

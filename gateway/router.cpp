@@ -143,6 +143,11 @@ size_t Router::route(const Event& event, int64_t schedule_ms, std::vector<webhoo
   return added;
 }
 
+bool Router::has_webhook(std::string_view name) const {
+  return std::any_of(routes_.begin(), routes_.end(),
+                     [&](const Route& r) { return r.webhook.name == name; });
+}
+
 std::vector<std::string> Router::matching(std::string_view type) const {
   std::vector<std::string> names;
   for (const auto& r : routes_)

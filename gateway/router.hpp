@@ -26,6 +26,7 @@ class Router {
   // Names of the webhooks an event of `type` would reach (for `hooks test`).
   std::vector<std::string> matching(std::string_view type) const;
   bool empty() const { return routes_.empty(); }
+  bool has_webhook(std::string_view name) const;
 
  private:
   struct Route {

@@ -375,6 +375,45 @@ TEST(ReliabilityTest, DeliveriesOfAnUnconfiguredWebhookAreReported) {
       << gw.log();
 }
 
+// Found in review: an event routed by the webhooks a reload was replacing (it was in the hook
+// chain when the new ones took over) was spooled for a webhook that reload removed after the
+// reload had reported the unconfigured backlogs, so its delivery waited there unmentioned until
+// the next reload. The gateway now reports such a batch once it is spooled.
+TEST(ReliabilityTest, ADeliveryRoutedAcrossTheReloadThatRemovesItsWebhookIsReported) {
+  TempDir dir;
+  const std::string dead_url = "http://127.0.0.1:" + std::to_string(free_tcp_port()) + "/";
+  // Each event takes 1.5 s in this hook, and a new process's handshake 0.5 s: the reload's
+  // chain takes over while the old chain still holds the second event.
+  dir.write("slow.sh",
+            "sleep 0.5\n"
+            "echo '{\"hookgate\":1}'\n"
+            "while read -r line; do\n"
+            "  echo x >> started\n"
+            "  id=${line#*\\\"id\\\":}; id=${id%%,*}\n"
+            "  sleep 1.5\n"
+            "  echo \"{\\\"id\\\":$id,\\\"action\\\":\\\"continue\\\"}\"\n"
+            "done\n");
+  dir.write("hooks/_10_slow.yaml",
+            "kind: transform\nevents: [\"app.*\"]\nrun: [bash, ../slow.sh]\ntimeout_ms: 5000\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(dead_url, "    retry: { max_attempts: 1000 }\n"))) << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub->publish("app.event", "{}"));
+  const auto started = [&] { return read_text(dir / "hooks" / "started"); };
+  ASSERT_TRUE(wait_until([&] { return started() == "x\n"; }, 10s)) << gw.log();
+
+  // While the first event is in the hook: remove the webhook, reload, publish the second.
+  std::string renamed = config_for(dead_url);
+  renamed.replace(renamed.find("name: sink"), 10, "name: siem");
+  dir.write("hookgate.yaml", renamed);
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(pub->publish("app.event", "{}"));
+  EXPECT_TRUE(gw.wait_for_log(
+      "spool holds 2 pending deliveries for webhook 'sink', which is not configured", 15s))
+      << gw.log();
+}
+
 TEST(ReliabilityTest, DeadLetterThenReplay) {
   TempDir dir;
   HttpReceiver rx;
