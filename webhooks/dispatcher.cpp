@@ -745,8 +745,8 @@ struct Dispatcher::Impl {
       result.curl_code = code;
       curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &result.http_status);
       result.retry_after = transfer->retry_after;
-      if ((code == CURLE_OPERATION_TIMEDOUT || code == CURLE_WRITE_ERROR) && transfer->answered) {
-        // Only the body was late or too long: the receiver has answered.
+      if (code != CURLE_OK && transfer->answered) {
+        // Only the body was late, too long or cut short: the receiver has answered.
         curl_off_t sent = 0;
         curl_easy_getinfo(easy, CURLINFO_SIZE_UPLOAD_T, &sent);
         const std::string* body = transfer->delivery.body.get();

@@ -115,8 +115,9 @@ class ResponseParser {
   }
 
   bool started() const { return started_; }
-  // The final response's status line and headers have been read (its body may not have).
-  bool answered() const { return status_ != 0 && state_ != State::Failed; }
+  // The final response's status line and headers have been read (its body may not have been,
+  // or may be malformed: a head that fails never sets the status).
+  bool answered() const { return status_ != 0; }
   bool done() const { return state_ == State::Done; }
   bool failed() const { return state_ == State::Failed; }
   const std::string& error() const { return error_; }
@@ -770,6 +771,14 @@ bool PlainHttpClient::answer_stands(const Connection& connection) {
                        connection.state == Connection::State::Receiving);
 }
 
+// A response whose status stands and whose body failed (cut short by a close or a reset, or
+// malformed): the receiver has answered, so that status is the outcome; the connection closes.
+bool PlainHttpClient::complete_if_answered(Connection& connection) {
+  if (!answer_stands(connection)) return false;
+  complete(connection, answer_of(connection.parser), false);
+  return true;
+}
+
 void PlainHttpClient::finish_answered(Connection& connection, bool reuse) {
   if (answer_stands(connection)) {
     complete(connection, answer_of(connection.parser), reuse);
@@ -847,6 +856,7 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
       const size_t used = connection.parser.feed(buffer, static_cast<size_t>(n));
       connection.response_bytes += static_cast<uint64_t>(n);
       if (connection.parser.failed()) {
+        if (complete_if_answered(connection)) return;
         fail(connection, CURLE_WEIRD_SERVER_REPLY,
              "Malformed HTTP response from " + connection.where() + ": " +
                  connection.parser.error());
@@ -887,6 +897,7 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
         fail(connection, CURLE_GOT_NOTHING, "Empty reply from server " + connection.where());
         return;
       }
+      if (complete_if_answered(connection)) return;
       fail(connection, CURLE_RECV_ERROR,
            "Connection to " + connection.where() + " closed before the response was complete");
       return;
@@ -895,6 +906,7 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return;
     const int error = errno;
     if (!connection.parser.started() && resend_on_new_connection(connection)) return;
+    if (complete_if_answered(connection)) return;
     fail(connection, CURLE_RECV_ERROR,
          "Recv failure from " + connection.where() + ": " + std::strerror(error));
     return;

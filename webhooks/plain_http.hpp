@@ -126,6 +126,8 @@ class PlainHttpClient {
   // Ends an attempt whose response status has arrived: with that status when it stands, else as
   // a malformed reply (retried).
   void finish_answered(Connection& connection, bool reuse);
+  // For a response whose body failed: completes it with its status if that stands (true).
+  bool complete_if_answered(Connection& connection);
   void read_response(Connection& connection, uint32_t events);
   void take_resolved();
   // Ends the connection's request with `result`; reuse says whether the connection stays open.

@@ -428,9 +428,10 @@ TEST_P(DispatcherTest, HungEndpointDoesNotDelayAnotherWebhookOnTheSameHost) {
       4u);
 }
 
-// Found in review: a status that arrived with its body still coming (endless, or late at the
-// timeout) was a timeout and a retry, so the receiver got the event twice. Both clients now take
-// the status once the request was sent, and stop reading past kMaxResponseBytes.
+// Found in review: a status that arrived with its body still coming (endless, late at the
+// timeout, or cut short by a close) was a transport error and a retry, so the receiver
+// got the event twice. Both clients now take the status once the request was sent, and stop
+// reading past kMaxResponseBytes.
 TEST_P(DispatcherTest, AStatusWithALateOrEndlessBodyIsTheOutcome) {
   testing::ScriptedServer endless([](testing::ScriptedServer& server, int fd, int) {
     server.read(fd);
@@ -445,16 +446,31 @@ TEST_P(DispatcherTest, AStatusWithALateOrEndlessBodyIsTheOutcome) {
     char byte;
     ::recv(fd, &byte, 1, 0);  // until the client or the server's destructor closes
   });
+  testing::ScriptedServer closed([](testing::ScriptedServer& server, int fd, int) {
+    server.read(fd);
+    testing::send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nok");
+    ::shutdown(fd, SHUT_WR);  // 98 bytes of the body never come
+  });
+  testing::ScriptedServer chunks([](testing::ScriptedServer& server, int fd, int) {
+    server.read(fd);
+    testing::send_all(fd, "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab");
+    ::shutdown(fd, SHUT_WR);  // mid-chunk, without the last chunk
+  });
   const std::string endless_name = unique_name("_endless");
   const std::string late_name = unique_name("_late");
+  const std::string closed_name = unique_name("_closed");
+  const std::string chunks_name = unique_name("_chunks");
   auto late_webhook = webhook(late_name, late.url());
   late_webhook.timeout_ms = 300;
   Dispatcher dispatcher(store_, diagnostics_.sink());
-  dispatcher.set_webhooks({webhook(endless_name, endless.url()), late_webhook});
+  dispatcher.set_webhooks({webhook(endless_name, endless.url()), late_webhook,
+                           webhook(closed_name, closed.url()), webhook(chunks_name, chunks.url())});
   dispatcher.start();
   add(endless_name);
   add(late_name);
-  ASSERT_TRUE(store_.wait_for_completions(2));
+  add(closed_name);
+  add(chunks_name);
+  ASSERT_TRUE(store_.wait_for_completions(4));
   for (const auto& completion : store_.completions())
     EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Delivered)
         << completion.delivery.webhook << ": " << completion.outcome.error;
