@@ -609,6 +609,10 @@ struct Gateway::Impl {
       w.String(redact_secrets(s.last_error).c_str());
       w.Key("last_error_ms");
       w.Int64(s.last_error_ms);
+      if (s.held_until_ms > now_unix_ms()) {
+        w.Key("held_until_ms");
+        w.Int64(s.held_until_ms);
+      }
       w.EndObject();
     }
     w.EndArray();

@@ -202,6 +202,9 @@ struct Dispatcher::Impl {
     bool removed = false;
     bool paused = false;
     std::string pause_reason;
+    // A Retry-After holds the whole webhook, not only the delivery it came with: a receiver that
+    // asks for a pause gets one. Schedule clock; 0 = not held.
+    int64_t held_until_ms = 0;
     // The last claim filled every slot it asked for, or something new may be due: claim again
     // when a slot is free. Cleared when a claim comes back short.
     bool maybe_ready = true;
@@ -440,7 +443,7 @@ struct Dispatcher::Impl {
   void start_due_transfers(int64_t now_ms) {
     for (const auto& name : order) {
       auto& webhook = *webhooks.at(name);
-      if (webhook.removed || webhook.paused) continue;
+      if (webhook.removed || webhook.paused || webhook.held_until_ms > now_ms) continue;
       if (!webhook.maybe_ready) {
         if (!webhook.next_due_ms || *webhook.next_due_ms > now_ms) continue;
         webhook.maybe_ready = true;
@@ -474,7 +477,7 @@ struct Dispatcher::Impl {
     const int64_t deadline_ms = schedule_now_ms() + (deadline_ns - now_ns) / 1000000;
     for (const auto& name : order) {
       auto& webhook = *webhooks.at(name);
-      if (webhook.removed || webhook.paused) continue;
+      if (webhook.removed || webhook.paused || webhook.held_until_ms > deadline_ms) continue;
       if (webhook.bucket.limited()) {
         // It may sit maybe_ready without claiming while it waits for a token: ask the store,
         // and count it only if a token comes in time.
@@ -496,6 +499,10 @@ struct Dispatcher::Impl {
       auto& webhook = *webhooks.at(name);
       if (webhook.removed || webhook.paused) continue;
       if (webhook.in_flight >= webhook.max_in_flight()) continue;  // a completion wakes us
+      if (webhook.held_until_ms > now_ms) {
+        timeout = std::min(timeout, webhook.held_until_ms - now_ms);
+        continue;
+      }
       if (webhook.maybe_ready) {
         timeout = std::min(timeout, webhook.bucket.limited()
                                         ? webhook.bucket.ms_until_token(now_steady_ns())
@@ -838,6 +845,20 @@ struct Dispatcher::Impl {
       }
     }
 
+    if (classification.verdict == Verdict::Retry && classification.retry_after_ms.value_or(0) > 0 &&
+        webhook.config == transfer->config) {
+      const int64_t until = schedule_ms + *classification.retry_after_ms;
+      if (webhook.held_until_ms <= schedule_ms)
+        spdlog::warn(
+            "webhook {}: the receiver asked for a pause (Retry-After: {} ms); none of its "
+            "deliveries is sent before then",
+            cfg.name, *classification.retry_after_ms);
+      webhook.held_until_ms = std::max(webhook.held_until_ms, until);
+      std::lock_guard lock(status_mu);
+      if (auto status = statuses.find(cfg.name); status != statuses.end())
+        status->second.held_until_ms =
+            std::max(status->second.held_until_ms, now_ms + *classification.retry_after_ms);
+    }
     if (decision.pause_webhook && !webhook.paused && !webhook.removed &&
         webhook.config == transfer->config) {
       webhook.paused = true;

@@ -44,6 +44,7 @@ class Dispatcher {
     int64_t last_success_ms = 0;  // unix ms, 0 = never
     std::string last_error;
     int64_t last_error_ms = 0;  // unix ms, 0 = never
+    int64_t held_until_ms = 0;  // unix ms: the latest Retry-After holds its deliveries until then
     // Healthy unless paused or the latest outcome was a failure.
     bool healthy() const { return !paused && last_success_ms >= last_error_ms; }
   };

@@ -631,6 +631,35 @@ TEST_P(DispatcherTest, RetryAfterIsHonoured) {
   EXPECT_GE(requests[1].received_ns - requests[0].received_ns, 900'000'000);
 }
 
+// Found in review: a Retry-After held back only the delivery it came with, so every other due
+// delivery of the webhook went out at once, into a receiver that had asked for a pause (a SIEM
+// answering 429 to a backlog saw all of it, round after round, until it was dead-lettered).
+TEST_P(DispatcherTest, RetryAfterHoldsTheWholeWebhook) {
+  const std::string name = unique_name();
+  std::atomic<int> calls{0};
+  receiver_.set_handler([&](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    if (calls++ == 0) {
+      response.status = 429;
+      response.headers["Retry-After"] = "2";
+    }
+    return response;
+  });
+  auto w = webhook(name, receiver_.url());
+  w.max_in_flight = 1;  // one request at a time: the 429 comes before the others go out
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  for (int i = 0; i < 3; ++i) add(name);
+  ASSERT_TRUE(store_.wait_for_completions(1));  // the 429: /status says until when
+  EXPECT_GT(status_of(dispatcher, name)->held_until_ms, now_unix_ms() + 1000);
+  ASSERT_TRUE(store_.wait_for_completions(4));
+  dispatcher.stop(milliseconds(0));
+  auto requests = receiver_.requests();
+  ASSERT_EQ(requests.size(), 4u);
+  EXPECT_GE(requests[1].received_ns - requests[0].received_ns, 1'900'000'000);
+}
+
 TEST_P(DispatcherTest, DiagnosticDeliveriesRaiseNoDiagnostics) {
   const std::string name = unique_name();
   receiver_.set_handler(answer(500));
