@@ -301,6 +301,12 @@ Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
     if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
       return make_error("webhook " + webhook.name + ": header " + name +
                         " has a line break or NUL in its value");
+    // RFC 9110 5.5: strict receivers refuse the other control characters with a 400 (final).
+    if (std::any_of(value.begin(), value.end(), [](char c) {
+          return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
+        }))
+      return make_error("webhook " + webhook.name + ": header " + name +
+                        " has a control character in its value");
     // The HTTP client writes these from the request itself: a second Content-Length, or one
     // beside Transfer-Encoding, would make a receiver or a proxy read a different body than the
     // one signed (or refuse every request, which dead-letters everything).
@@ -308,14 +314,17 @@ Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
       return make_error("webhook " + webhook.name + ": header " + name +
                         " describes the HTTP message itself and is set by hookgate; remove it");
     if (is_reserved_header(name)) continue;  // hookgate's ids and signatures always win
+    // Surrounding blanks are not part of a field value (RFC 9110 5.5), and libcurl reads a
+    // blank-only one as "do not send this header": both clients send the trimmed value.
+    const std::string_view trimmed = trim(value);  // checked above: only SP and HTAB remain
     bool replaced = false;
     for (auto& header : headers) {
       if (iequals(header.first, name)) {
-        header.second = value;
+        header.second = trimmed;
         replaced = true;
       }
     }
-    if (!replaced) headers.emplace_back(name, value);
+    if (!replaced) headers.emplace_back(name, trimmed);
   }
   return headers;
 }

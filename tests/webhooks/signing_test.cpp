@@ -235,6 +235,25 @@ TEST(SigningTest, HeaderInjectionIsRefusedOrNeutralized) {
   EXPECT_EQ(h["X-Hookgate-Event"], "evil%0D%0AX-Injected: 1");
 }
 
+// Found in review: a value with another control character (\x01, ESC, DEL) was sent, and strict
+// receivers answer 400 (final: every delivery dead-lettered); a whitespace-only value was dropped
+// by libcurl (which reads "Name:   " as "do not send Name") but sent by the built-in client.
+TEST(SigningTest, HeaderValuesAreTrimmedAndFreeOfControlCharacters) {
+  config::WebhookConfig webhook;
+  webhook.name = "values";
+  for (std::string bad : {"a\x01b", "\x1b[31m", "a\x7f"}) {
+    webhook.headers = {{"X-Bad", bad}};
+    auto built = build_attempt_headers(webhook, make_delivery("{}"), 1);
+    ASSERT_FALSE(built.ok());
+    EXPECT_NE(built.error().message.find("control character"), std::string::npos);
+    EXPECT_EQ(built.error().message.find(bad), std::string::npos);  // not quoted
+  }
+  webhook.headers = {{"X-Blank", "   "}, {"X-Padded", " \tv a\tl\t "}};
+  auto h = as_map(unwrap(build_attempt_headers(webhook, make_delivery("{}"), 1)));
+  EXPECT_EQ(h["X-Blank"], "");
+  EXPECT_EQ(h["X-Padded"], "v a\tl");
+}
+
 // Found in review: a custom Content-Length went out beside the client's own (a 400, final, so
 // every delivery dead-lettered), and beside Transfer-Encoding it lets a proxy and the receiver
 // disagree on where the signed body ends. Framing headers are a configuration error now.
