@@ -88,8 +88,14 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
     // refuse every client.
     fs::directory_iterator it(path, ec);
     for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-      auto ext = it->path().extension();
-      if (ext != ".key" && ext != ".pub") continue;
+      // Only *.pub: `hookgate keygen --out svc.key` writes svc.key (with the secret) beside
+      // svc.key.pub, and revoking by removing the .pub must not leave the .key to list it. The
+      // .key is not read (its secret belongs to the client, and it may be unreadable here).
+      const auto ext = it->path().extension();
+      if (ext == ".key")
+        spdlog::warn("bus: allowed_clients: {} is skipped: only *.pub files list keys",
+                     it->path().string());
+      if (ext != ".pub") continue;
       auto keys = read_key_file(it->path().string());
       if (!keys) return keys.error();
       if (!keys->public_key.empty()) allowed.insert(keys->public_key);

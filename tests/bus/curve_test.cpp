@@ -63,6 +63,26 @@ TEST(CurveTest, BareKeysMayHoldColonsAndEquals) {
   EXPECT_EQ(*server, with_colon);
 }
 
+// Found in review: the folder form read *.key files too, so revoking a publisher whose keygen
+// output (svc.key with its secret, svc.key.pub) sat in the folder by removing its .pub, as the
+// docs say, left it allowed; and one .key the gateway could not read failed the whole list.
+TEST(CurveTest, AnAllowListFolderListsOnlyPubFiles) {
+  TempDir dir;
+  const auto svc = generate_curve_keypair();
+  fs::create_directory(dir / "clients");
+  dir.write("clients/svc.key", format_keypair_file(svc, true));
+  dir.write("clients/svc.key.pub", format_keypair_file(svc, false));
+  dir.write("clients/broken.key", "not a key at all\n");
+  auto listed = read_allowed_clients((dir / "clients").string());
+  ASSERT_TRUE(listed) << listed.error().message;
+  EXPECT_EQ(*listed, std::set<std::string>{svc.public_key});
+
+  fs::remove(dir / "clients/svc.key.pub");
+  auto revoked = read_allowed_clients((dir / "clients").string());
+  ASSERT_TRUE(revoked) << revoked.error().message;
+  EXPECT_TRUE(revoked->empty());
+}
+
 // Found in review: a key file path of exactly 40 characters, all in the Z85 alphabet (as
 // /etc/hookgate/keys/proxy-server1.key.pub is), was taken for the key itself.
 TEST(CurveTest, AFortyCharacterKeyFilePathIsReadAsAFile) {
@@ -106,7 +126,7 @@ TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
   auto listed = generate_curve_keypair();
   auto unlisted = generate_curve_keypair();
   fs::create_directories(dir / "clients");
-  dir.write("clients/svc.key", format_keypair_file(listed, false));
+  dir.write("clients/svc.pub", format_keypair_file(listed, false));
 
   zmq::context_t ctx;
   auto sub = Subscriber::open(ctx, curve_server_bus(dir, server, dir / "clients"));
@@ -153,6 +173,9 @@ TEST(CurveTest, AKeyRemovedFromTheAllowListIsRefusedOnItsOpenConnection) {
   dir.write("allowed", "# nobody\n");
   ASSERT_TRUE(ensure_zap_authenticator(ctx, cfg.curve));  // what a reload does
   ASSERT_TRUE(pub.value()->publish("app.revoked", "{}"));
+  // Once the message has been refused, nothing of it may have arrived.
+  EXPECT_TRUE(testing::wait_until([&] { return denied.value() == denied_before + 1; },
+                                  std::chrono::seconds(5)));
   EXPECT_TRUE(rx.next(std::chrono::milliseconds(500)).empty()) << "a revoked key got an event in";
   EXPECT_EQ(denied.value(), denied_before + 1);
 
