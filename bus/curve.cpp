@@ -43,6 +43,13 @@ std::pair<std::string, std::string> key_line(const std::string& line) {
   return {trim(line.substr(0, sep)), trim(line.substr(sep + 1))};
 }
 
+// ZAP reply: version, request id, status code, status text, user id, metadata.
+void send_zap_reply(zmq::socket_t& socket, const std::array<std::string, 6>& reply) {
+  for (size_t i = 0; i < reply.size(); ++i)
+    socket.send(zmq::buffer(reply[i]),
+                i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+}
+
 }  // namespace
 
 CurveKeypair generate_curve_keypair() {
@@ -187,13 +194,21 @@ bool AllowListCheck::allows(zmq::message_t& first_frame) {
 void ZapAuthenticator::run() {
   auto& denied_counter = metrics::counter("hookgate_bus_auth_denied_total",
                                           "Bus connections refused by the CURVE allow-list");
-  try {
-    while (!stop_) answer_one(denied_counter);
-  } catch (const zmq::error_t& e) {
-    // The context is terminating under us (its owner did not stop this handler first): close
-    // the socket so the termination can finish, instead of letting the exception end the process.
-    spdlog::warn("bus: ZAP handler stopping: {}", e.what());
-    socket_.close();
+  while (!stop_) {
+    try {
+      answer_one(denied_counter);
+    } catch (const zmq::error_t& e) {
+      // A signal handler installed without SA_RESTART (a native hook's, an embedding program's)
+      // interrupts the wait: carry on. Had the handler stopped, libzmq would admit every client
+      // that knows the server key.
+      if (e.num() == EINTR) continue;
+      // The context is terminating under us (its owner did not stop this handler first): close
+      // the socket so the termination can finish, instead of letting the exception end the
+      // process.
+      spdlog::warn("bus: ZAP handler stopping: {}", e.what());
+      socket_.close();
+      return;
+    }
   }
 }
 
@@ -207,7 +222,13 @@ void ZapAuthenticator::answer_one(metrics::Counter& denied_counter) {
     if (!socket_.recv(part, zmq::recv_flags::none)) break;
     frames.push_back(std::move(part));
   } while (frames.back().more());
-  if (frames.size() < 6) return;
+  if (frames.size() < 6) {
+    // Not from libzmq, which always sends them all; answered anyway, since a REP socket that
+    // leaves a request unanswered can take no other.
+    send_zap_reply(socket_, {"1.0", frames.size() > 1 ? frames[1].to_string() : "", "500",
+                             "malformed ZAP request", "", ""});
+    return;
+  }
   std::string mechanism = frames[5].to_string();
   std::string client_key;
   if (mechanism == "CURVE" && frames.size() >= 7 && frames[6].size() == 32) {
@@ -229,16 +250,8 @@ void ZapAuthenticator::answer_one(metrics::Counter& denied_counter) {
                                                                        : "allowed_clients") +
                                           ")");
   }
-  std::array<std::string, 6> reply = {"1.0",
-                                      frames[1].to_string(),
-                                      ok ? "200" : "400",
-                                      ok ? "OK" : "client key not allowed",
-                                      ok ? client_key : "",
-                                      ""};
-  for (size_t i = 0; i < reply.size(); ++i) {
-    socket_.send(zmq::buffer(reply[i]),
-                 i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-  }
+  send_zap_reply(socket_, {"1.0", frames[1].to_string(), ok ? "200" : "400",
+                           ok ? "OK" : "client key not allowed", ok ? client_key : "", ""});
 }
 
 Status ensure_zap_authenticator(zmq::context_t& ctx, const config::CurveConfig& cfg,

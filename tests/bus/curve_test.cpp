@@ -1,11 +1,14 @@
 #include "bus/curve.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "bus/publisher.hpp"
 #include "bus/subscriber.hpp"
@@ -143,6 +146,48 @@ TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
   ASSERT_TRUE(good);
   ASSERT_TRUE(good.value()->wait_for_subscriber(std::chrono::seconds(5)));
   ASSERT_TRUE(good.value()->publish("ok.event", "{}"));
+  auto parts = rx.next(std::chrono::seconds(5));
+  ASSERT_FALSE(parts.empty());
+  EXPECT_EQ(parts[0], "ok.event");
+  stop_zap_authenticator(ctx);
+}
+
+// Found in review: a signal caught without SA_RESTART (say, by a native hook's handler) made the
+// ZAP handler's poll throw EINTR, and the handler stopped for good. libzmq then admits clients
+// unvetted, which the allow-list check refuses: no new publisher, listed or not, got in again.
+TEST(CurveTest, ASignalDoesNotStopTheZapHandler) {
+  TempDir dir;
+  auto server = generate_curve_keypair();
+  auto listed = generate_curve_keypair();
+  fs::create_directories(dir / "clients");
+  dir.write("clients/svc.pub", format_keypair_file(listed, false));
+  zmq::context_t ctx;
+  auto sub = Subscriber::open(ctx, curve_server_bus(dir, server, dir / "clients"));
+  ASSERT_TRUE(sub) << sub.error().message;
+
+  struct sigaction ignore {};
+  ignore.sa_handler = [](int) {};
+  sigemptyset(&ignore.sa_mask);
+  ignore.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR
+  struct sigaction before {};
+  ASSERT_EQ(::sigaction(SIGUSR1, &ignore, &before), 0);
+  int signalled = 0;
+  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
+    if (testing::read_text(task.path() / "comm") != "hg-zap\n") continue;
+    const pid_t tid = std::stoi(task.path().filename().string());
+    for (int i = 0; i < 5; ++i, ++signalled) {
+      ::syscall(SYS_tgkill, ::getpid(), tid, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ::sigaction(SIGUSR1, &before, nullptr);
+  ASSERT_GT(signalled, 0);
+
+  testing::ReceivingThread rx(*sub.value());
+  auto pub = curve_publisher(*sub.value(), server, listed);
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  ASSERT_TRUE(pub.value()->publish("ok.event", "{}"));
   auto parts = rx.next(std::chrono::seconds(5));
   ASSERT_FALSE(parts.empty());
   EXPECT_EQ(parts[0], "ok.event");
