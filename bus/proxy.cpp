@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "bus/subscriber.hpp"
+#include "bus/wire.hpp"
 
 namespace hookgate::bus {
 
@@ -26,6 +27,7 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
     zmq::socket_t frontend(proxy->ctx_, zmq::socket_type::xsub);
     frontend.set(zmq::sockopt::linger, 0);
     frontend.set(zmq::sockopt::rcvhwm, options.hwm);
+    set_transport_options(frontend, {options.frontend});
     // Like the gateway's own socket: frames up to twice the limit pass, so a slightly oversize
     // event is rejected (and counted) by the gateway instead of cutting its publisher's
     // connection here, with whatever was queued behind it.
@@ -78,6 +80,8 @@ Status Proxy::open_backend() {
   zmq::socket_t backend(ctx_, zmq::socket_type::xpub);
   backend.set(zmq::sockopt::linger, 0);
   backend.set(zmq::sockopt::sndhwm, options_.hwm);
+  set_transport_options(backend,
+                        {backend_endpoint_.empty() ? options_.backend : backend_endpoint_});
   if (curve()) make_curve_server(backend, kSubscriberDomain);
   const bool rebind = !backend_endpoint_.empty();
   if (rebind) backend_.close();

@@ -3,8 +3,10 @@
 // lines:
 //
 //   auto pub = hookgate::bus::Publisher::connect({.endpoints = {"tcp://127.0.0.1:5556"}});
-//   pub.value()->wait_for_subscriber(std::chrono::seconds(2));
-//   pub.value()->publish("user.created", R"({"user":"ann"})");
+//   if (!pub) return report(pub.error().message);
+//   if (!pub.value()->wait_for_subscriber(std::chrono::seconds(2))) return report("no gateway");
+//   if (auto sent = pub.value()->publish("user.created", R"({"user":"ann"})"); !sent)
+//     return report(sent.error().message);  // not on the bus: retry, or give up and say so
 //
 // It uses an XPUB socket so it can see when a subscriber (the gateway, or a `hookgate bus` proxy)
 // has subscribed: a plain PUB silently drops everything sent before the subscription arrives, which

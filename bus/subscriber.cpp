@@ -16,6 +16,9 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
     sock.set(zmq::sockopt::maxmsgsize, kOversizeHardCapFactor * cfg.max_message_bytes);
     sock.set(zmq::sockopt::rcvhwm, cfg.receive_hwm);
     sock.set(zmq::sockopt::linger, 0);
+    std::vector<std::string> endpoints = cfg.connect;
+    if (cfg.bind) endpoints.push_back(*cfg.bind);
+    set_transport_options(sock, endpoints);
     if (cfg.curve.client_mode()) {
       auto server = read_server_key(cfg.curve.server_key);
       if (!server) return make_error("bus.curve.server_key: " + server.error().message);

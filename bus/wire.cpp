@@ -1,10 +1,22 @@
 #include "bus/wire.hpp"
 
+#include <algorithm>
+
 #include "bus/sequence_gaps.hpp"
 #include "gateway/common/diagnostic_type.hpp"
 #include "gateway/common/text.hpp"
 
 namespace hookgate::bus {
+
+void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>& endpoints) {
+  if (std::any_of(endpoints.begin(), endpoints.end(),
+                  [](const std::string& e) { return e.find("://[") != std::string::npos; }))
+    socket.set(zmq::sockopt::ipv6, true);
+  socket.set(zmq::sockopt::heartbeat_ivl, kHeartbeatIntervalMs);
+  socket.set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeoutMs);
+  socket.set(zmq::sockopt::heartbeat_ttl, kHeartbeatTimeoutMs);  // the peer's side of the same
+}
+
 namespace {
 
 // Copies the stream stamp of a parsed but rejected envelope into `rej`.

@@ -81,6 +81,21 @@ TEST(PublisherTest, DeliversToBoundSubscriberAfterWaitingForSubscription) {
   EXPECT_STREQ(ev->find("data.user")->GetString(), "ann");
 }
 
+// Found in review: no bus socket set ZMQ_IPV6, so `bind: tcp://[::]:5556` failed at start and a
+// connect to an IPv6-only host never connected.
+TEST(PublisherTest, IPv6EndpointsWork) {
+  config::BusConfig cfg;
+  cfg.bind = "tcp://[::1]:*";
+  Loopback bus(cfg, "svc6");
+  ASSERT_TRUE(bus.ok());
+  EXPECT_NE(bus.sub->bound_endpoint().find("[::1]"), std::string::npos)
+      << bus.sub->bound_endpoint();
+  ASSERT_TRUE(bus.pub->publish("user.created", "{}"));
+  auto ev = bus.next();
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->source(), "svc6");
+}
+
 // Every event carries the publisher's stream id and a sequence number that grows by one, so the
 // gateway can count messages that never arrived (bus/sequence_gaps.hpp).
 TEST(PublisherTest, StampsStreamAndConsecutiveSequenceNumbers) {
