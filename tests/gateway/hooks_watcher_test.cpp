@@ -16,6 +16,23 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The reload count once it has stayed the same for `quiet` (later reloads a burst of changes
+// caused have landed), or after 10 s.
+int settled_count(const std::atomic<int>& reloads, std::chrono::milliseconds quiet) {
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  int last = reloads.load();
+  auto since = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - since < quiet &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(5ms);
+    if (const int now = reloads.load(); now != last) {
+      last = now;
+      since = std::chrono::steady_clock::now();
+    }
+  }
+  return last;
+}
+
 TEST(HooksWatcherTest, HookFilesReloadButLogsAndEditorFilesDoNot) {
   testing::TempDir dir;
   std::atomic<int> reloads{0};
@@ -97,8 +114,7 @@ TEST(HooksWatcherTest, FollowsADirectoryCreatedOrSwappedInAfterStart) {
   fs::create_directory(hooks);
   root.write("hooks/10_x.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
   ASSERT_TRUE(testing::wait_until([&] { return reloads.load() >= 1; }, 3s));
-  std::this_thread::sleep_for(200ms);
-  const int after_create = reloads.load();
+  const int after_create = settled_count(reloads, 300ms);  // twice the debounce
 
   // A deploy's atomic swap: build the new folder beside, rename it over the old one.
   root.write("hooks.new/10_x.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
@@ -145,11 +161,12 @@ TEST(HooksWatcherTest, ADirectoryGoneForLongerThanTheGraceIsReloadedWithout) {
   root.write("workspace/20_b.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
-      {(root / "user").string(), (root / "workspace").string()}, [&] { ++reloads; }, 150ms, 800ms);
+      {(root / "user").string(), (root / "workspace").string()}, [&] { ++reloads; }, 150ms, 2000ms);
   fs::remove_all(root / "user");
+  // The reload is due ~2.15 s from here (the debounce, then the grace).
   std::this_thread::sleep_for(400ms);
   EXPECT_EQ(reloads.load(), 0);
-  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 3s));
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 5s));
   // The other directory reloads as usual from then on.
   std::this_thread::sleep_for(200ms);
   root.write("workspace/30_c.yaml", "kind: transform\nactions: [ {remove: [data.z]} ]\n");
@@ -168,8 +185,7 @@ TEST(HooksWatcherTest, FollowsChangesFurtherUpThePath) {
 
   root.write("release/hooks/10_x.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
   ASSERT_TRUE(testing::wait_until([&] { return reloads.load() >= 1; }, 3s));
-  std::this_thread::sleep_for(200ms);
-  const int after_create = reloads.load();
+  const int after_create = settled_count(reloads, 300ms);  // twice the debounce
 
   root.write("release.new/hooks/10_x.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
   fs::rename(root / "release", root / "release.old");

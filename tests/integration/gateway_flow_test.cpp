@@ -147,7 +147,7 @@ TEST(GatewayFlowTest, RetryAfter500KeepsDeliveryId) {
   EXPECT_EQ(reqs[0].header("x-hookgate-delivery"), reqs[2].header("x-hookgate-delivery"));
   EXPECT_EQ(reqs[1].header("webhook-id"), reqs[2].header("webhook-id"));
   EXPECT_FALSE(rx.wait_for(4, 500ms)) << "delivered once the endpoint answered 200";
-  EXPECT_TRUE(gw.wait_for_log("500", 5s)) << gw.log();
+  EXPECT_TRUE(gw.wait_for_log("HTTP 500", 5s)) << gw.log();
 }
 
 TEST(GatewayFlowTest, HungEndpointDoesNotDelayAnother) {

@@ -167,7 +167,7 @@ TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
 
   HttpReceiver rx(port);
   ASSERT_TRUE(gw.restart()) << gw.log();
-  ASSERT_TRUE(gw.wait_for_log("pending deliveries to resume", 5s));
+  ASSERT_TRUE(gw.wait_for_run_log("pending deliveries to resume", 5s));
   bool all = wait_until(
       [&] {
         auto got = received_event_ids(rx);

@@ -213,11 +213,26 @@ std::string GatewayProcess::log() const {
   return read_text(log_path_);
 }
 
+std::string GatewayProcess::run_log() const {
+  std::string all = log();
+  return all.size() > log_offset_ ? all.substr(log_offset_) : std::string();
+}
+
 bool GatewayProcess::wait_for_log(const std::string& needle,
                                   std::chrono::milliseconds timeout) const {
+  return wait_for_log_from(0, needle, timeout);
+}
+
+bool GatewayProcess::wait_for_run_log(const std::string& needle,
+                                      std::chrono::milliseconds timeout) const {
+  return wait_for_log_from(log_offset_, needle, timeout);
+}
+
+bool GatewayProcess::wait_for_log_from(size_t offset, const std::string& needle,
+                                       std::chrono::milliseconds timeout) const {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (log().find(needle) != std::string::npos) return true;
+    if (log().find(needle, offset) != std::string::npos) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;

@@ -75,12 +75,19 @@ class GatewayProcess {
   std::string config_path() const { return config_path_; }
   // Everything the gateway logged so far (all runs).
   std::string log() const;
-  // Waits until the log contains `needle`.
+  // What the current run (the last start() or restart()) logged so far.
+  std::string run_log() const;
+  // Waits until the log of any run contains `needle`.
   bool wait_for_log(const std::string& needle, std::chrono::milliseconds timeout) const;
+  // Waits until the current run's log contains `needle`: after a restart, a line the earlier run
+  // logged does not count.
+  bool wait_for_run_log(const std::string& needle, std::chrono::milliseconds timeout) const;
 
  private:
   bool launch(std::chrono::milliseconds timeout);
   bool launch_once(std::chrono::milliseconds timeout);
+  bool wait_for_log_from(size_t offset, const std::string& needle,
+                         std::chrono::milliseconds timeout) const;
   const TempDir& dir_;
   std::string config_path_;
   std::string log_path_;

@@ -883,12 +883,12 @@ TEST_F(SqliteSpoolTest, AFailedCommitWithdrawsWhatAddPublished) {
 // out a lock held by another process (up to busy_retries more timeouts) instead.
 TEST_F(SqliteSpoolTest, TheWriterWaitsOutAnotherProcesssLongTransaction) {
   SqliteSpoolTuning tuning;
-  tuning.busy_timeout_ms = 100;
+  tuning.busy_timeout_ms = 250;  // with the default 11 retries: 3 s before the writer gives up
   auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
   auto lock = std::make_unique<ForeignWriteLock>(cfg_.path);
   std::thread holder([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(700));  // seven busy timeouts
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));  // nearly three busy timeouts
     lock->release();
   });
   auto adding = spool->add_async({make("waited", "siem")});

@@ -68,7 +68,8 @@ TEST(ObserverPool, FullQueueDropsAndCountsWithoutBlocking) {
   EXPECT_TRUE(pool.submit(job_for(blocked)));  // queued 2/2
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < 5; ++i) EXPECT_FALSE(pool.submit(job_for(blocked)));
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(100));
+  // A submit that waited for room would wait until the gate opens below, i.e. forever.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
   EXPECT_EQ(pool.queued(), 2u);
   EXPECT_EQ(pool.dropped(), 5u);
   EXPECT_EQ(counter("hookgate_observer_dropped_total"), dropped_before + 5);
@@ -157,9 +158,10 @@ TEST(ObserverPool, StopWithoutGraceDropsWhatIsQueued) {
   ASSERT_TRUE(pool.submit(job_for(blocked)));
   ASSERT_TRUE(gate.wait_for_waiters(1));
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.submit(job_for(blocked)));
-  // Release the running observer shortly after stop() has begun.
+  // Release the running observer once stop() has dropped the queue (it does so before joining
+  // the workers); if it never does, after 5 s so that the test fails rather than hangs.
   std::thread opener([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    hookgate::testing::wait_until([&] { return pool.dropped() == 4; }, std::chrono::seconds(5));
     gate.open();
   });
   pool.stop(std::chrono::milliseconds(0));
