@@ -72,6 +72,15 @@ struct RetryConfig {
 // Collector shape {"time","host","source","sourcetype","event": <CloudEvent>}.
 enum class BodyMode { CloudEvent, Data, SplunkHec };
 
+// TLS settings for an https:// webhook (libcurl). Verification is always on: there is no switch
+// to turn it off; trust a private CA with ca_file instead.
+struct TlsConfig {
+  std::string ca_file;    // PEM CA certificates trusted instead of the system's store
+  std::string cert_file;  // PEM client certificate, for receivers that require mutual TLS
+  std::string key_file;   // its PEM private key (not encrypted)
+  bool operator==(const TlsConfig&) const = default;
+};
+
 struct WebhookConfig {
   std::string name;
   std::string url;
@@ -92,6 +101,7 @@ struct WebhookConfig {
   // libcurl for https:// and URLs with credentials; libcurl: libcurl for every URL.
   enum class HttpClient { Auto, Libcurl };
   HttpClient http_client = HttpClient::Auto;
+  TlsConfig tls;
   Position where;
 };
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "config/yaml_reader.hpp"
@@ -194,8 +195,30 @@ void read_retry(MapReader r, RetryConfig& retry) {
   r.finish();
 }
 
+void read_tls(MapReader r, const WebhookConfig& w, const std::string& base_dir, TlsConfig& tls) {
+  r.get("ca_file", tls.ca_file);
+  r.get("cert_file", tls.cert_file);
+  r.get("key_file", tls.key_file);
+  const bool any = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty();
+  if (any && w.url.rfind("https://", 0) != 0)
+    r.error(r.pos(), r.context() + ": applies to https:// URLs only");
+  if (tls.cert_file.empty() != tls.key_file.empty())
+    r.error(r.pos(), r.context() + ": cert_file and key_file go together");
+  for (auto [key, path] :
+       {std::pair{"ca_file", &tls.ca_file}, std::pair{"cert_file", &tls.cert_file},
+        std::pair{"key_file", &tls.key_file}}) {
+    if (path->empty()) continue;
+    *path = resolve_path(*path, base_dir);
+    std::error_code ec;
+    if (!std::ifstream(*path) || fs::is_directory(*path, ec))
+      r.error(r.pos(key), r.context() + "." + key + ": cannot read " + *path);
+  }
+  r.finish();
+}
+
 WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
-                           const std::string& context, Diagnostics& errors) {
+                           const std::string& context, Diagnostics& errors,
+                           const std::string& base_dir) {
   WebhookConfig w;
   MapReader r(node, file, context, errors);
   w.where = r.pos();
@@ -266,6 +289,8 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
     r.error(r.pos("http_client"),
             context + ".http_client: expected auto or libcurl, got '" + http_client + "'");
   }
+  if (r.has("tls"))
+    read_tls(MapReader(r.node("tls"), file, context + ".tls", errors), w, base_dir, w.tls);
   validate_webhook(r, w);
   // Here, not in validate_webhook: node() marks a key as read, and the `extensions.webhooks`
   // form has neither key, so there they must stay unknown.
@@ -280,14 +305,15 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
 }
 
 void read_webhooks(const YAML::Node& node, const std::string& file, Diagnostics& errors,
-                   std::vector<WebhookConfig>& out) {
+                   const std::string& base_dir, std::vector<WebhookConfig>& out) {
   if (!node.IsDefined() || node.IsNull()) return;
   if (!node.IsSequence()) {
     errors.push_back({position_of(node, file), "webhooks: expected a list"});
     return;
   }
   for (size_t i = 0; i < node.size(); ++i)
-    out.push_back(read_webhook(node[i], file, "webhooks[" + std::to_string(i) + "]", errors));
+    out.push_back(
+        read_webhook(node[i], file, "webhooks[" + std::to_string(i) + "]", errors, base_dir));
 }
 
 void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
@@ -438,7 +464,7 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   if (explicit_dirs) {
     for (auto& d : cfg.hooks.directories) d = resolve_path(d, base_dir);
   }
-  read_webhooks(r.node("webhooks"), file, errors, cfg.webhooks);
+  read_webhooks(r.node("webhooks"), file, errors, base_dir, cfg.webhooks);
   read_spool(MapReader(r.node("spool"), file, "spool", errors), cfg.spool, base_dir);
   read_admin(MapReader(r.node("admin"), file, "admin", errors), cfg.admin);
   read_log(MapReader(r.node("log"), file, "log", errors), cfg.log);

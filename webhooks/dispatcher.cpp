@@ -46,7 +46,7 @@ bool same_settings(const config::WebhookConfig& a, const config::WebhookConfig& 
          a.retry.max_retry_after_ms == b.retry.max_retry_after_ms &&
          a.max_in_flight == b.max_in_flight && a.rate_limit_per_s == b.rate_limit_per_s &&
          a.body == b.body && a.sign_github == b.sign_github && a.allow_cidrs == b.allow_cidrs &&
-         a.deny_cidrs == b.deny_cidrs && a.http_client == b.http_client;
+         a.deny_cidrs == b.deny_cidrs && a.http_client == b.http_client && a.tls == b.tls;
 }
 
 // The built-in client serves plain http:// unless told not to, or unless a custom header takes
@@ -90,8 +90,15 @@ std::string attempt_result_label(const AttemptResult& result) {
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
-    case CURLE_SSL_CONNECT_ERROR:
       return "connect_error";
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+      return "tls";
     default:
       return "error";
   }
@@ -606,6 +613,17 @@ struct Dispatcher::Impl {
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, handle->error);
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(easy, CURLOPT_SHARE, webhook.share);
+    // Verification stays on (libcurl's default); these only say what to trust and who we are.
+    if (!cfg.tls.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, cfg.tls.ca_file.c_str());
+    if (!cfg.tls.cert_file.empty()) {
+      curl_easy_setopt(easy, CURLOPT_SSLCERT, cfg.tls.cert_file.c_str());
+      curl_easy_setopt(easy, CURLOPT_SSLKEY, cfg.tls.key_file.c_str());
+    }
+#if LIBCURL_VERSION_NUM >= 0x075700
+    // libcurl keeps a parsed CA store for 24 h by default: a CA file replaced in place would be
+    // ignored that long. A minute bounds it, at one parse a minute on new connections.
+    curl_easy_setopt(easy, CURLOPT_CA_CACHE_TIMEOUT, 60L);
+#endif
     return handle;
   }
 

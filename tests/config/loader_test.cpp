@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -148,6 +149,35 @@ TEST(ConfigLoaderTest, HttpClientIsAutoOrLibcurl) {
   - { name: a, url: "http://a/", http_client: curl }
 )")),
             "test.yaml:2:47: webhooks[0].http_client: expected auto or libcurl, got 'curl'");
+}
+
+// tls: what an https:// webhook trusts and which certificate it shows. Paths resolve against the
+// config's folder; there is no switch that turns verification off.
+TEST(ConfigLoaderTest, TlsSettingsForHttpsWebhooks) {
+  char folder[] = "/tmp/hookgate-tls-config-XXXXXX";
+  ASSERT_NE(::mkdtemp(folder), nullptr);
+  const std::string dir = folder;
+  for (const char* name : {"ca.pem", "client.pem", "client.key"})
+    std::ofstream(dir + "/" + name) << "PEM\n";
+  auto load_in_dir = [&](const std::string& tls, const std::string& url = "https://siem/") {
+    return load_config_text(
+        "webhooks:\n  - name: siem\n    url: " + url + "\n    tls: " + tls + "\n", "test.yaml",
+        dir);
+  };
+  auto cfg = load_in_dir("{ ca_file: ca.pem, cert_file: client.pem, key_file: client.key }");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_EQ(cfg->webhooks[0].tls.ca_file, dir + "/ca.pem");
+  EXPECT_EQ(cfg->webhooks[0].tls.cert_file, dir + "/client.pem");
+  EXPECT_EQ(cfg->webhooks[0].tls.key_file, dir + "/client.key");
+
+  EXPECT_EQ(first_error(load_in_dir("{ ca_file: ca.pem }", "http://siem/")),
+            "test.yaml:4:10: webhooks[0].tls: applies to https:// URLs only");
+  EXPECT_EQ(first_error(load_in_dir("{ cert_file: client.pem }")),
+            "test.yaml:4:10: webhooks[0].tls: cert_file and key_file go together");
+  EXPECT_EQ(first_error(load_in_dir("{ ca_file: missing.pem }")),
+            "test.yaml:4:21: webhooks[0].tls.ca_file: cannot read " + dir + "/missing.pem");
+  EXPECT_NE(first_error(load_in_dir("{ verify: false }")).find("verify"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 // bus.curve: server mode (bind, allow-list) or client mode (server_key: connect to a CURVE proxy).

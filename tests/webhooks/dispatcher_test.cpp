@@ -23,6 +23,7 @@
 #include "tests/support/http_receiver.hpp"
 #include "tests/support/log_capture.hpp"
 #include "tests/support/scripted_server.hpp"
+#include "tests/support/tls_receiver.hpp"
 #include "webhooks/memory_store.hpp"
 
 namespace hookgate::webhooks {
@@ -227,6 +228,10 @@ class DispatcherTest : public ::testing::TestWithParam<config::WebhookConfig::Ht
   static uint64_t deliveries_total(const std::string& name, const std::string& outcome) {
     return metrics::Registry::global().counter_value("hookgate_deliveries_total",
                                                      {{"webhook", name}, {"outcome", outcome}});
+  }
+  static uint64_t attempts_total(const std::string& name, const std::string& result) {
+    return metrics::Registry::global().counter_value("hookgate_delivery_attempts_total",
+                                                     {{"webhook", name}, {"result", result}});
   }
 
   static inline std::atomic<int> rounds_{0};
@@ -651,13 +656,60 @@ TEST_P(DispatcherTest, RetryAfterHoldsTheWholeWebhook) {
   dispatcher.set_webhooks({w});
   dispatcher.start();
   for (int i = 0; i < 3; ++i) add(name);
-  ASSERT_TRUE(store_.wait_for_completions(1));  // the 429: /status says until when
+  // The 429: /status says until when (set just after the completion is recorded).
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return status_of(dispatcher, name)->held_until_ms > 0; }, std::chrono::seconds(5)));
   EXPECT_GT(status_of(dispatcher, name)->held_until_ms, now_unix_ms() + 1000);
   ASSERT_TRUE(store_.wait_for_completions(4));
   dispatcher.stop(milliseconds(0));
   auto requests = receiver_.requests();
   ASSERT_EQ(requests.size(), 4u);
   EXPECT_GE(requests[1].received_ns - requests[0].received_ns, 1'900'000'000);
+}
+
+// Found in review: https webhooks could neither trust a private CA (an internal SIEM's) nor show
+// a client certificate, and no test covered https at all. Verification is on by default, and
+// `tls:` says what to trust and who the gateway is.
+TEST_P(DispatcherTest, HttpsVerifiesTheReceiverAgainstTheConfiguredCa) {
+  testing::TlsReceiver receiver(/*require_client_certificate=*/true);
+  testing::TempDir dir;
+  const std::string ca = dir.write("ca.pem", receiver.ca_pem());
+  const std::string cert = dir.write("client.pem", receiver.client_cert_pem());
+  const std::string key = dir.write("client.key", receiver.client_key_pem());
+
+  auto untrusted = webhook(unique_name("_untrusted"), receiver.url());
+  untrusted.retry.max_attempts = 1;
+  auto anonymous = webhook(unique_name("_anonymous"), receiver.url());
+  anonymous.retry.max_attempts = 1;
+  anonymous.tls.ca_file = ca;
+  auto trusted = webhook(unique_name("_trusted"), receiver.url());
+  trusted.tls = {ca, cert, key};
+  trusted.secrets = {"tls-secret"};
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({untrusted, anonymous, trusted});
+  dispatcher.start();
+  add(untrusted.name);
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  add(anonymous.name);
+  ASSERT_TRUE(store_.wait_for_completions(2));
+  add(trusted.name);
+  ASSERT_TRUE(store_.wait_for_completions(3));
+  dispatcher.stop(milliseconds(0));
+
+  const auto completions = store_.completions();
+  // The system's CAs do not vouch for the receiver: refused before any request went out.
+  EXPECT_EQ(completions[0].outcome.kind, AttemptOutcome::Kind::Dead);
+  EXPECT_NE(completions[0].outcome.error.find("certificate"), std::string::npos)
+      << completions[0].outcome.error;
+  EXPECT_EQ(attempts_total(untrusted.name, "tls"), 1u);
+  // Trusted, but without the client certificate the receiver requires.
+  EXPECT_EQ(completions[1].outcome.kind, AttemptOutcome::Kind::Dead);
+  EXPECT_EQ(receiver.failed_handshakes(), 2);
+  EXPECT_EQ(completions[2].outcome.kind, AttemptOutcome::Kind::Delivered)
+      << completions[2].outcome.error;
+  EXPECT_EQ(receiver.requests(), 1);
+  EXPECT_EQ(receiver.last_headers()["x-hookgate-delivery"], completions[2].delivery.id);
+  EXPECT_NE(receiver.last_headers()["webhook-signature"].rfind("v1,", 0), std::string::npos);
 }
 
 TEST_P(DispatcherTest, DiagnosticDeliveriesRaiseNoDiagnostics) {
