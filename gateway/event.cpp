@@ -13,6 +13,7 @@
 
 #include "gateway/common/clock.hpp"
 #include "gateway/common/ids.hpp"
+#include "gateway/common/text.hpp"
 
 namespace hookgate {
 namespace {
@@ -79,7 +80,7 @@ std::optional<std::string> unwritable(const JsonValue& root, bool may_hold_surro
       return std::string("a string holds an unpaired UTF-16 surrogate escape");
     if (v->IsObject()) {
       if (auto dup = duplicate_name(*v))
-        return "the key \"" + std::string(dup->substr(0, 64)) + "\" appears twice in one object";
+        return "the key \"" + printable_prefix(*dup, 64) + "\" appears twice in one object";
       for (const auto& m : v->GetObject()) {
         if (may_hold_surrogates && has_surrogate(m.name.GetString(), m.name.GetStringLength()))
           return std::string("a key holds an unpaired UTF-16 surrogate escape");

@@ -101,6 +101,11 @@ TEST(EventTest, RejectsDuplicateKeysAtAnyDepth) {
             "invalid JSON: the key \"password\" appears twice in one object");
   EXPECT_FALSE(Event::parse(R"({"type":"auth.failure","type":"admin.x"})"));
   EXPECT_FALSE(Event::parse(R"({"type":"t","data":{"a":[{"k":1,"k":2}]}})"));
+  // The name is quoted for a log line and a diagnostic: its line breaks and non-ASCII bytes
+  // (which a 64-byte cut could split mid-character) are shown as '?'.
+  auto odd = Event::parse("{\"type\":\"t\",\"k\\n\\u00e9\":1,\"k\\n\\u00e9\":2}");
+  ASSERT_FALSE(odd);
+  EXPECT_EQ(odd.error().message, "invalid JSON: the key \"k???\" appears twice in one object");
   // Many members take the sorted path; still found, and distinct names still pass.
   std::string wide = R"({"type":"t","data":{)";
   for (int i = 0; i < 40; ++i) wide += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
