@@ -61,6 +61,9 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
     }
     proxy->frontend_endpoint_ = frontend.get(zmq::sockopt::last_endpoint);
     proxy->frontend_ = std::move(frontend);
+    auto monitor = ConnectionMonitor::watch(proxy->ctx_, proxy->frontend_, {}, proxy->curve());
+    if (!monitor) return monitor.error();
+    proxy->frontend_monitor_ = std::move(monitor.value());
     if (auto st = proxy->open_backend(); !st) return st.error();
   } catch (const zmq::error_t& e) {
     return make_error(std::string("bus proxy: ") + e.what());
@@ -84,7 +87,10 @@ Status Proxy::open_backend() {
                         {backend_endpoint_.empty() ? options_.backend : backend_endpoint_});
   if (curve()) make_curve_server(backend, kSubscriberDomain);
   const bool rebind = !backend_endpoint_.empty();
-  if (rebind) backend_.close();
+  if (rebind) {
+    backend_monitor_.reset();
+    backend_.close();
+  }
   const std::string endpoint = rebind ? backend_endpoint_ : options_.backend;
   // On a rebind the old socket's listener closes in ZeroMQ's I/O thread, a moment after close().
   for (int attempt = 0;; ++attempt) {
@@ -99,6 +105,9 @@ Status Proxy::open_backend() {
   }
   backend_endpoint_ = backend.get(zmq::sockopt::last_endpoint);
   backend_ = std::move(backend);
+  auto monitor = ConnectionMonitor::watch(ctx_, backend_, {}, curve());
+  if (!monitor) return monitor.error();
+  backend_monitor_ = std::move(monitor.value());
   return {};
 }
 

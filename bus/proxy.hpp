@@ -14,6 +14,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "bus/connection_monitor.hpp"
 #include "bus/curve.hpp"
 #include "gateway/common/result.hpp"
 
@@ -73,6 +74,8 @@ class Proxy {
   ZapAuthenticatorStopper zap_stopper_{ctx_};
   zmq::socket_t frontend_;
   zmq::socket_t backend_;
+  std::unique_ptr<ConnectionMonitor> frontend_monitor_;  // failed handshakes, logged
+  std::unique_ptr<ConnectionMonitor> backend_monitor_;
   std::unique_ptr<AllowListCheck> publisher_check_;
   std::string secret_key_;                 // Z85, read once at start
   std::set<std::string> subscriber_keys_;  // the list the backend's connections were vetted by

@@ -39,6 +39,11 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
           "Bus messages refused because the sender's CURVE key left bus.curve.allowed_clients "
           "after it connected, or came over a connection the allow-list did not vet");
     }
+    // Before any bind or connect, so the first handshake is watched too.
+    auto monitor = ConnectionMonitor::watch(ctx, sub->socket_, cfg.connect,
+                                            cfg.curve.enabled && !cfg.curve.client_mode());
+    if (!monitor) return monitor.error();
+    sub->monitor_ = std::move(monitor.value());
     if (cfg.bind) {
       try {
         sub->socket_.bind(*cfg.bind);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bus/connection_monitor.hpp"
 #include "bus/curve.hpp"
 #include "config/config.hpp"
 #include "gateway/common/result.hpp"
@@ -43,6 +44,7 @@ class Subscriber {
   bool read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags);
 
   zmq::socket_t socket_;
+  std::unique_ptr<ConnectionMonitor> monitor_;  // destroyed before the socket it watches
   std::unique_ptr<AllowListCheck> allow_list_;  // a CURVE server: senders still allowed?
   metrics::Counter* denied_ = nullptr;          // with allow_list_
   std::string bound_;

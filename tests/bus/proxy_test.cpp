@@ -10,7 +10,9 @@
 
 #include "bus/publisher.hpp"
 #include "bus/subscriber.hpp"
+#include "gateway/common/metrics.hpp"
 #include "tests/support/gateway_process.hpp"
+#include "tests/support/log_capture.hpp"
 #include "tests/support/receiving_thread.hpp"
 
 namespace hookgate::bus {
@@ -115,6 +117,46 @@ TEST(ProxyTest, ForwardsPublicationsAndSubscriptions) {
   ASSERT_EQ(parts.size(), 2u);  // type and body, as one message
   EXPECT_EQ(parts[0], "app.one");
   EXPECT_NE(parts[1].find(R"("n":1)"), std::string::npos) << parts[1];
+}
+
+// Found in review: a gateway whose CURVE key the proxy does not list, or which has the wrong
+// server key, received nothing and logged nothing (ZeroMQ retries the handshake quietly).
+TEST(ProxyTest, AGatewayTheProxyRefusesSaysSo) {
+  testing::LogCapture log;  // before the sockets whose monitor thread logs
+  TempDir dir;
+  auto server = generate_curve_keypair();
+  auto listed = generate_curve_keypair();
+  auto unlisted = generate_curve_keypair();
+  dir.write("publishers", format_keypair_file(listed, false));
+  dir.write("subscribers", format_keypair_file(listed, false));
+  auto proxy = start_curve_proxy(dir, server, "publishers", "subscribers");
+  ASSERT_TRUE(proxy) << proxy.error().message;
+  RunningProxy running(std::move(proxy.value()));
+  auto& failures = metrics::counter("hookgate_bus_handshake_failures_total", "");
+  const uint64_t before = failures.value();
+  {
+    zmq::context_t ctx;
+    auto refused = subscriber(ctx, *running, dir, &server, &unlisted, "unlisted");
+    ASSERT_TRUE(refused);
+    EXPECT_TRUE(testing::wait_until(
+        [&] { return log.contains("refused this gateway's CURVE key (ZAP status 400)"); }, 5s));
+  }
+  {
+    zmq::context_t ctx;
+    const auto wrong_server = generate_curve_keypair();
+    auto mistaken = subscriber(ctx, *running, dir, &wrong_server, &listed, "mistaken");
+    ASSERT_TRUE(mistaken);
+    EXPECT_TRUE(
+        testing::wait_until([&] { return log.contains("bus: handshake with tcp://"); }, 5s));
+  }
+  EXPECT_GE(failures.value(), before + 2);
+  EXPECT_FALSE(log.contains("bus: connected to"));
+  {
+    zmq::context_t ctx;
+    auto accepted = subscriber(ctx, *running, dir, &server, &listed, "listed");
+    ASSERT_TRUE(accepted);
+    EXPECT_TRUE(testing::wait_until([&] { return log.contains("bus: connected to tcp://"); }, 5s));
+  }
 }
 
 TEST(ProxyTest, TheBackendEndpointMustBind) {

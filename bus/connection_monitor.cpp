@@ -1,0 +1,130 @@
+#include "bus/connection_monitor.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
+#include "gateway/common/thread_name.hpp"
+
+namespace hookgate::bus {
+namespace {
+
+constexpr int kWatchedEvents =
+    ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED;
+
+std::atomic<uint64_t> g_monitors{0};
+
+}  // namespace
+
+Result<std::unique_ptr<ConnectionMonitor>> ConnectionMonitor::watch(
+    zmq::context_t& ctx, zmq::socket_t& socket, std::vector<std::string> connect_endpoints,
+    bool curve_server) {
+  const std::string address = "inproc://hookgate-bus-monitor-" + std::to_string(++g_monitors);
+  if (zmq_socket_monitor(socket.handle(), address.c_str(), kWatchedEvents) != 0)
+    return make_error(std::string("cannot monitor the bus socket: ") + zmq_strerror(zmq_errno()));
+  try {
+    zmq::socket_t events(ctx, zmq::socket_type::pair);
+    events.set(zmq::sockopt::linger, 0);
+    events.connect(address);
+    return std::unique_ptr<ConnectionMonitor>(new ConnectionMonitor(
+        socket, std::move(events), std::move(connect_endpoints), curve_server));
+  } catch (const zmq::error_t& e) {
+    zmq_socket_monitor(socket.handle(), nullptr, 0);
+    return make_error(std::string("cannot monitor the bus socket: ") + e.what());
+  }
+}
+
+ConnectionMonitor::ConnectionMonitor(zmq::socket_t& watched, zmq::socket_t events,
+                                     std::vector<std::string> connect_endpoints, bool curve_server)
+    : watched_(watched),
+      events_(std::move(events)),
+      connect_endpoints_(std::move(connect_endpoints)),
+      curve_server_(curve_server) {
+  thread_ = std::thread([this] {
+    name_this_thread("hg-bus-monitor");
+    run();
+  });
+}
+
+ConnectionMonitor::~ConnectionMonitor() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  zmq_socket_monitor(watched_.handle(), nullptr, 0);
+}
+
+void ConnectionMonitor::run() {
+  while (!stop_) {
+    try {
+      zmq::pollitem_t item{events_.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) continue;
+      // An event: 6 bytes (16-bit event, 32-bit value), then the endpoint.
+      zmq::message_t head;
+      zmq::message_t endpoint;
+      if (!events_.recv(head, zmq::recv_flags::dontwait)) continue;
+      if (head.more()) (void)events_.recv(endpoint, zmq::recv_flags::dontwait);
+      if (head.size() < 6) continue;
+      uint16_t event = 0;
+      uint32_t value = 0;
+      std::memcpy(&event, head.data(), sizeof event);
+      std::memcpy(&value, static_cast<const char*>(head.data()) + 2, sizeof value);
+      report(event, value, endpoint.to_string());
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      spdlog::warn("bus: connection monitor stopping: {}", e.what());
+      return;
+    }
+  }
+}
+
+void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string& endpoint) {
+  static auto& failures =
+      metrics::counter("hookgate_bus_handshake_failures_total",
+                       "Bus connections whose ZeroMQ/CURVE handshake failed (either side)");
+  static LogLimiter log_limit{5, "bus: connection lines"};
+  const bool ours = std::find(connect_endpoints_.begin(), connect_endpoints_.end(), endpoint) !=
+                    connect_endpoints_.end();
+  switch (event) {
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+      failures.inc();
+      // A CURVE server's refusals are logged by its ZAP handler, with the key.
+      if ((ours || !curve_server_) && log_limit.allow())
+        spdlog::error(
+            "bus: {} refused this gateway's CURVE key (ZAP status {}): list its public key "
+            "where that side allows subscribers (a proxy's --allowed-subscribers)",
+            endpoint, value);
+      break;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+      failures.inc();
+      if (log_limit.allow())
+        spdlog::error(
+            "bus: handshake {} {} failed (ZMTP protocol error 0x{:x}): a wrong CURVE server key, "
+            "or a peer that is not a ZeroMQ bus socket with the same security settings",
+            ours ? "with" : "on", endpoint, value);
+      break;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+      // On a bound socket this is also every TCP health probe that connects and closes.
+      if (!ours) break;
+      failures.inc();
+      if (log_limit.allow())
+        spdlog::error(
+            "bus: handshake with {} failed: {} (with CURVE: a wrong server key, or a key the "
+            "other side does not list)",
+            endpoint, zmq_strerror(static_cast<int>(value)));
+      break;
+    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+      if (ours) spdlog::info("bus: connected to {}", endpoint);
+      break;
+    case ZMQ_EVENT_DISCONNECTED:
+      if (ours && log_limit.allow())
+        spdlog::warn("bus: connection to {} lost; reconnecting", endpoint);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace hookgate::bus

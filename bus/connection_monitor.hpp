@@ -1,0 +1,46 @@
+#pragma once
+// Says what ZeroMQ keeps to itself on the gateway's bus socket. A CURVE handshake that fails (a
+// wrong bus.curve.server_key, a key the proxy's --allowed-subscribers lacks) otherwise leaves a
+// gateway that receives nothing and logs nothing, and a `bus.connect` peer that went away is
+// only noticed when events stop. Each failed handshake is counted in
+// hookgate_bus_handshake_failures_total and logged (at most 5 lines a second); on connect
+// endpoints, drops and (re)connections are logged too. A peer connecting to a bound socket and
+// leaving again is routine (`hookgate publish` does it every time) and is not logged.
+#include <zmq.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gateway/common/result.hpp"
+
+namespace hookgate::bus {
+
+class ConnectionMonitor {
+ public:
+  // Watches `socket` (which must outlive the monitor) until destroyed. `connect_endpoints` are the
+  // socket's connect endpoints; `curve_server` says ZAP already logs refused clients.
+  static Result<std::unique_ptr<ConnectionMonitor>> watch(
+      zmq::context_t& ctx, zmq::socket_t& socket, std::vector<std::string> connect_endpoints,
+      bool curve_server);
+  ~ConnectionMonitor();
+  ConnectionMonitor(const ConnectionMonitor&) = delete;
+  ConnectionMonitor& operator=(const ConnectionMonitor&) = delete;
+
+ private:
+  ConnectionMonitor(zmq::socket_t& watched, zmq::socket_t events,
+                    std::vector<std::string> connect_endpoints, bool curve_server);
+  void run();
+  void report(uint16_t event, uint32_t value, const std::string& endpoint);
+
+  zmq::socket_t& watched_;
+  zmq::socket_t events_;  // the PAIR end of zmq_socket_monitor()
+  const std::vector<std::string> connect_endpoints_;
+  const bool curve_server_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace hookgate::bus
