@@ -4,32 +4,45 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
+
+#include <regex>
 
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
 
-extern char** environ;
 
 namespace hookgate::testing {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Starts `hookgate bus --frontend F --backend B EXTRA...`; -1 if it could not be spawned.
-pid_t spawn_proxy(const std::string& frontend, const std::string& backend,
-                  std::vector<std::string> extra = {}) {
-  std::vector<std::string> args = {HOOKGATE_BINARY, "bus",       "--frontend",
-                                   frontend,        "--backend", backend};
+// A `hookgate bus` proxy on ports it picked itself (bound as `*`, read back from its log, so no
+// other process can take them between a pick and the bind), its output in dir/proxy.log.
+struct ProxyProcess {
+  std::unique_ptr<ChildProcess> process;
+  std::string frontend;  // empty when it did not start: process->log() says why
+  std::string backend;
+};
+
+ProxyProcess start_proxy(const TempDir& dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {HOOKGATE_BINARY,     "bus",       "--frontend",
+                                   "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"};
   args.insert(args.end(), extra.begin(), extra.end());
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  return posix_spawn(&pid, HOOKGATE_BINARY, nullptr, nullptr, argv.data(), environ) == 0 ? pid : -1;
+  ProxyProcess proxy{std::make_unique<ChildProcess>(args, (dir / "proxy.log").string()), "", ""};
+  const std::regex bound("publishers → (tcp://[^ ]+) , subscribers → (tcp://[^ \n]+)");
+  wait_until(
+      [&] {
+        const std::string log = proxy.process->log();
+        std::smatch m;
+        if (!std::regex_search(log, m, bound)) return false;
+        proxy.frontend = m[1];
+        proxy.backend = m[2];
+        return true;
+      },
+      10s);
+  return proxy;
 }
 
 // `hookgate keygen` for each name (NAME.key and NAME.key.pub in dir), and a clients/ folder.
@@ -82,11 +95,10 @@ TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
 TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
   TempDir dir;
   HttpReceiver rx;
-  int front = free_tcp_port(), back = free_tcp_port();
-  std::string frontend = "tcp://127.0.0.1:" + std::to_string(front);
-  std::string backend = "tcp://127.0.0.1:" + std::to_string(back);
-  pid_t proxy = spawn_proxy(frontend, backend);
-  ASSERT_GT(proxy, 0);
+  ProxyProcess proxy = start_proxy(dir);
+  ASSERT_FALSE(proxy.frontend.empty()) << proxy.process->log();
+  const std::string& frontend = proxy.frontend;
+  const std::string& backend = proxy.backend;
 
   GatewayProcess gw(dir);
   ASSERT_TRUE(
@@ -100,10 +112,8 @@ TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
   ASSERT_FALSE(publish(frontend, "app.one", "{}").empty());
   ASSERT_FALSE(publish(frontend, "app.two", "{}").empty());
   ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
-  kill(proxy, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(waitpid(proxy, &status, 0), proxy);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  proxy.process->signal(SIGTERM);
+  EXPECT_EQ(proxy.process->wait_exit(10s), 0) << proxy.process->log();
 }
 
 // CURVE end to end through the proxy: the publisher and the gateway are both CURVE clients of a
@@ -114,13 +124,11 @@ TEST(BusSecurityTest, GatewayConnectsAsCurveClientOfASecuredProxy) {
   ASSERT_TRUE(keygen(dir, {"proxy", "gateway", "publisher"}));
   std::filesystem::copy_file(dir / "gateway.key.pub", dir / "clients" / "gateway.pub");
   std::filesystem::copy_file(dir / "publisher.key.pub", dir / "clients" / "publisher.pub");
-  int front = free_tcp_port(), back = free_tcp_port();
-  std::string frontend = "tcp://127.0.0.1:" + std::to_string(front);
-  std::string backend = "tcp://127.0.0.1:" + std::to_string(back);
-  pid_t proxy = spawn_proxy(frontend, backend,
-                            {"--curve-secret-key", (dir / "proxy.key").string(),
-                             "--allowed-clients", (dir / "clients").string()});
-  ASSERT_GT(proxy, 0);
+  ProxyProcess proxy = start_proxy(dir, {"--curve-secret-key", (dir / "proxy.key").string(),
+                                         "--allowed-clients", (dir / "clients").string()});
+  ASSERT_FALSE(proxy.frontend.empty()) << proxy.process->log();
+  const std::string& frontend = proxy.frontend;
+  const std::string& backend = proxy.backend;
 
   GatewayProcess gw(dir);
   ASSERT_TRUE(
@@ -140,9 +148,8 @@ TEST(BusSecurityTest, GatewayConnectsAsCurveClientOfASecuredProxy) {
   if (rx.count() > 0) {
     EXPECT_EQ(rx.requests()[0].header("x-hookgate-event"), "app.secured");
   }
-  kill(proxy, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(waitpid(proxy, &status, 0), proxy);
+  proxy.process->signal(SIGTERM);
+  EXPECT_EQ(proxy.process->wait_exit(10s), 0) << proxy.process->log();
 }
 
 // Found in review: the proxy judged both of its sides by one allow-list, so any publisher's key
@@ -155,14 +162,12 @@ TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
   std::filesystem::create_directories(dir / "subscribers");
   std::filesystem::copy_file(dir / "publisher.key.pub", dir / "clients" / "publisher.pub");
   std::filesystem::copy_file(dir / "gateway.key.pub", dir / "subscribers" / "gateway.pub");
-  int front = free_tcp_port(), back = free_tcp_port();
-  std::string frontend = "tcp://127.0.0.1:" + std::to_string(front);
-  std::string backend = "tcp://127.0.0.1:" + std::to_string(back);
-  pid_t proxy = spawn_proxy(
-      frontend, backend,
-      {"--curve-secret-key", (dir / "proxy.key").string(), "--allowed-clients",
-       (dir / "clients").string(), "--allowed-subscribers", (dir / "subscribers").string()});
-  ASSERT_GT(proxy, 0);
+  ProxyProcess proxy = start_proxy(
+      dir, {"--curve-secret-key", (dir / "proxy.key").string(), "--allowed-clients",
+            (dir / "clients").string(), "--allowed-subscribers", (dir / "subscribers").string()});
+  ASSERT_FALSE(proxy.frontend.empty()) << proxy.process->log();
+  const std::string& frontend = proxy.frontend;
+  const std::string& backend = proxy.backend;
   auto gateway_config = [&](const char* key, const HttpReceiver& to) {
     return "bus:\n  connect: [\"" + backend +
            "\"]\n  curve: { enabled: true, server_key: ./proxy.key.pub, secret_key_file: ./" + key +
@@ -183,10 +188,8 @@ TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
   EXPECT_TRUE(rx.wait_for(1, 10s)) << gw.log();
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(snooped.count(), 0u) << "a publisher's key read events off the proxy";
-  kill(proxy, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(waitpid(proxy, &status, 0), proxy);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  proxy.process->signal(SIGTERM);
+  EXPECT_EQ(proxy.process->wait_exit(10s), 0) << proxy.process->log();
 }
 
 TEST(BusSecurityTest, AllowListIsReReadOnSighup) {
@@ -230,13 +233,12 @@ TEST(BusSecurityTest, TheProxyReReadsItsAllowListsOnSighup) {
   std::filesystem::create_directories(dir / "subscribers");
   std::filesystem::copy_file(dir / "first.key.pub", dir / "clients" / "first.pub");
   std::filesystem::copy_file(dir / "gateway.key.pub", dir / "subscribers" / "gateway.pub");
-  std::string frontend = "tcp://127.0.0.1:" + std::to_string(free_tcp_port());
-  std::string backend = "tcp://127.0.0.1:" + std::to_string(free_tcp_port());
-  pid_t proxy = spawn_proxy(
-      frontend, backend,
-      {"--curve-secret-key", (dir / "proxy.key").string(), "--allowed-clients",
-       (dir / "clients").string(), "--allowed-subscribers", (dir / "subscribers").string()});
-  ASSERT_GT(proxy, 0);
+  ProxyProcess proxy = start_proxy(
+      dir, {"--curve-secret-key", (dir / "proxy.key").string(), "--allowed-clients",
+            (dir / "clients").string(), "--allowed-subscribers", (dir / "subscribers").string()});
+  ASSERT_FALSE(proxy.frontend.empty()) << proxy.process->log();
+  const std::string& frontend = proxy.frontend;
+  const std::string& backend = proxy.backend;
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start("bus:\n  connect: [\"" + backend +
                        "\"]\n  curve: { enabled: true, server_key: ./proxy.key.pub, "
@@ -256,7 +258,7 @@ TEST(BusSecurityTest, TheProxyReReadsItsAllowListsOnSighup) {
 
   std::filesystem::remove(dir / "clients" / "first.pub");
   std::filesystem::copy_file(dir / "second.key.pub", dir / "clients" / "second.pub");
-  kill(proxy, SIGHUP);
+  proxy.process->signal(SIGHUP);
   // The proxy acts on it within 100 ms; a publish with the new key succeeds once it has.
   bool second_in = false;
   for (int i = 0; i < 10 && !second_in; ++i)
@@ -266,10 +268,8 @@ TEST(BusSecurityTest, TheProxyReReadsItsAllowListsOnSighup) {
   ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
   EXPECT_FALSE(rx.wait_for(3, 500ms));
   EXPECT_EQ(rx.requests()[1].header("x-hookgate-event"), "app.after");
-  kill(proxy, SIGTERM);
-  int status = 0;
-  ASSERT_EQ(waitpid(proxy, &status, 0), proxy);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  proxy.process->signal(SIGTERM);
+  EXPECT_EQ(proxy.process->wait_exit(10s), 0) << proxy.process->log();
 }
 
 // A start-up step that fails after the CURVE handler started (here the admin port is taken) is

@@ -126,6 +126,29 @@ GatewayProcess::GatewayProcess(const TempDir& dir)
   log_path_ = (dir.path() / "gateway.log").string();
 }
 
+ChildProcess::ChildProcess(const std::vector<std::string>& args, std::string log_path)
+    : log_path_(std::move(log_path)) {
+  pid_ = spawn(args, log_path_, log_path_, "", {});
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    wait_pid(pid_, std::chrono::seconds(10));
+  }
+}
+
+void ChildProcess::signal(int sig) const {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+int ChildProcess::wait_exit(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0) return -1;
+  const int code = wait_pid(pid_, timeout);
+  if (code >= 0) pid_ = -1;
+  return code;
+}
+
 GatewayProcess::~GatewayProcess() {
   if (pid_ > 0) {
     kill(pid_, SIGKILL);

@@ -98,6 +98,26 @@ class GatewayProcess {
   std::vector<std::string> run_args_;
 };
 
+// Another verb of the real binary running in the background (`hookgate bus`), its stdout and
+// stderr in `log_path`. SIGKILLed and reaped when destroyed while still running, so a failed
+// assertion never leaves it behind holding ports (nor the test's own output pipe).
+class ChildProcess {
+ public:
+  ChildProcess(const std::vector<std::string>& args, std::string log_path);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+  bool started() const { return pid_ > 0; }
+  void signal(int sig) const;
+  // Its exit code (128+signal if killed), or -1 on timeout.
+  int wait_exit(std::chrono::milliseconds timeout);
+  std::string log() const { return read_text(log_path_); }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+};
+
 // Polls `cond` every 5 ms until it holds or `timeout` passes; its last value.
 bool wait_until(const std::function<bool()>& cond, std::chrono::milliseconds timeout);
 // A JSON document from text (a request body); IsObject() is false when it did not parse.
