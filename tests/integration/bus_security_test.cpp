@@ -12,7 +12,6 @@
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
 
-
 namespace hookgate::testing {
 namespace {
 
