@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -410,11 +411,18 @@ TEST(HookToolsTest, QuickstartRunsEveryExampleHook) {
   fs::create_directory_symlink(kQuickstart / "hooks", dir / "hooks");
   fs::create_directory_symlink(kQuickstart / "more-hooks", dir / "more-hooks");
   ScopedEnv native("HOOKGATE_NATIVE_HOOKS", HOOKGATE_MORE_HOOKS_NATIVE_DIR);
-  ScopedEnv bus_port("HOOKGATE_BUS_PORT", std::to_string(gw.bus_port()));
-  ScopedEnv admin_port("HOOKGATE_ADMIN_PORT", std::to_string(gw.admin_port()));
   ScopedEnv receiver_port("HOOKGATE_RECEIVER_PORT", std::to_string(rx.port()));
   ScopedEnv spool("HOOKGATE_SPOOL", (dir / "spool.db").string());
-  ASSERT_TRUE(gw.start(read_text(kQuickstart / "hookgate-more-hooks.yaml"))) << gw.log();
+  // The ports through the harness's own variables: a start that finds a port taken retries on
+  // new ones, which variables set here once would not follow.
+  std::string config = read_text(kQuickstart / "hookgate-more-hooks.yaml");
+  for (const auto& [ours, harness] : {std::pair{"HOOKGATE_BUS_PORT", "HG_BUS_PORT"},
+                                      std::pair{"HOOKGATE_ADMIN_PORT", "HG_ADMIN_PORT"}}) {
+    const size_t at = config.find(ours);
+    ASSERT_NE(at, std::string::npos) << ours;
+    config.replace(at, std::strlen(ours), harness);
+  }
+  ASSERT_TRUE(gw.start(config)) << gw.log();
   ASSERT_TRUE(gw.wait_for_log("hooks: 12 loaded, 0 failed to load", 5s)) << gw.log();
 
   auto pub = bus::Publisher::connect({.endpoints = {gw.bus_endpoint()}, .source = "qs-test"});

@@ -88,11 +88,12 @@ std::set<std::string> publish_while_receiver_down(GatewayProcess& gw, int port, 
 
 TEST(ReliabilityTest, ReceiverDownThenUpGetsEverything) {
   TempDir dir;
-  int port = free_tcp_port();  // nothing listens here yet: connection refused
+  ClosedPort down;  // nothing listens here yet: connection refused
+  const int port = down.port();
   GatewayProcess gw(dir);
   const std::set<std::string> sent = publish_while_receiver_down(gw, port, 50);
   ASSERT_EQ(sent.size(), 50u);
-  HttpReceiver rx(port);
+  HttpReceiver rx(down);
   ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 20s))
       << gw.log();
   EXPECT_EQ(received_event_ids(rx), sent);
@@ -104,9 +105,9 @@ TEST(ReliabilityTest, ReceiverDownThenUpGetsEverything) {
 TEST(ReliabilityTest, MemoryModeBoundsADeadWebhooksQueue) {
   TempDir dir;
   HttpReceiver healthy;
-  const int down = free_tcp_port();
+  ClosedPort down;
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_for("http://127.0.0.1:" + std::to_string(down) + "/",
+  ASSERT_TRUE(gw.start(config_for(down.url(),
                                   "    retry: { max_attempts: 100, initial_backoff_ms: 5000 }\n"
                                   "  - name: healthy\n    url: " +
                                       healthy.url() + "\n    events: [\"app.*\"]\n",
@@ -128,7 +129,8 @@ TEST(ReliabilityTest, MemoryModeBoundsADeadWebhooksQueue) {
 
 TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
   TempDir dir;
-  int port = free_tcp_port();
+  ClosedPort down;
+  const int port = down.port();
   GatewayProcess gw(dir);
   std::string cfg =
       config_for("http://127.0.0.1:" + std::to_string(port) + "/",
@@ -165,7 +167,7 @@ TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
   ASSERT_GE(accepted.size(), static_cast<size_t>(kEvents / 3)) << listed.out.substr(0, 2000);
   for (const auto& id : accepted) ASSERT_TRUE(sent.count(id)) << id;
 
-  HttpReceiver rx(port);
+  HttpReceiver rx(down);
   ASSERT_TRUE(gw.restart()) << gw.log();
   ASSERT_TRUE(gw.wait_for_run_log("pending deliveries to resume", 5s));
   bool all = wait_until(
@@ -252,7 +254,8 @@ TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {
 // the socket closes (the shutdown drain), so nothing the publisher handed over is lost.
 TEST(ReliabilityTest, SigtermRightAfterBurstSpoolsWhatTheBusQueued) {
   TempDir dir;
-  int port = free_tcp_port();  // receiver down: everything stays pending
+  ClosedPort down;  // receiver down: everything stays pending
+  const int port = down.port();
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(config_for(
       "http://127.0.0.1:" + std::to_string(port) + "/",
@@ -270,7 +273,7 @@ TEST(ReliabilityTest, SigtermRightAfterBurstSpoolsWhatTheBusQueued) {
   EXPECT_EQ(gw.wait_exit(15s), 0) << gw.log();
   pub.reset();
 
-  HttpReceiver rx(port);
+  HttpReceiver rx(down);
   ASSERT_TRUE(gw.restart()) << gw.log();
   ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 60s))
       << received_event_ids(rx).size() << " of " << sent.size() << "\n"
@@ -284,7 +287,8 @@ TEST(ReliabilityTest, SigtermRightAfterBurstSpoolsWhatTheBusQueued) {
 TEST(ReliabilityTest, SighupChangesAddsAndRemovesWebhooksKeepingTheQueue) {
   TempDir dir;
   HttpReceiver moved, added;
-  const std::string dead_url = "http://127.0.0.1:" + std::to_string(free_tcp_port()) + "/";
+  ClosedPort down;
+  const std::string dead_url = down.url();
   const std::string retry =
       "    retry: { max_attempts: 1000, initial_backoff_ms: 50, max_backoff_ms: 200 }\n";
   GatewayProcess gw(dir);
@@ -345,7 +349,8 @@ TEST(ReliabilityTest, SighupChangesAddsAndRemovesWebhooksKeepingTheQueue) {
 // gateway says so at start and on every reload, naming the webhook and the count.
 TEST(ReliabilityTest, DeliveriesOfAnUnconfiguredWebhookAreReported) {
   TempDir dir;
-  const std::string dead_url = "http://127.0.0.1:" + std::to_string(free_tcp_port()) + "/";
+  ClosedPort down;
+  const std::string dead_url = down.url();
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(config_for(dead_url, "    retry: { max_attempts: 1000 }\n"))) << gw.log();
   auto pub = publisher_for(gw);
@@ -381,7 +386,8 @@ TEST(ReliabilityTest, DeliveriesOfAnUnconfiguredWebhookAreReported) {
 // the next reload. The gateway now reports such a batch once it is spooled.
 TEST(ReliabilityTest, ADeliveryRoutedAcrossTheReloadThatRemovesItsWebhookIsReported) {
   TempDir dir;
-  const std::string dead_url = "http://127.0.0.1:" + std::to_string(free_tcp_port()) + "/";
+  ClosedPort down;
+  const std::string dead_url = down.url();
   // Each event takes 1.5 s in this hook, and a new process's handshake 0.5 s: the reload's
   // chain takes over while the old chain still holds the second event.
   dir.write("slow.sh",
@@ -520,7 +526,8 @@ TEST(ReliabilityTest, ReplayWarnsAboutDeliveriesOfAnUnconfiguredWebhook) {
 // carries on from the spool's latest time instead.
 TEST(ReliabilityTest, AClockSetBackWhileStoppedDoesNotDelayPendingDeliveries) {
   TempDir dir;
-  int port = free_tcp_port();  // nothing listens here yet: connection refused
+  ClosedPort down;  // nothing listens here yet: connection refused
+  const int port = down.port();
   GatewayProcess gw(dir);
   const std::set<std::string> sent = publish_while_receiver_down(gw, port, 5);
   ASSERT_EQ(sent.size(), 5u);
@@ -537,7 +544,7 @@ TEST(ReliabilityTest, AClockSetBackWhileStoppedDoesNotDelayPendingDeliveries) {
   EXPECT_EQ(sqlite3_changes(db), 5);
   sqlite3_close(db);
 
-  HttpReceiver rx(port);
+  HttpReceiver rx(down);
   ASSERT_TRUE(gw.restart()) << gw.log();
   EXPECT_TRUE(wait_until([&] { return received_event_ids(rx) == sent; }, 15s)) << gw.log();
   EXPECT_NE(gw.log().find("wall clock went back"), std::string::npos) << gw.log();

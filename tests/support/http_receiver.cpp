@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "gateway/common/clock.hpp"
 
@@ -217,6 +218,35 @@ std::optional<ParsedRequest> read_request(int fd, std::string& buffer) {
 std::string HttpReceiver::Request::header(std::string_view name) const {
   auto it = headers.find(lower(name));
   return it == headers.end() ? std::string() : it->second;
+}
+
+ClosedPort::ClosedPort() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0)
+    throw std::runtime_error("ClosedPort: cannot bind 127.0.0.1:0");
+  port_ = ntohs(address.sin_port);
+}
+
+ClosedPort::~ClosedPort() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string ClosedPort::url(const std::string& path) const {
+  return "http://127.0.0.1:" + std::to_string(port_) + (path.empty() ? "/" : path);
+}
+
+HttpReceiver::HttpReceiver(ClosedPort& down) {
+  if (down.fd_ < 0 || ::listen(down.fd_, 128) != 0)
+    throw std::runtime_error("HttpReceiver: cannot listen on 127.0.0.1:" +
+                             std::to_string(down.port_));
+  listen_fd_ = std::exchange(down.fd_, -1);
+  port_ = down.port_;
+  accept_thread_ = std::thread([this] { accept_loop(); });
 }
 
 HttpReceiver::HttpReceiver(int port) {

@@ -18,6 +18,24 @@
 
 namespace hookgate::testing {
 
+// A loopback port held bound but not listening: connecting to it is refused, as to a receiver
+// that is down, and no other socket can take it meanwhile (a port picked and closed can be, by
+// any process). An HttpReceiver made from it listens on the same socket: the receiver comes up.
+class ClosedPort {
+ public:
+  ClosedPort();  // throws std::runtime_error
+  ~ClosedPort();
+  ClosedPort(const ClosedPort&) = delete;
+  ClosedPort& operator=(const ClosedPort&) = delete;
+  int port() const { return port_; }
+  std::string url(const std::string& path = "/") const;
+
+ private:
+  friend class HttpReceiver;
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 class HttpReceiver {
  public:
   struct Request {
@@ -45,6 +63,8 @@ class HttpReceiver {
   // Listens on 127.0.0.1. Throws std::runtime_error if it cannot.
   // port 0 picks a free one; a fixed port lets a test bring an endpoint back up at the same URL.
   explicit HttpReceiver(int port = 0);
+  // Listens on `down`'s socket (which is then closed with the receiver, not by `down`).
+  explicit HttpReceiver(ClosedPort& down);
   ~HttpReceiver();
   HttpReceiver(const HttpReceiver&) = delete;
   HttpReceiver& operator=(const HttpReceiver&) = delete;
