@@ -14,7 +14,8 @@ namespace {
 
 constexpr int kWatchedEvents =
     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED;
+    ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+    ZMQ_EVENT_MONITOR_STOPPED;  // wakes the thread at once when the monitor stops
 
 std::atomic<uint64_t> g_monitors{0};
 
@@ -22,7 +23,7 @@ std::atomic<uint64_t> g_monitors{0};
 
 Result<std::unique_ptr<ConnectionMonitor>> ConnectionMonitor::watch(
     zmq::context_t& ctx, zmq::socket_t& socket, std::vector<std::string> connect_endpoints,
-    bool curve_server) {
+    bool binds, bool curve_server) {
   const std::string address = "inproc://hookgate-bus-monitor-" + std::to_string(++g_monitors);
   if (zmq_socket_monitor(socket.handle(), address.c_str(), kWatchedEvents) != 0)
     return make_error(std::string("cannot monitor the bus socket: ") + zmq_strerror(zmq_errno()));
@@ -31,7 +32,7 @@ Result<std::unique_ptr<ConnectionMonitor>> ConnectionMonitor::watch(
     events.set(zmq::sockopt::linger, 0);
     events.connect(address);
     return std::unique_ptr<ConnectionMonitor>(new ConnectionMonitor(
-        socket, std::move(events), std::move(connect_endpoints), curve_server));
+        socket, std::move(events), std::move(connect_endpoints), binds, curve_server));
   } catch (const zmq::error_t& e) {
     zmq_socket_monitor(socket.handle(), nullptr, 0);
     return make_error(std::string("cannot monitor the bus socket: ") + e.what());
@@ -39,10 +40,12 @@ Result<std::unique_ptr<ConnectionMonitor>> ConnectionMonitor::watch(
 }
 
 ConnectionMonitor::ConnectionMonitor(zmq::socket_t& watched, zmq::socket_t events,
-                                     std::vector<std::string> connect_endpoints, bool curve_server)
+                                     std::vector<std::string> connect_endpoints, bool binds,
+                                     bool curve_server)
     : watched_(watched),
       events_(std::move(events)),
       connect_endpoints_(std::move(connect_endpoints)),
+      connects_only_(!binds && !connect_endpoints_.empty()),
       curve_server_(curve_server) {
   thread_ = std::thread([this] {
     name_this_thread("hg-bus-monitor");
@@ -52,8 +55,8 @@ ConnectionMonitor::ConnectionMonitor(zmq::socket_t& watched, zmq::socket_t event
 
 ConnectionMonitor::~ConnectionMonitor() {
   stop_ = true;
+  zmq_socket_monitor(watched_.handle(), nullptr, 0);  // its MONITOR_STOPPED event wakes run()
   if (thread_.joinable()) thread_.join();
-  zmq_socket_monitor(watched_.handle(), nullptr, 0);
 }
 
 void ConnectionMonitor::run() {
@@ -85,8 +88,9 @@ void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string
       metrics::counter("hookgate_bus_handshake_failures_total",
                        "Bus connections whose ZeroMQ/CURVE handshake failed (either side)");
   static LogLimiter log_limit{5, "bus: connection lines"};
-  const bool ours = std::find(connect_endpoints_.begin(), connect_endpoints_.end(), endpoint) !=
-                    connect_endpoints_.end();
+  const bool ours =
+      connects_only_ || std::find(connect_endpoints_.begin(), connect_endpoints_.end(), endpoint) !=
+                            connect_endpoints_.end();
   switch (event) {
     case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
       failures.inc();

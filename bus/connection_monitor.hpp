@@ -21,23 +21,27 @@ namespace hookgate::bus {
 class ConnectionMonitor {
  public:
   // Watches `socket` (which must outlive the monitor) until destroyed. `connect_endpoints` are the
-  // socket's connect endpoints; `curve_server` says ZAP already logs refused clients.
+  // socket's connect endpoints, `binds` whether it also binds; `curve_server` says ZAP already
+  // logs refused clients.
   static Result<std::unique_ptr<ConnectionMonitor>> watch(
       zmq::context_t& ctx, zmq::socket_t& socket, std::vector<std::string> connect_endpoints,
-      bool curve_server);
+      bool binds, bool curve_server);
   ~ConnectionMonitor();
   ConnectionMonitor(const ConnectionMonitor&) = delete;
   ConnectionMonitor& operator=(const ConnectionMonitor&) = delete;
 
  private:
   ConnectionMonitor(zmq::socket_t& watched, zmq::socket_t events,
-                    std::vector<std::string> connect_endpoints, bool curve_server);
+                    std::vector<std::string> connect_endpoints, bool binds, bool curve_server);
   void run();
   void report(uint16_t event, uint32_t value, const std::string& endpoint);
 
   zmq::socket_t& watched_;
   zmq::socket_t events_;  // the PAIR end of zmq_socket_monitor()
   const std::vector<std::string> connect_endpoints_;
+  // Every event is about a connect endpoint: libzmq names a reconnection by the address it
+  // resolved (tcp://10.0.0.5:5557 for tcp://bus-proxy:5557), which no longer matches the list.
+  const bool connects_only_;
   const bool curve_server_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -95,16 +95,22 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
     // refuse every client.
     fs::directory_iterator it(path, ec);
     for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-      // Only *.pub: `hookgate keygen --out svc.key` writes svc.key (with the secret) beside
-      // svc.key.pub, and revoking by removing the .pub must not leave the .key to list it. The
-      // .key is not read (its secret belongs to the client, and it may be unreadable here).
       const auto ext = it->path().extension();
-      if (ext == ".key")
-        spdlog::warn("bus: allowed_clients: {} is skipped: only *.pub files list keys",
-                     it->path().string());
-      if (ext != ".pub") continue;
+      if (ext != ".key" && ext != ".pub") continue;
+      // `hookgate keygen --out svc.key` writes svc.key (with the secret) beside svc.key.pub:
+      // revoking by removing the .pub must not leave the .key to list it. A .key the gateway's
+      // user may not read is most likely such a keypair: skipped the same way.
+      if (ext == ".key" && !std::ifstream(it->path())) {
+        spdlog::warn("bus: allowed_clients: {} is skipped: it cannot be read", it->path().string());
+        continue;
+      }
       auto keys = read_key_file(it->path().string());
       if (!keys) return keys.error();
+      if (ext == ".key" && !keys->secret_key.empty()) {
+        spdlog::warn("bus: allowed_clients: {} is skipped: it holds a secret key (list its .pub)",
+                     it->path().string());
+        continue;
+      }
       if (!keys->public_key.empty()) allowed.insert(keys->public_key);
     }
     if (ec) return make_error("cannot list allowed_clients " + path + ": " + ec.message());

@@ -30,7 +30,10 @@ CurveKeypair generate_curve_keypair();
 // before it is a "label: key" pair).
 std::string format_keypair_file(const CurveKeypair& keys, bool include_secret);
 Result<CurveKeypair> read_key_file(const std::string& path);
-// allowed_clients: a key file (one public key a line) or a folder of *.key / *.pub files.
+// allowed_clients: a key file (one public key a line) or a folder of key files: every *.pub, and
+// every *.key that holds only a public key (a keypair's .key, or one it cannot read, is skipped
+// with a warning: `hookgate keygen` writes svc.key beside svc.key.pub, and removing the .pub must
+// revoke).
 Result<std::set<std::string>> read_allowed_clients(const std::string& path);
 
 // ZAP domains: each CURVE server socket names the allow-list that judges its clients. The proxy's

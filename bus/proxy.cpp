@@ -27,7 +27,7 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
     zmq::socket_t frontend(proxy->ctx_, zmq::socket_type::xsub);
     frontend.set(zmq::sockopt::linger, 0);
     frontend.set(zmq::sockopt::rcvhwm, options.hwm);
-    set_transport_options(frontend, {options.frontend});
+    set_transport_options(frontend, {}, options.frontend);
     // Like the gateway's own socket: frames up to twice the limit pass, so a slightly oversize
     // event is rejected (and counted) by the gateway instead of cutting its publisher's
     // connection here, with whatever was queued behind it.
@@ -61,7 +61,8 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
     }
     proxy->frontend_endpoint_ = frontend.get(zmq::sockopt::last_endpoint);
     proxy->frontend_ = std::move(frontend);
-    auto monitor = ConnectionMonitor::watch(proxy->ctx_, proxy->frontend_, {}, proxy->curve());
+    auto monitor =
+        ConnectionMonitor::watch(proxy->ctx_, proxy->frontend_, {}, true, proxy->curve());
     if (!monitor) return monitor.error();
     proxy->frontend_monitor_ = std::move(monitor.value());
     if (auto st = proxy->open_backend(); !st) return st.error();
@@ -83,8 +84,8 @@ Status Proxy::open_backend() {
   zmq::socket_t backend(ctx_, zmq::socket_type::xpub);
   backend.set(zmq::sockopt::linger, 0);
   backend.set(zmq::sockopt::sndhwm, options_.hwm);
-  set_transport_options(backend,
-                        {backend_endpoint_.empty() ? options_.backend : backend_endpoint_});
+  set_transport_options(backend, {},
+                        backend_endpoint_.empty() ? options_.backend : backend_endpoint_);
   if (curve()) make_curve_server(backend, kSubscriberDomain);
   const bool rebind = !backend_endpoint_.empty();
   if (rebind) {
@@ -105,7 +106,7 @@ Status Proxy::open_backend() {
   }
   backend_endpoint_ = backend.get(zmq::sockopt::last_endpoint);
   backend_ = std::move(backend);
-  auto monitor = ConnectionMonitor::watch(ctx_, backend_, {}, curve());
+  auto monitor = ConnectionMonitor::watch(ctx_, backend_, {}, true, curve());
   if (!monitor) return monitor.error();
   backend_monitor_ = std::move(monitor.value());
   return {};

@@ -23,9 +23,7 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
     s.set(zmq::sockopt::linger, 5000);       // flush queued events on close, but never hang forever
     s.set(zmq::sockopt::xpub_nodrop, true);  // a full queue is reported to the caller, not dropped
     if (!options.queue_while_disconnected) s.set(zmq::sockopt::immediate, true);
-    std::vector<std::string> endpoints = options.endpoints;
-    if (options.bind) endpoints.push_back(*options.bind);
-    set_transport_options(s, endpoints);
+    set_transport_options(s, options.endpoints, options.bind);
     if (options.client_keys) {
       if (auto st = configure_curve_client(s, options.server_public_key, *options.client_keys); !st)
         return st.error();

@@ -16,9 +16,7 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
     sock.set(zmq::sockopt::maxmsgsize, kOversizeHardCapFactor * cfg.max_message_bytes);
     sock.set(zmq::sockopt::rcvhwm, cfg.receive_hwm);
     sock.set(zmq::sockopt::linger, 0);
-    std::vector<std::string> endpoints = cfg.connect;
-    if (cfg.bind) endpoints.push_back(*cfg.bind);
-    set_transport_options(sock, endpoints);
+    set_transport_options(sock, cfg.connect, cfg.bind);
     if (cfg.curve.client_mode()) {
       auto server = read_server_key(cfg.curve.server_key);
       if (!server) return make_error("bus.curve.server_key: " + server.error().message);
@@ -40,7 +38,7 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
           "after it connected, or came over a connection the allow-list did not vet");
     }
     // Before any bind or connect, so the first handshake is watched too.
-    auto monitor = ConnectionMonitor::watch(ctx, sub->socket_, cfg.connect,
+    auto monitor = ConnectionMonitor::watch(ctx, sub->socket_, cfg.connect, cfg.bind.has_value(),
                                             cfg.curve.enabled && !cfg.curve.client_mode());
     if (!monitor) return monitor.error();
     sub->monitor_ = std::move(monitor.value());

@@ -8,13 +8,15 @@
 
 namespace hookgate::bus {
 
-void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>& endpoints) {
-  if (std::any_of(endpoints.begin(), endpoints.end(),
-                  [](const std::string& e) { return e.find("://[") != std::string::npos; }))
+void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>& connect,
+                           const std::optional<std::string>& bind) {
+  const auto bracketed = [](const std::string& e) { return e.find("://[") != std::string::npos; };
+  if (std::any_of(connect.begin(), connect.end(), bracketed) || (bind && bracketed(*bind)))
     socket.set(zmq::sockopt::ipv6, true);
-  socket.set(zmq::sockopt::heartbeat_ivl, kHeartbeatIntervalMs);
-  socket.set(zmq::sockopt::heartbeat_timeout, kHeartbeatTimeoutMs);
-  socket.set(zmq::sockopt::heartbeat_ttl, kHeartbeatTimeoutMs);  // the peer's side of the same
+  socket.set(zmq::sockopt::tcp_keepalive, 1);
+  socket.set(zmq::sockopt::tcp_keepalive_idle, kKeepaliveIdleS);
+  socket.set(zmq::sockopt::tcp_keepalive_intvl, kKeepaliveIntervalS);
+  socket.set(zmq::sockopt::tcp_keepalive_cnt, kKeepaliveCount);
 }
 
 namespace {

@@ -18,17 +18,23 @@ namespace hookgate::bus {
 // The frames of a bus message (topic, envelope); the subscriber's read_all keeps one more at most.
 inline constexpr size_t kMaxMessageFrames = 2;
 
-// ZMTP heartbeats on every bus connection: a peer silent for kHeartbeatTimeoutMs (a NAT or a
-// firewall that dropped an idle flow, a frozen host) is disconnected and reconnected, instead of
-// being written into until TCP gives up many minutes later.
-inline constexpr int kHeartbeatIntervalMs = 10000;
-inline constexpr int kHeartbeatTimeoutMs = 30000;
+// TCP keepalive on every bus connection: a peer that stops answering the kernel's probes (a NAT
+// or a firewall that dropped an idle flow, a host gone) is found after about kKeepaliveIdleS +
+// kKeepaliveCount × kKeepaliveIntervalS seconds and ZeroMQ reconnects, instead of writing into
+// the connection until TCP gives up many minutes later; the probes also keep NAT mappings alive.
+// Not ZMTP heartbeats: their timeout runs while a socket whose queue is full has stopped reading,
+// so a gateway stalled behind a slow hook or a stuck spool for 30 s would drop its publishers'
+// connections, and what was buffered in them, while the kernel still answers keepalives.
+inline constexpr int kKeepaliveIdleS = 60;
+inline constexpr int kKeepaliveIntervalS = 10;
+inline constexpr int kKeepaliveCount = 3;
 
 // What every bus socket (subscriber, publisher, proxy) sets before binding or connecting to
-// `endpoints`: the heartbeats above, and IPv6 when one of them is a bracketed address
+// `connect` and `bind`: the keepalive above, and IPv6 when one of them is a bracketed address
 // (`tcp://[::]:5556`). Only then: with IPv6 on, ZeroMQ binds an IPv4 address as IPv4-mapped
 // (`tcp://[::ffff:127.0.0.1]:...`), a name that IPv4-only peers cannot connect to.
-void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>& endpoints);
+void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>& connect,
+                           const std::optional<std::string>& bind);
 
 // Why a message was refused; `reason` is safe to log (it quotes at most a short prefix).
 struct Rejection {

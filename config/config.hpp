@@ -31,7 +31,9 @@ using Diagnostics = std::vector<Diagnostic>;
 struct CurveConfig {
   bool enabled = false;
   std::string secret_key_file;  // the gateway's (server) secret key, z85, as written by keygen
-  std::string allowed_clients;  // a key file (one z85 public key a line) or a folder of *.key files
+  // A key file (one z85 public key a line) or a folder of *.pub files (and *.key files holding
+  // only a public key; a keypair's .key is skipped, so removing its .pub revokes it).
+  std::string allowed_clients;
   // Client mode (connecting to a CURVE `hookgate bus` proxy): the server's public key, Z85 or a
   // key file. Then secret_key_file is this gateway's client keypair and allowed_clients unused.
   std::string server_key;

@@ -77,6 +77,7 @@ struct Gateway::Impl {
     size_t bytes = 0;          // the deliveries' body sizes
     size_t routed_events = 0;  // those with a delivery of their own in it: what a refused add loses
     std::shared_ptr<const Router> router;  // the webhooks the batch was routed to
+    uint64_t router_generation = 0;        // router's, as of the snapshot
   };
   std::deque<AddInFlight> adds;
   size_t open_deliveries = 0;  // sum over `adds`
@@ -86,6 +87,8 @@ struct Gateway::Impl {
   std::unique_ptr<AdminServer> admin;
 
   mutable std::mutex mu;  // guards chain, router, cfg.webhooks
+  // Bumped (under mu) whenever `router` is replaced: settled adds compare it without the lock.
+  std::atomic<uint64_t> router_generation{0};
   std::shared_ptr<const hooks::HookChain> chain;
   std::shared_ptr<const Router> router;
 
@@ -220,7 +223,10 @@ struct Gateway::Impl {
       std::lock_guard lock(mu);
       old = std::move(chain);
       chain = next;
-      if (next_router) router = next_router;
+      if (next_router) {
+        router = next_router;
+        router_generation.fetch_add(1, std::memory_order_release);
+      }
     }
     if (webhooks) {
       dispatcher->set_webhooks(*webhooks);
@@ -411,6 +417,8 @@ struct Gateway::Impl {
   void ingest_batch(std::vector<zmq::message_t>& frames, std::vector<webhooks::Delivery>& batch) {
     std::shared_ptr<const hooks::HookChain> ch;
     std::shared_ptr<const Router> rt;
+    // Read before the snapshot: a swap in between makes it look stale, never current.
+    const uint64_t routing_generation = router_generation.load(std::memory_order_acquire);
     std::tie(ch, rt) = snapshot();  // not a structured binding: lambdas below capture rt
     // From the same snapshot as the chain: a flag read apart could belong to the next chain.
     const bool observers_on = ch->has_observers();
@@ -443,7 +451,8 @@ struct Gateway::Impl {
       return;
     }
     const size_t count = batch.size();
-    adds.push_back({store->add_async(std::move(batch)), events, count, bytes, routed_events, rt});
+    adds.push_back({store->add_async(std::move(batch)), events, count, bytes, routed_events, rt,
+                    routing_generation});
     open_deliveries += count;
     open_bytes += bytes;
     batch.clear();
@@ -475,9 +484,15 @@ struct Gateway::Impl {
       } else {
         accepted.inc(add.events);
         // Routed by webhooks a reload has since replaced: the reload's report may have run
-        // before this batch was spooled.
-        if (auto now_routing = snapshot().second; now_routing != add.router)
-          report_unconfigured_backlogs(*now_routing, add.router.get());
+        // before this batch was spooled. Said once, by the last batch that router routed, and
+        // only if it had a webhook the new one lacks (the report counts the whole spool).
+        const bool last_of_its_router = adds.size() == 1 || adds[1].router != add.router;
+        if (add.router_generation != router_generation.load(std::memory_order_acquire) &&
+            last_of_its_router) {
+          auto now_routing = snapshot().second;
+          if (now_routing != add.router && add.router->has_webhook_missing_from(*now_routing))
+            report_unconfigured_backlogs(*now_routing, add.router.get());
+        }
       }
       open_deliveries -= add.deliveries;
       open_bytes -= add.bytes;

@@ -148,6 +148,11 @@ bool Router::has_webhook(std::string_view name) const {
                      [&](const Route& r) { return r.webhook.name == name; });
 }
 
+bool Router::has_webhook_missing_from(const Router& other) const {
+  return std::any_of(routes_.begin(), routes_.end(),
+                     [&](const Route& r) { return !other.has_webhook(r.webhook.name); });
+}
+
 std::vector<std::string> Router::matching(std::string_view type) const {
   std::vector<std::string> names;
   for (const auto& r : routes_)

@@ -396,6 +396,11 @@ struct Dispatcher::Impl {
         if (!valid.ok())
           spdlog::error("webhook {} paused: {}", name, redact_secrets(webhook.pause_reason));
         webhook.maybe_ready = true;
+        // A Retry-After was the old settings' receiver asking (the URL may now be another's).
+        webhook.held_until_ms = 0;
+        std::lock_guard lock(status_mu);
+        if (auto status = statuses.find(name); status != statuses.end())
+          status->second.held_until_ms = 0;
       }
       // An unchanged webhook keeps its snapshot, so a transfer can tell whether the settings it
       // ran under are still current (a 410 from a URL since replaced must not pause the new one).

@@ -771,8 +771,9 @@ bool PlainHttpClient::answer_stands(const Connection& connection) {
                        connection.state == Connection::State::Receiving);
 }
 
-// A response whose status stands and whose body failed (cut short by a close or a reset, or
-// malformed): the receiver has answered, so that status is the outcome; the connection closes.
+// A response whose status stands and whose body failed (cut short by a close or a reset,
+// malformed, or late at the deadline): the receiver has answered, so that status is the outcome;
+// the connection closes.
 bool PlainHttpClient::complete_if_answered(Connection& connection) {
   if (!answer_stands(connection)) return false;
   complete(connection, answer_of(connection.parser), false);
@@ -1007,10 +1008,7 @@ void PlainHttpClient::poll(int64_t now_ns, std::vector<Completion>& out) {
     Connection& connection = *deadlines_.begin()->second;
     // The status arrived and only the body is late: the receiver has answered, so the attempt
     // ends with that answer (a 2xx is not delivered again), and the connection closes.
-    if (answer_stands(connection)) {
-      complete(connection, answer_of(connection.parser), false);
-      continue;
-    }
+    if (complete_if_answered(connection)) continue;
     const char* stage = "waiting for the response";
     switch (connection.state) {
       case Connection::State::Resolving:

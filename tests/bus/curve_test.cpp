@@ -66,19 +66,21 @@ TEST(CurveTest, BareKeysMayHoldColonsAndEquals) {
   EXPECT_EQ(*server, with_colon);
 }
 
-// Found in review: the folder form read *.key files too, so revoking a publisher whose keygen
-// output (svc.key with its secret, svc.key.pub) sat in the folder by removing its .pub, as the
-// docs say, left it allowed; and one .key the gateway could not read failed the whole list.
-TEST(CurveTest, AnAllowListFolderListsOnlyPubFiles) {
+// Found in review: revoking a publisher whose keygen output (svc.key with its secret, and
+// svc.key.pub) sat in the allow-list folder by removing its .pub, as the docs say, left it
+// allowed through the .key. A .key that holds only a public key still lists it.
+TEST(CurveTest, AnAllowListFolderSkipsKeypairFiles) {
   TempDir dir;
   const auto svc = generate_curve_keypair();
+  const auto legacy = generate_curve_keypair();
   fs::create_directory(dir / "clients");
   dir.write("clients/svc.key", format_keypair_file(svc, true));
   dir.write("clients/svc.key.pub", format_keypair_file(svc, false));
-  dir.write("clients/broken.key", "not a key at all\n");
+  dir.write("clients/legacy.key", format_keypair_file(legacy, false));
   auto listed = read_allowed_clients((dir / "clients").string());
   ASSERT_TRUE(listed) << listed.error().message;
-  EXPECT_EQ(*listed, std::set<std::string>{svc.public_key});
+  EXPECT_EQ(*listed, (std::set<std::string>{svc.public_key, legacy.public_key}));
+  fs::remove(dir / "clients/legacy.key");
 
   fs::remove(dir / "clients/svc.key.pub");
   auto revoked = read_allowed_clients((dir / "clients").string());

@@ -44,6 +44,13 @@ ProxyProcess start_proxy(const TempDir& dir, std::vector<std::string> extra = {}
   return proxy;
 }
 
+// A CURVE proxy's arguments: its key dir/proxy.key, publishers listed in dir/clients, subscribers
+// in dir/subscribers.
+std::vector<std::string> curve_proxy_args(const TempDir& dir) {
+  return {"--curve-secret-key",       (dir / "proxy.key").string(), "--allowed-clients",
+          (dir / "clients").string(), "--allowed-subscribers",      (dir / "subscribers").string()};
+}
+
 // `hookgate keygen` for each name (NAME.key and NAME.key.pub in dir), and a clients/ folder.
 bool keygen(const TempDir& dir, std::initializer_list<const char*> names) {
   for (const char* name : names)
@@ -161,9 +168,7 @@ TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
   std::filesystem::create_directories(dir / "subscribers");
   std::filesystem::copy_file(dir / "publisher.key.pub", dir / "clients" / "publisher.pub");
   std::filesystem::copy_file(dir / "gateway.key.pub", dir / "subscribers" / "gateway.pub");
-  ProxyProcess proxy = start_proxy(
-      dir, {"--curve-secret-key", (dir / "proxy.key").string(), "--allowed-clients",
-            (dir / "clients").string(), "--allowed-subscribers", (dir / "subscribers").string()});
+  ProxyProcess proxy = start_proxy(dir, curve_proxy_args(dir));
   ASSERT_FALSE(proxy.frontend.empty()) << proxy.process->log();
   const std::string& frontend = proxy.frontend;
   const std::string& backend = proxy.backend;
@@ -232,9 +237,7 @@ TEST(BusSecurityTest, TheProxyReReadsItsAllowListsOnSighup) {
   std::filesystem::create_directories(dir / "subscribers");
   std::filesystem::copy_file(dir / "first.key.pub", dir / "clients" / "first.pub");
   std::filesystem::copy_file(dir / "gateway.key.pub", dir / "subscribers" / "gateway.pub");
-  ProxyProcess proxy = start_proxy(
-      dir, {"--curve-secret-key", (dir / "proxy.key").string(), "--allowed-clients",
-            (dir / "clients").string(), "--allowed-subscribers", (dir / "subscribers").string()});
+  ProxyProcess proxy = start_proxy(dir, curve_proxy_args(dir));
   ASSERT_FALSE(proxy.frontend.empty()) << proxy.process->log();
   const std::string& frontend = proxy.frontend;
   const std::string& backend = proxy.backend;

@@ -388,7 +388,7 @@ TEST(ReliabilityTest, ADeliveryRoutedAcrossTheReloadThatRemovesItsWebhookIsRepor
   TempDir dir;
   ClosedPort down;
   const std::string dead_url = down.url();
-  // Each event takes 1.5 s in this hook, and a new process's handshake 0.5 s: the reload's
+  // Each event takes 2.5 s in this hook, and a new process's handshake 0.5 s: the reload's
   // chain takes over while the old chain still holds the second event.
   dir.write("slow.sh",
             "sleep 0.5\n"
@@ -396,7 +396,7 @@ TEST(ReliabilityTest, ADeliveryRoutedAcrossTheReloadThatRemovesItsWebhookIsRepor
             "while read -r line; do\n"
             "  echo x >> started\n"
             "  id=${line#*\\\"id\\\":}; id=${id%%,*}\n"
-            "  sleep 1.5\n"
+            "  sleep 2.5\n"
             "  echo \"{\\\"id\\\":$id,\\\"action\\\":\\\"continue\\\"}\"\n"
             "done\n");
   dir.write("hooks/_10_slow.yaml",
@@ -415,6 +415,10 @@ TEST(ReliabilityTest, ADeliveryRoutedAcrossTheReloadThatRemovesItsWebhookIsRepor
   dir.write("hookgate.yaml", renamed);
   gw.signal(SIGHUP);
   ASSERT_TRUE(pub->publish("app.event", "{}"));
+  // The reload's own report came while the second event was still in the hook...
+  ASSERT_TRUE(gw.wait_for_log("spool holds 1 pending deliveries for webhook 'sink'", 15s))
+      << gw.log();
+  // ...and the second is reported once it is spooled.
   EXPECT_TRUE(gw.wait_for_log(
       "spool holds 2 pending deliveries for webhook 'sink', which is not configured", 15s))
       << gw.log();

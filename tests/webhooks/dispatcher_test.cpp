@@ -210,6 +210,19 @@ class DispatcherTest : public ::testing::TestWithParam<config::WebhookConfig::Ht
     return d;
   }
 
+  // 429 with `Retry-After: retry_after` to the first request, 200 to the others.
+  static HttpReceiver::Handler too_many_requests_once(std::string retry_after) {
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    return [calls, retry_after](const HttpReceiver::Request&) {
+      HttpReceiver::Response response;
+      if ((*calls)++ == 0) {
+        response.status = 429;
+        response.headers["Retry-After"] = retry_after;
+      }
+      return response;
+    };
+  }
+
   static HttpReceiver::Handler answer(int status) {
     return [status](const HttpReceiver::Request&) {
       HttpReceiver::Response response;
@@ -616,15 +629,7 @@ TEST_P(DispatcherTest, ExhaustedAttemptsAreDeadWithDiagnostics) {
 
 TEST_P(DispatcherTest, RetryAfterIsHonoured) {
   const std::string name = unique_name();
-  std::atomic<int> calls{0};
-  receiver_.set_handler([&](const HttpReceiver::Request&) {
-    HttpReceiver::Response response;
-    if (calls++ == 0) {
-      response.status = 429;
-      response.headers["Retry-After"] = "1";
-    }
-    return response;
-  });
+  receiver_.set_handler(too_many_requests_once("1"));
   Dispatcher dispatcher(store_, diagnostics_.sink());
   dispatcher.set_webhooks({webhook(name, receiver_.url())});  // backoff alone would be <= 20 ms
   dispatcher.start();
@@ -641,15 +646,7 @@ TEST_P(DispatcherTest, RetryAfterIsHonoured) {
 // answering 429 to a backlog saw all of it, round after round, until it was dead-lettered).
 TEST_P(DispatcherTest, RetryAfterHoldsTheWholeWebhook) {
   const std::string name = unique_name();
-  std::atomic<int> calls{0};
-  receiver_.set_handler([&](const HttpReceiver::Request&) {
-    HttpReceiver::Response response;
-    if (calls++ == 0) {
-      response.status = 429;
-      response.headers["Retry-After"] = "2";
-    }
-    return response;
-  });
+  receiver_.set_handler(too_many_requests_once("2"));
   auto w = webhook(name, receiver_.url());
   w.max_in_flight = 1;  // one request at a time: the 429 comes before the others go out
   Dispatcher dispatcher(store_, diagnostics_.sink());
@@ -657,9 +654,9 @@ TEST_P(DispatcherTest, RetryAfterHoldsTheWholeWebhook) {
   dispatcher.start();
   for (int i = 0; i < 3; ++i) add(name);
   // The 429: /status says until when (set just after the completion is recorded).
-  ASSERT_TRUE(testing::wait_until(
-      [&] { return status_of(dispatcher, name)->held_until_ms > 0; }, std::chrono::seconds(5)));
-  EXPECT_GT(status_of(dispatcher, name)->held_until_ms, now_unix_ms() + 1000);
+  ASSERT_TRUE(testing::wait_until([&] { return status_of(dispatcher, name)->held_until_ms > 0; },
+                                  std::chrono::seconds(5)));
+  EXPECT_GT(status_of(dispatcher, name)->held_until_ms, now_unix_ms());
   ASSERT_TRUE(store_.wait_for_completions(4));
   dispatcher.stop(milliseconds(0));
   auto requests = receiver_.requests();
@@ -710,6 +707,25 @@ TEST_P(DispatcherTest, HttpsVerifiesTheReceiverAgainstTheConfiguredCa) {
   EXPECT_EQ(receiver.requests(), 1);
   EXPECT_EQ(receiver.last_headers()["x-hookgate-delivery"], completions[2].delivery.id);
   EXPECT_NE(receiver.last_headers()["webhook-signature"].rfind("v1,", 0), std::string::npos);
+}
+
+// Found in review: a hold outlived the settings it came under, so pointing the webhook at a
+// backup receiver (and SIGHUP) still waited out the old receiver's Retry-After.
+TEST_P(DispatcherTest, ARetryAfterHoldEndsWithTheSettingsItCameUnder) {
+  const std::string name = unique_name();
+  receiver_.set_handler(too_many_requests_once("3600"));
+  HttpReceiver backup;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({webhook(name, receiver_.url())});
+  dispatcher.start();
+  add(name);
+  ASSERT_TRUE(testing::wait_until([&] { return status_of(dispatcher, name)->held_until_ms > 0; },
+                                  std::chrono::seconds(5)));
+  dispatcher.set_webhooks({webhook(name, backup.url())});
+  EXPECT_EQ(status_of(dispatcher, name)->held_until_ms, 0);
+  add(name);
+  EXPECT_TRUE(backup.wait_for(1, std::chrono::seconds(5)));
+  dispatcher.stop(milliseconds(0));
 }
 
 TEST_P(DispatcherTest, DiagnosticDeliveriesRaiseNoDiagnostics) {
