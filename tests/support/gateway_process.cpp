@@ -4,7 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,12 +30,7 @@ namespace {
 pid_t spawn(const std::vector<std::string>& args, const std::string& out_path,
             const std::string& err_path, const std::string& in_path,
             const std::vector<std::string>& extra_env) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, in_path.empty() ? "/dev/null" : in_path.c_str(),
-                                   O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
   for (const auto& e : extra_env) env.push_back(e);
@@ -44,10 +39,21 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& out_path,
   argv.push_back(nullptr);
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  pid_t pid = -1;
-  if (posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), envp.data()) != 0) pid = -1;
-  posix_spawn_file_actions_destroy(&fa);
-  return pid;
+  const char* in = in_path.empty() ? "/dev/null" : in_path.c_str();
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;  // the parent (-1 when fork failed)
+  // Dies with the test runner (a crash, a ctest timeout) instead of outliving it with its ports.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(127);             // the runner died before the line above
+  const int in_fd = ::open(in, O_RDONLY | O_CLOEXEC);  // dup2 clears it on 0, 1, 2
+  const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (in_fd < 0 || out_fd < 0 || err_fd < 0 || ::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 ||
+      ::dup2(err_fd, 2) < 0)
+    ::_exit(127);
+  ::execve(argv[0], argv.data(), envp.data());
+  ::_exit(127);
 }
 
 int wait_pid(pid_t pid, std::chrono::milliseconds timeout) {
@@ -115,6 +121,10 @@ CommandResult run_program(const std::vector<std::string>& args, const std::strin
   CommandResult r;
   if (pid < 0) return r;
   r.exit_code = wait_pid(pid, std::chrono::seconds(60));
+  if (r.exit_code < 0) {  // hung: not left running behind the test
+    ::kill(pid, SIGKILL);
+    wait_pid(pid, std::chrono::seconds(10));
+  }
   r.out = read_text((dir / "out").string());
   r.err = read_text((dir / "err").string());
   return r;
