@@ -17,6 +17,7 @@ void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>
   socket.set(zmq::sockopt::tcp_keepalive_idle, kKeepaliveIdleS);
   socket.set(zmq::sockopt::tcp_keepalive_intvl, kKeepaliveIntervalS);
   socket.set(zmq::sockopt::tcp_keepalive_cnt, kKeepaliveCount);
+  socket.set(zmq::sockopt::tcp_maxrt, kUnacknowledgedMaxMs);
 }
 
 namespace {

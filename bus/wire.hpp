@@ -18,16 +18,19 @@ namespace hookgate::bus {
 // The frames of a bus message (topic, envelope); the subscriber's read_all keeps one more at most.
 inline constexpr size_t kMaxMessageFrames = 2;
 
-// TCP keepalive on every bus connection: a peer that stops answering the kernel's probes (a NAT
-// or a firewall that dropped an idle flow, a host gone) is found after about kKeepaliveIdleS +
-// kKeepaliveCount × kKeepaliveIntervalS seconds and ZeroMQ reconnects, instead of writing into
-// the connection until TCP gives up many minutes later; the probes also keep NAT mappings alive.
-// Not ZMTP heartbeats: their timeout runs while a socket whose queue is full has stopped reading,
-// so a gateway stalled behind a slow hook or a stuck spool for 30 s would drop its publishers'
-// connections, and what was buffered in them, while the kernel still answers keepalives.
+// TCP keepalive and a user timeout on every bus connection, so a peer that is gone (a NAT or a
+// firewall that dropped the flow, a host that vanished) is found and ZeroMQ reconnects, instead
+// of the connection hanging until TCP gives up about 15 minutes later: an idle connection after
+// about kKeepaliveIdleS + kKeepaliveCount × kKeepaliveIntervalS seconds (the probes also keep NAT
+// mappings alive), one with data unacknowledged (a publisher or a proxy still sending) after
+// kUnacknowledgedMaxMs. A live peer that only reads slowly still answers the kernel's
+// zero-window probes and is kept (Linux 5.x and later). Not ZMTP heartbeats: libzmq counts their
+// timeout while a socket whose queue is full has stopped reading, so a gateway held 30 s by a
+// slow hook or a stuck spool would drop its publishers' connections and what they buffered.
 inline constexpr int kKeepaliveIdleS = 60;
 inline constexpr int kKeepaliveIntervalS = 10;
 inline constexpr int kKeepaliveCount = 3;
+inline constexpr int kUnacknowledgedMaxMs = 90000;
 
 // What every bus socket (subscriber, publisher, proxy) sets before binding or connecting to
 // `connect` and `bind`: the keepalive above, and IPv6 when one of them is a bracketed address

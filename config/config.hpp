@@ -94,9 +94,10 @@ struct WebhookConfig {
   int max_in_flight = 16;
   double rate_limit_per_s = 0;  // 0 = unlimited
   BodyMode body = BodyMode::CloudEvent;
-  std::string hec_sourcetype;  // splunk_hec: default "hookgate:<event type>"
-  std::string hec_index;       // splunk_hec: optional index
-  bool sign_github = false;    // `signatures: [github]` adds X-Hub-Signature-256
+  std::string hec_sourcetype;                // splunk_hec: default "hookgate:<event type>"
+  std::string hec_index;                     // splunk_hec: optional index
+  std::string hec_host_field = "data.host";  // splunk_hec: the event field `host` comes from
+  bool sign_github = false;                  // `signatures: [github]` adds X-Hub-Signature-256
   std::vector<std::string> allow_cidrs;
   std::vector<std::string> deny_cidrs;
   // auto: hookgate's own HTTP/1.1 client for plain http:// URLs (webhooks/plain_http.hpp),

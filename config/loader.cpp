@@ -265,6 +265,14 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   MapReader hec(r.node("hec"), file, context + ".hec", errors);
   hec.get("sourcetype", w.hec_sourcetype);
   hec.get("index", w.hec_index);
+  hec.get("host_field", w.hec_host_field);
+  // A dotted path like data.host or source; an empty segment could never match.
+  if (w.hec_host_field.empty() || w.hec_host_field.front() == '.' ||
+      w.hec_host_field.back() == '.' || w.hec_host_field.find("..") != std::string::npos)
+    hec.error(hec.pos("host_field"),
+              context +
+                  ".hec.host_field: expected a dotted field path such as data.host or "
+                  "source");
   hec.finish();
   std::vector<std::string> signatures;
   r.get("signatures", signatures);

@@ -76,9 +76,9 @@ struct Gateway::Impl {
     size_t deliveries = 0;
     size_t bytes = 0;          // the deliveries' body sizes
     size_t routed_events = 0;  // those with a delivery of their own in it: what a refused add loses
-    std::shared_ptr<const Router> router;  // the webhooks the batch was routed to
-    uint64_t router_generation = 0;        // router's, as of the snapshot
+    uint64_t router_generation = 0;  // of the webhooks that routed it (read before the snapshot)
   };
+  uint64_t backlogs_reported_generation = 0;  // ingest thread only
   std::deque<AddInFlight> adds;
   size_t open_deliveries = 0;  // sum over `adds`
   size_t open_bytes = 0;       // sum over `adds`
@@ -232,7 +232,8 @@ struct Gateway::Impl {
       dispatcher->set_webhooks(*webhooks);
       spdlog::info("reload: configuration reloaded from {} ({} webhooks)", cfg.file,
                    webhooks->size());
-      report_unconfigured_backlogs(*next_router);
+      // The backlogs of webhooks it removed are reported by the ingest thread, once the batches
+      // the old webhooks routed are spooled (report_backlogs_after_reload).
     }
     // A hook that failed to load is left out; say so where operators look (diagnostics too).
     for (const auto& e : next->entries()) {
@@ -268,18 +269,29 @@ struct Gateway::Impl {
   }
 
   // Deliveries stay with the webhook name they were made for; after a rename or a removal they
-  // wait in the spool for that name to come back, which an operator must hear about. With
-  // `routed_by`, only its webhooks are looked at (a batch it routed has just been spooled).
-  void report_unconfigured_backlogs(const Router& configured, const Router* routed_by = nullptr) {
+  // wait in the spool for that name to come back, which an operator must hear about.
+  void report_unconfigured_backlogs(const Router& configured) {
     for (const auto& backlog : store->pending_by_webhook()) {
       const std::string& name = backlog.first;
-      if (configured.has_webhook(name) || (routed_by && !routed_by->has_webhook(name))) continue;
+      if (configured.has_webhook(name)) continue;
       spdlog::warn(
           "spool holds {} pending deliveries for webhook '{}', which is not configured: they "
           "wait there until a webhook of that name is configured again (hookgate deliveries "
           "list --webhook {})",
           backlog.second, name, name);
     }
+  }
+
+  // After a reload replaced the webhooks, says once which pending deliveries no configured
+  // webhook takes: on this thread and only when every batch the old webhooks routed has settled,
+  // since one still open may yet spool deliveries for a webhook the reload removed.
+  void report_backlogs_after_reload() {
+    const uint64_t current = router_generation.load(std::memory_order_acquire);
+    if (current == backlogs_reported_generation) return;
+    for (const auto& add : adds)
+      if (add.router_generation != current) return;
+    backlogs_reported_generation = current;
+    report_unconfigured_backlogs(*snapshot().second);
   }
 
   void do_reload_config() {
@@ -451,7 +463,7 @@ struct Gateway::Impl {
       return;
     }
     const size_t count = batch.size();
-    adds.push_back({store->add_async(std::move(batch)), events, count, bytes, routed_events, rt,
+    adds.push_back({store->add_async(std::move(batch)), events, count, bytes, routed_events,
                     routing_generation});
     open_deliveries += count;
     open_bytes += bytes;
@@ -483,16 +495,6 @@ struct Gateway::Impl {
                         add.routed_events, st.error().message);
       } else {
         accepted.inc(add.events);
-        // Routed by webhooks a reload has since replaced: the reload's report may have run
-        // before this batch was spooled. Said once, by the last batch that router routed, and
-        // only if it had a webhook the new one lacks (the report counts the whole spool).
-        const bool last_of_its_router = adds.size() == 1 || adds[1].router != add.router;
-        if (add.router_generation != router_generation.load(std::memory_order_acquire) &&
-            last_of_its_router) {
-          auto now_routing = snapshot().second;
-          if (now_routing != add.router && add.router->has_webhook_missing_from(*now_routing))
-            report_unconfigured_backlogs(*now_routing, add.router.get());
-        }
       }
       open_deliveries -= add.deliveries;
       open_bytes -= add.bytes;
@@ -508,6 +510,7 @@ struct Gateway::Impl {
     while (!stop.load(std::memory_order_relaxed)) {
       if (reload_config.exchange(false)) do_reload_config();
       if (reload_hooks.exchange(false)) request_chain_load(cfg.hooks);
+      report_backlogs_after_reload();
       spool_depth.set(static_cast<int64_t>(store->pending_count()));
       // While adds are open, look at them every millisecond even if the bus is quiet, so the
       // accepted/refused counters follow the commits closely.

@@ -77,7 +77,7 @@ std::string hec_body(const Event& event, const config::WebhookConfig& w, int64_t
   out.Double(seconds ? *seconds
                      : static_cast<double>(schedule_ms - schedule_clock().skew_ms()) / 1000.0);
   out.Key("host");
-  const JsonValue* host = event.find("data.host");
+  const JsonValue* host = event.find(w.hec_host_field);
   if (host && host->IsString()) {
     out.String(host->GetString(), host->GetStringLength());  // whole, a \u0000 included
   } else {
@@ -146,11 +146,6 @@ size_t Router::route(const Event& event, int64_t schedule_ms, std::vector<webhoo
 bool Router::has_webhook(std::string_view name) const {
   return std::any_of(routes_.begin(), routes_.end(),
                      [&](const Route& r) { return r.webhook.name == name; });
-}
-
-bool Router::has_webhook_missing_from(const Router& other) const {
-  return std::any_of(routes_.begin(), routes_.end(),
-                     [&](const Route& r) { return !other.has_webhook(r.webhook.name); });
 }
 
 std::vector<std::string> Router::matching(std::string_view type) const {

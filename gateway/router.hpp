@@ -27,8 +27,6 @@ class Router {
   std::vector<std::string> matching(std::string_view type) const;
   bool empty() const { return routes_.empty(); }
   bool has_webhook(std::string_view name) const;
-  // Whether one of this router's webhooks is not among `other`'s (a reload removed or renamed it).
-  bool has_webhook_missing_from(const Router& other) const;
 
  private:
   struct Route {

@@ -180,6 +180,21 @@ TEST(ConfigLoaderTest, TlsSettingsForHttpsWebhooks) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ConfigLoaderTest, HecHostFieldIsADottedPath) {
+  auto cfg = load(R"(webhooks:
+  - { name: siem, url: "http://s/", body: splunk_hec, hec: { host_field: source } }
+  - { name: plain, url: "http://p/", body: splunk_hec }
+)");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_EQ(cfg->webhooks[0].hec_host_field, "source");
+  EXPECT_EQ(cfg->webhooks[1].hec_host_field, "data.host");
+  EXPECT_EQ(first_error(load(R"(webhooks:
+  - { name: siem, url: "http://s/", body: splunk_hec, hec: { host_field: "data..host" } }
+)")),
+            "test.yaml:2:74: webhooks[0].hec.host_field: expected a dotted field path such as "
+            "data.host or source");
+}
+
 // bus.curve: server mode (bind, allow-list) or client mode (server_key: connect to a CURVE proxy).
 TEST(ConfigLoaderTest, CurveServerOrClientMode) {
   auto client = load(

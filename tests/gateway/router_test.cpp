@@ -88,6 +88,33 @@ TEST(RouterTest, SplunkHecTimeHonoursOffsetsAndFallsBackToIntakeTime) {
   EXPECT_DOUBLE_EQ(hec_time("2016-12-31T23:59:60Z"), 1483228800);  // a leap second, as POSIX
 }
 
+// Found in review: `host` could only come from data.host, which the SIEM example's enrich hook
+// sets to the gateway's own name; hec.host_field picks the field (here the CloudEvents source).
+TEST(RouterTest, SplunkHecHostComesFromTheConfiguredField) {
+  auto w = hook("siem", {"*"}, config::BodyMode::SplunkHec);
+  w.hec_host_field = "data.client.host";
+  auto by_source = hook("by-source", {"*"}, config::BodyMode::SplunkHec);
+  by_source.hec_host_field = "source";
+  Router router({w, by_source});
+  std::vector<webhooks::Delivery> out;
+  auto ev = Event::parse(
+      R"({"type":"t","source":"auth-svc-7","data":{"host":"gw-1","client":{"host":"web-3"}}})");
+  ASSERT_TRUE(ev);
+  ASSERT_EQ(router.route(*ev, 0, out), 2u);
+  rapidjson::Document first, second;
+  first.Parse(out[0].body->c_str());
+  second.Parse(out[1].body->c_str());
+  EXPECT_STREQ(first["host"].GetString(), "web-3");
+  EXPECT_STREQ(second["host"].GetString(), "auth-svc-7");
+  // A field that is missing or not a string: "hookgate", as before.
+  auto bare = Event::parse(R"({"type":"t","data":{"client":{"host":7}}})");
+  ASSERT_TRUE(bare);
+  out.clear();
+  ASSERT_EQ(router.route(*bare, 0, out), 2u);
+  first.Parse(out[0].body->c_str());
+  EXPECT_STREQ(first["host"].GetString(), "hookgate");
+}
+
 TEST(RouterTest, SplunkHecHostKeepsTextAfterANul) {
   Router router({hook("siem", {"*"}, config::BodyMode::SplunkHec)});
   auto d = routed_body(router, R"({"type":"t","data":{"host":"web\u0000-1"}})");

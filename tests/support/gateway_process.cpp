@@ -45,13 +45,15 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& out_path,
   if (pid != 0) return pid;  // the parent (-1 when fork failed)
   // Dies with the test runner (a crash, a ctest timeout) instead of outliving it with its ports.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) ::_exit(127);             // the runner died before the line above
-  const int in_fd = ::open(in, O_RDONLY | O_CLOEXEC);  // dup2 clears it on 0, 1, 2
-  const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (::getppid() != parent) ::_exit(127);  // the runner died before the line above
+  const int in_fd = ::open(in, O_RDONLY);
+  const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const int err_fd = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   if (in_fd < 0 || out_fd < 0 || err_fd < 0 || ::dup2(in_fd, 0) < 0 || ::dup2(out_fd, 1) < 0 ||
       ::dup2(err_fd, 2) < 0)
     ::_exit(127);
+  for (const int fd : {in_fd, out_fd, err_fd})
+    if (fd > 2) ::close(fd);  // (one the runner had closed among 0-2 is now the right one)
   ::execve(argv[0], argv.data(), envp.data());
   ::_exit(127);
 }
