@@ -77,9 +77,10 @@ enum class BodyMode { CloudEvent, Data, SplunkHec };
 // TLS settings for an https:// webhook (libcurl). Verification is always on: there is no switch
 // to turn it off; trust a private CA with ca_file instead.
 struct TlsConfig {
-  std::string ca_file;    // PEM CA certificates trusted instead of the system's store
-  std::string cert_file;  // PEM client certificate, for receivers that require mutual TLS
-  std::string key_file;   // its PEM private key (not encrypted)
+  std::string ca_file;       // PEM CA certificates trusted instead of the system's store
+  std::string cert_file;     // PEM client certificate, for receivers that require mutual TLS
+  std::string key_file;      // its PEM private key
+  std::string key_password;  // when key_file is encrypted (a secret: redacted from logs)
   bool operator==(const TlsConfig&) const = default;
 };
 

@@ -199,6 +199,11 @@ void read_tls(MapReader r, const WebhookConfig& w, const std::string& base_dir, 
   r.get("ca_file", tls.ca_file);
   r.get("cert_file", tls.cert_file);
   r.get("key_file", tls.key_file);
+  r.get("key_password", tls.key_password);
+  register_secret(tls.key_password);
+  register_secret_parts(r.node("key_password"));
+  if (!tls.key_password.empty() && tls.key_file.empty())
+    r.error(r.pos("key_password"), r.context() + ".key_password: there is no key_file to unlock");
   const bool any = !tls.ca_file.empty() || !tls.cert_file.empty() || !tls.key_file.empty();
   if (any && w.url.rfind("https://", 0) != 0)
     r.error(r.pos(), r.context() + ": applies to https:// URLs only");

@@ -623,6 +623,8 @@ struct Dispatcher::Impl {
     if (!cfg.tls.cert_file.empty()) {
       curl_easy_setopt(easy, CURLOPT_SSLCERT, cfg.tls.cert_file.c_str());
       curl_easy_setopt(easy, CURLOPT_SSLKEY, cfg.tls.key_file.c_str());
+      if (!cfg.tls.key_password.empty())
+        curl_easy_setopt(easy, CURLOPT_KEYPASSWD, cfg.tls.key_password.c_str());
     }
 #if LIBCURL_VERSION_NUM >= 0x075700
     // libcurl keeps a parsed CA store for 24 h by default: a CA file replaced in place would be

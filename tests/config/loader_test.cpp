@@ -177,6 +177,8 @@ TEST(ConfigLoaderTest, TlsSettingsForHttpsWebhooks) {
   EXPECT_EQ(first_error(load_in_dir("{ ca_file: missing.pem }")),
             "test.yaml:4:21: webhooks[0].tls.ca_file: cannot read " + dir + "/missing.pem");
   EXPECT_NE(first_error(load_in_dir("{ verify: false }")).find("verify"), std::string::npos);
+  EXPECT_EQ(first_error(load_in_dir("{ key_password: s3cret-phrase }")),
+            "test.yaml:4:26: webhooks[0].tls.key_password: there is no key_file to unlock");
   std::filesystem::remove_all(dir);
 }
 

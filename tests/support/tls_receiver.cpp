@@ -136,6 +136,18 @@ TlsReceiver::~TlsReceiver() {
   ::close(listen_fd_);
 }
 
+std::string TlsReceiver::client_key_pem(const std::string& password) const {
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_PrivateKey(bio, tls_->client_key.get(), EVP_aes_256_cbc(),
+                           reinterpret_cast<const unsigned char*>(password.data()),
+                           static_cast<int>(password.size()), nullptr, nullptr);
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio, &data);
+  std::string pem(data, static_cast<size_t>(size));
+  BIO_free(bio);
+  return pem;
+}
+
 std::string TlsReceiver::url(const std::string& path) const {
   return "https://127.0.0.1:" + std::to_string(port_) + path;
 }

@@ -24,6 +24,8 @@ class TlsReceiver {
   const std::string& ca_pem() const { return ca_pem_; }
   const std::string& client_cert_pem() const { return client_cert_pem_; }
   const std::string& client_key_pem() const { return client_key_pem_; }
+  // The same key, encrypted (AES-256) with `password`.
+  std::string client_key_pem(const std::string& password) const;
   int requests() const { return requests_.load(); }
   int failed_handshakes() const { return failed_handshakes_.load(); }
   // The last request's headers (lower-cased names).
