@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "bus/publisher.hpp"
 #include "bus/subscriber.hpp"
@@ -173,10 +174,19 @@ TEST(CurveTest, ASignalDoesNotStopTheZapHandler) {
   ignore.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR
   struct sigaction before {};
   ASSERT_EQ(::sigaction(SIGUSR1, &ignore, &before), 0);
+  // The handler's thread, once it has named itself (it may not have run yet).
+  std::vector<pid_t> zap_threads;
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        zap_threads.clear();
+        for (const auto& task : fs::directory_iterator("/proc/self/task"))
+          if (testing::read_text(task.path() / "comm") == "hg-zap\n")
+            zap_threads.push_back(std::stoi(task.path().filename().string()));
+        return !zap_threads.empty();
+      },
+      std::chrono::seconds(5)));
   int signalled = 0;
-  for (const auto& task : fs::directory_iterator("/proc/self/task")) {
-    if (testing::read_text(task.path() / "comm") != "hg-zap\n") continue;
-    const pid_t tid = std::stoi(task.path().filename().string());
+  for (const pid_t tid : zap_threads) {
     for (int i = 0; i < 5; ++i, ++signalled) {
       ::syscall(SYS_tgkill, ::getpid(), tid, SIGUSR1);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
