@@ -71,7 +71,7 @@ struct RetryConfig {
 };
 
 // cloudevent: the CloudEvents JSON; data: the bare `data` member; splunk_hec: Splunk's HTTP Event
-// Collector shape {"time","host","source","sourcetype","event": <CloudEvent>}.
+// Collector shape {"time","host","source","sourcetype","index" (when set),"event": <CloudEvent>}.
 enum class BodyMode { CloudEvent, Data, SplunkHec };
 
 // TLS settings for an https:// webhook (libcurl). Verification is always on: there is no switch

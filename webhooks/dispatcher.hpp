@@ -17,7 +17,7 @@
 //     delivered | retry (will be retried) | failed (final answer: 3xx/4xx/410, SSRF refusal) |
 //     dead (attempts exhausted); failed + dead = dead-lettered
 //   hookgate_delivery_attempts_total{webhook,result}  2xx|3xx|4xx|5xx|timeout|connect_error|
-//     refused|error
+//     tls|refused|error
 //   hookgate_delivery_duration_seconds{webhook}  attempt round trip
 #include <chrono>
 #include <cstdint>
