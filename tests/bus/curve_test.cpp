@@ -125,6 +125,18 @@ Result<std::unique_ptr<Publisher>> curve_publisher(const Subscriber& sub,
                              .client_keys = client});
 }
 
+// `client`'s events reach `sub` (read by `rx`): its handshake passed the allow-list.
+void expect_events_get_in(const Subscriber& sub, testing::ReceivingThread& rx,
+                          const CurveKeypair& server, const CurveKeypair& client) {
+  auto pub = curve_publisher(sub, server, client);
+  ASSERT_TRUE(pub);
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+  ASSERT_TRUE(pub.value()->publish("ok.event", "{}"));
+  auto parts = rx.next(std::chrono::seconds(5));
+  ASSERT_FALSE(parts.empty());
+  EXPECT_EQ(parts[0], "ok.event");
+}
+
 // libzmq admits any client that knows the server key unless ZAP says no: only listed keys pass.
 TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
   TempDir dir;
@@ -145,13 +157,7 @@ TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
   (void)bad.value()->publish("evil.event", "{}");
   EXPECT_TRUE(rx.next(std::chrono::milliseconds(300)).empty());
 
-  auto good = curve_publisher(*sub.value(), server, listed);
-  ASSERT_TRUE(good);
-  ASSERT_TRUE(good.value()->wait_for_subscriber(std::chrono::seconds(5)));
-  ASSERT_TRUE(good.value()->publish("ok.event", "{}"));
-  auto parts = rx.next(std::chrono::seconds(5));
-  ASSERT_FALSE(parts.empty());
-  EXPECT_EQ(parts[0], "ok.event");
+  ASSERT_NO_FATAL_FAILURE(expect_events_get_in(*sub.value(), rx, server, listed));
   stop_zap_authenticator(ctx);
 }
 
@@ -196,13 +202,7 @@ TEST(CurveTest, ASignalDoesNotStopTheZapHandler) {
   ASSERT_GT(signalled, 0);
 
   testing::ReceivingThread rx(*sub.value());
-  auto pub = curve_publisher(*sub.value(), server, listed);
-  ASSERT_TRUE(pub);
-  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
-  ASSERT_TRUE(pub.value()->publish("ok.event", "{}"));
-  auto parts = rx.next(std::chrono::seconds(5));
-  ASSERT_FALSE(parts.empty());
-  EXPECT_EQ(parts[0], "ok.event");
+  ASSERT_NO_FATAL_FAILURE(expect_events_get_in(*sub.value(), rx, server, listed));
   stop_zap_authenticator(ctx);
 }
 
