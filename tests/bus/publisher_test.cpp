@@ -1,11 +1,14 @@
 #include "bus/publisher.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -105,6 +108,51 @@ TEST(PublisherTest, IPv6EndpointsWork) {
   auto ev = bus.next();
   ASSERT_TRUE(ev);
   EXPECT_EQ(ev->source(), "svc6");
+}
+
+// The TCP sockets of this process with `port` at either end, connected ones only (a listener
+// has no peer).
+std::vector<int> connected_tcp_sockets_on(uint16_t port) {
+  std::vector<int> fds;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::stoi(entry.path().filename().string());
+    int type = 0;
+    socklen_t len = sizeof type;
+    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) continue;
+    sockaddr_in local{}, peer{};
+    socklen_t local_len = sizeof local, peer_len = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+        local.sin_family != AF_INET ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
+      continue;
+    if (ntohs(local.sin_port) == port || ntohs(peer.sin_port) == port) fds.push_back(fd);
+  }
+  return fds;
+}
+
+int tcp_option(int fd, int level, int name) {
+  int value = -1;
+  socklen_t len = sizeof value;
+  return ::getsockopt(fd, level, name, &value, &len) == 0 ? value : -1;
+}
+
+// Without keepalive, a gateway whose publisher host vanished (or a NAT that forgot the flow)
+// kept a dead connection forever, and a publisher's queued events waited on it without end.
+TEST(PublisherTest, BothEndsOfABusConnectionProbeTheirPeerAndGiveUpOnUnacknowledgedData) {
+  Loopback bus;
+  ASSERT_TRUE(bus.ok());
+  const std::string& endpoint = bus.sub->bound_endpoint();
+  const auto port = static_cast<uint16_t>(std::stoi(endpoint.substr(endpoint.rfind(':') + 1)));
+  const std::vector<int> fds = connected_tcp_sockets_on(port);
+  ASSERT_EQ(fds.size(), 2u) << "the subscriber's accepted socket and the publisher's";
+  for (int fd : fds) {
+    SCOPED_TRACE("fd " + std::to_string(fd));
+    EXPECT_EQ(tcp_option(fd, SOL_SOCKET, SO_KEEPALIVE), 1);
+    EXPECT_EQ(tcp_option(fd, IPPROTO_TCP, TCP_KEEPIDLE), kKeepaliveIdleS);
+    EXPECT_EQ(tcp_option(fd, IPPROTO_TCP, TCP_KEEPINTVL), kKeepaliveIntervalS);
+    EXPECT_EQ(tcp_option(fd, IPPROTO_TCP, TCP_KEEPCNT), kKeepaliveCount);
+    EXPECT_EQ(tcp_option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), kUnacknowledgedMaxMs);
+  }
 }
 
 // Every event carries the publisher's stream id and a sequence number that grows by one, so the
