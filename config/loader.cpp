@@ -85,8 +85,8 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
     if (!known)
       r.error(r.pos(key), std::string("bus.") + key +
                               ": expected a ZeroMQ endpoint such as tcp://127.0.0.1:5556 or "
-                              "ipc:///run/hookgate/bus, got '" +
-                              endpoint + "'");
+                              "ipc:///run/hookgate/bus, got " +
+                              r.as_written(key, endpoint));
   };
   if (bus.bind) check_endpoint("bind", *bus.bind);
   for (const auto& endpoint : bus.connect) check_endpoint("connect", endpoint);
@@ -140,7 +140,8 @@ void read_hooks(MapReader r, HooksConfig& hooks) {
   r.finish();
 }
 
-void validate_webhook(MapReader& r, WebhookConfig& w) {
+// `timeout_key` is the key the timeout was read from (`timeout` in `extensions.webhooks`).
+void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = "timeout_ms") {
   if (w.name.empty()) {
     r.error(r.pos(), r.context() + ": `name` is required");
   } else if (!valid_webhook_name(w.name)) {
@@ -153,7 +154,8 @@ void validate_webhook(MapReader& r, WebhookConfig& w) {
   }
   if (w.events.empty())
     r.error(r.pos("events"), r.context() + ".events: needs at least one pattern");
-  if (w.timeout_ms <= 0) r.error(r.pos("timeout_ms"), r.context() + ".timeout_ms must be positive");
+  if (w.timeout_ms <= 0)
+    r.error(r.pos(timeout_key), r.context() + "." + timeout_key + " must be positive");
   if (w.max_in_flight < 1)
     r.error(r.pos("max_in_flight"), r.context() + ".max_in_flight must be at least 1");
   // Also refuses inf/nan: "unlimited" is 0, and a token bucket cannot hold infinity.
@@ -186,9 +188,9 @@ void read_retry(MapReader r, RetryConfig& retry) {
   // 0 would keep every backoff at 0: all attempts within a second.
   if (retry.initial_backoff_ms < 1 || retry.max_backoff_ms < retry.initial_backoff_ms ||
       retry.max_backoff_ms > kMaxDurationMs)
-    r.error(r.pos("max_backoff_ms"), r.context() +
-                                         ": need 1 <= initial_backoff_ms <= max_backoff_ms <= " +
-                                         std::to_string(kMaxDurationMs) + " (30 days)");
+    r.error(r.pos(retry.initial_backoff_ms < 1 ? "initial_backoff_ms" : "max_backoff_ms"),
+            r.context() + ": need 1 <= initial_backoff_ms <= max_backoff_ms <= " +
+                std::to_string(kMaxDurationMs) + " (30 days)");
   if (retry.max_retry_after_ms < 0 || retry.max_retry_after_ms > kMaxDurationMs)
     r.error(r.pos("max_retry_after_ms"), r.context() + ".max_retry_after_ms: expected 0 to " +
                                              std::to_string(kMaxDurationMs) + " (30 days)");
@@ -264,8 +266,8 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   } else if (body == "splunk_hec") {
     w.body = BodyMode::SplunkHec;
   } else {
-    r.error(r.pos("body"),
-            context + ".body: expected cloudevent, data or splunk_hec, got '" + body + "'");
+    r.error(r.pos("body"), context + ".body: expected cloudevent, data or splunk_hec, got " +
+                               r.as_written("body", body));
   }
   MapReader hec(r.node("hec"), file, context + ".hec", errors);
   hec.get("sourcetype", w.hec_sourcetype);
@@ -299,8 +301,8 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   } else if (http_client == "libcurl") {
     w.http_client = WebhookConfig::HttpClient::Libcurl;
   } else {
-    r.error(r.pos("http_client"),
-            context + ".http_client: expected auto or libcurl, got '" + http_client + "'");
+    r.error(r.pos("http_client"), context + ".http_client: expected auto or libcurl, got " +
+                                      r.as_written("http_client", http_client));
   }
   if (r.has("tls"))
     read_tls(MapReader(r.node("tls"), file, context + ".tls", errors), w, base_dir, w.tls);
@@ -337,7 +339,8 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
   } else if (mode == "memory") {
     spool.mode = SpoolConfig::Mode::Memory;
   } else {
-    r.error(r.pos("mode"), "spool.mode: expected sqlite or memory, got '" + mode + "'");
+    r.error(r.pos("mode"),
+            "spool.mode: expected sqlite or memory, got " + r.as_written("mode", mode));
   }
   r.get("path", spool.path);
   r.get("synchronous", spool.synchronous);
@@ -375,8 +378,8 @@ void read_admin(MapReader r, AdminConfig& admin) {
   if (admin.enabled && !host_ok)
     r.error(r.pos("listen"),
             "admin.listen: expected ADDRESS:PORT (an IP address, localhost or *, and a port from "
-            "0 to 65535), got '" +
-                admin.listen + "'");
+            "0 to 65535), got " +
+                r.as_written("listen", admin.listen));
   // Set but empty (an unset or empty ${VAR}) would silently run the endpoint without auth.
   if (admin.enabled && r.has("token") && admin.token.empty())
     r.error(r.pos("token"),
@@ -446,7 +449,7 @@ void read_extensions_alias(MapReader r, Config& cfg) {
         hook.events = {event.empty() ? std::string("*") : event};
         w.get("name", hook.name);
         if (!w.has("name")) hook.name = alias_webhook_name(event, hook.url);
-        validate_webhook(w, hook);
+        validate_webhook(w, hook, "timeout");
         w.finish();
         cfg.webhooks.push_back(std::move(hook));
       }

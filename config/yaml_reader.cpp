@@ -1,5 +1,6 @@
 #include "config/yaml_reader.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -26,14 +27,25 @@ Position position_of(const YAML::Node& node, const std::string& file) {
 
 namespace {
 
-// The 1-based line of the first content after a document marker (`---` or `...` at column 0)
-// that follows content, i.e. where a second document starts; 0 when there is none. A marker at
-// column 0 cannot be part of a scalar (YAML ends a document there), so a line scan is exact.
-// Not YAML::LoadAll: yaml-cpp 0.7 loops forever on some malformed input there (found by
+constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
+
+// How a value read from `node` appears in a message: as written when a ${VAR} went into it, since
+// the environment's value may be a secret (and the variable's name is what the operator needs).
+std::string quoted_as_written(const YAML::Node& node, const std::string& value) {
+  const bool expanded = node.IsScalar() && node.Scalar().find("${") != std::string::npos;
+  return "'" + (expanded ? node.Scalar() : value) + "'";
+}
+
+// The 1-based line of the first content of a second document; 0 when there is none. A document
+// ends at `...`, and at a `---` once a first `---` or content came (so `---` `---` CONFIG, or
+// `# header` `...` CONFIG, is an empty document and then the config, which Load would drop). A
+// marker at column 0 cannot be part of a scalar (YAML ends a document there), so a line scan is
+// exact. Not YAML::LoadAll: yaml-cpp 0.7 loops forever on some malformed input there (found by
 // fuzz_config), where Load returns.
 int second_document_line(std::string_view text) {
-  bool content = false;  // the first document has begun
-  bool after_marker = false;
+  if (text.starts_with(kUtf8ByteOrderMark)) text.remove_prefix(kUtf8ByteOrderMark.size());
+  bool begun = false;  // the first document has begun (a `---` or content)
+  bool ended = false;  // ... and has ended: content from here on is a second document
   int line_no = 0;
   for (size_t pos = 0; pos <= text.size();) {
     size_t end = text.find('\n', pos);
@@ -46,21 +58,43 @@ int second_document_line(std::string_view text) {
       const size_t first = rest.find_first_not_of(" \t");
       return first == std::string_view::npos || rest[first] == '#';
     };
-    const bool marker = (line.starts_with("---") || line.starts_with("...")) &&
+    const bool start_marker = line.starts_with("---");
+    const bool marker = (start_marker || line.starts_with("...")) &&
                         (line.size() == 3 || line[3] == ' ' || line[3] == '\t');
     if (marker) {
-      if (content) after_marker = true;
-      if (!blank_or_comment(line.substr(3))) {  // `--- value`: content on the marker's line
-        if (after_marker) return line_no;
-        content = true;
-      }
+      if (!start_marker || begun) ended = true;
+      begun = true;
+      if (!blank_or_comment(line.substr(3)) && ended) return line_no;  // `--- value`
       continue;
     }
-    if (blank_or_comment(line) || (!content && line.starts_with('%'))) continue;  // directives
-    if (after_marker) return line_no;
-    content = true;
+    if (blank_or_comment(line) || (!begun && line.starts_with('%'))) continue;  // directives
+    if (ended) return line_no;
+    begun = true;
   }
   return 0;
+}
+
+// Where the scalar that starts last in `node` starts. After an unclosed quote, that is the
+// quoted value that ran on to the end of the file.
+void last_scalar_mark(const YAML::Node& node, YAML::Mark& last) {
+  auto later = [&](const YAML::Mark& m) {
+    return !m.is_null() && (m.line > last.line || (m.line == last.line && m.column > last.column));
+  };
+  if (node.IsScalar()) {
+    if (later(node.Mark())) last = node.Mark();
+  } else if (node.IsMap()) {
+    for (const auto& entry : node) {
+      last_scalar_mark(entry.first, last);
+      last_scalar_mark(entry.second, last);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) last_scalar_mark(item, last);
+  }
+}
+
+int line_count(std::string_view text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n')) +
+         (!text.empty() && text.back() != '\n' ? 1 : 0);
 }
 
 }  // namespace
@@ -70,13 +104,27 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
   // lose everything after it without a word.
   if (const int line = second_document_line(text))
     return Diagnostics{{{file, line, 1},
-                        "a second YAML document (after `---`): a config is one document; merge "
-                        "the two"}};
+                        "a second YAML document (after `---` or `...`): a config is one "
+                        "document; merge the two"}};
   try {
-    YAML::Node root = YAML::Load(text);
+    // yaml-cpp 0.7 takes a quote left open at the end of a file as closed there, so the rest of
+    // the file became that value without a word. An explicit end of document after the text
+    // makes it an error ("illegal document indicator in scalar"), and changes nothing else.
+    YAML::Node root = YAML::Load(text + "\n...\n");
     if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
     return root;
   } catch (const YAML::Exception& e) {
+    if (e.mark.line + 1 > line_count(text)) {
+      YAML::Mark opened;
+      opened.line = opened.column = 0;
+      try {
+        last_scalar_mark(YAML::Load(text), opened);
+      } catch (const YAML::Exception&) {
+      }
+      return Diagnostics{{{file, opened.line + 1, opened.column + 1},
+                          "YAML syntax error: this quoted value is never closed (a closing quote "
+                          "is missing, so the rest of the file would be part of it)"}};
+    }
     // e.msg is the parser's message without the position prefix that e.what() carries.
     return Diagnostics{{{file, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg}};
   }
@@ -211,13 +259,26 @@ Position MapReader::pos(const char* key) const {
   return pos();
 }
 
+std::string MapReader::as_written(const char* key, const std::string& value) const {
+  if (valid_ && node_ && node_.IsMap())
+    for (auto it : node_)
+      if (it.first.IsScalar() && it.first.Scalar() == key)
+        return quoted_as_written(it.second, value);
+  return "'" + value + "'";
+}
+
 void MapReader::error(const Position& where, std::string message) {
   errors_.push_back({where, std::move(message)});
 }
 
 bool MapReader::scalar(const char* key, YAML::Node& value, const char* expected) {
   value = find(key);
-  if (!value.IsDefined() || value.IsNull()) return false;
+  if (!value.IsDefined()) return false;
+  // `key:` with its value commented out must not quietly keep the default (`fail_open: # false`).
+  if (value.IsNull()) {
+    error(pos(key), context_ + "." + key + ": no value (give one, or leave the key out)");
+    return false;
+  }
   if (!value.IsScalar()) {
     error(position_of(value, file_), context_ + "." + key + ": expected " + expected);
     return false;
@@ -241,7 +302,7 @@ void MapReader::get(const char* key, bool& out) {
     out = false;
   } else {
     error(position_of(v, file_),
-          context_ + "." + key + ": expected true or false, got '" + s + "'");
+          context_ + "." + key + ": expected true or false, got " + quoted_as_written(v, s));
   }
 }
 
@@ -252,7 +313,8 @@ void MapReader::get(const char* key, int64_t& out) {
   int64_t parsed = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), parsed);
   if (ec != std::errc{} || p != s.data() + s.size()) {
-    error(position_of(v, file_), context_ + "." + key + ": expected an integer, got '" + s + "'");
+    error(position_of(v, file_),
+          context_ + "." + key + ": expected an integer, got " + quoted_as_written(v, s));
     return;
   }
   out = parsed;
@@ -278,7 +340,8 @@ void MapReader::get(const char* key, double& out) {
   errno = 0;
   double d = std::strtod(s.c_str(), &end);
   if (s.empty() || end != s.c_str() + s.size()) {
-    error(position_of(v, file_), context_ + "." + key + ": expected a number, got '" + s + "'");
+    error(position_of(v, file_),
+          context_ + "." + key + ": expected a number, got " + quoted_as_written(v, s));
     return;
   }
   // An underflow comes back as 0, which may mean "no limit"; an overflow as infinity.

@@ -348,8 +348,8 @@ TEST(ConfigLoaderTest, HeaderNamesDifferingOnlyInCaseAreOneHeader) {
 TEST(ConfigLoaderTest, ASecondYamlDocumentIsAnError) {
   EXPECT_EQ(first_error(load("log: { level: info }\n---\nwebhooks:\n  - { name: a, url: "
                              "\"http://x/\" }\n")),
-            "test.yaml:3:1: a second YAML document (after `---`): a config is one document; merge "
-            "the two");
+            "test.yaml:3:1: a second YAML document (after `---` or `...`): a config is one "
+            "document; merge the two");
   EXPECT_TRUE(load("log: { level: info }\n---\n"));  // a trailing separator holds nothing
   EXPECT_TRUE(load("--- # the first document's start\nlog: { level: info }\n...\n# end\n"));
   EXPECT_EQ(first_error(load("log: { level: info }\n--- { webhooks: [] }\n")).substr(0, 13),
@@ -358,6 +358,88 @@ TEST(ConfigLoaderTest, ASecondYamlDocumentIsAnError) {
   EXPECT_TRUE(
       load("extensions:\n  maxExecutionTime: 100\nlog:\n  level: info\n"
            "# ---\n"));
+}
+
+// Found in review: an empty first document (`---` `---`, or a comment and `...`) was the one
+// Load read, so the config after it was dropped and `check` said ok with 0 webhooks.
+TEST(ConfigLoaderTest, AConfigAfterAnEmptyFirstDocumentIsASecondDocument) {
+  const std::string config = "webhooks:\n  - { name: a, url: \"http://x/\" }\n";
+  EXPECT_EQ(first_error(load("---\n---\n" + config)).substr(0, 13), "test.yaml:3:1");
+  EXPECT_EQ(first_error(load("# header\n...\n" + config)).substr(0, 13), "test.yaml:3:1");
+  EXPECT_EQ(first_error(load("--- # x\n...\n---\n" + config)).substr(0, 13), "test.yaml:4:1");
+  auto one = load("%YAML 1.2\n---\n" + config);
+  ASSERT_TRUE(one) << first_error(one);
+  EXPECT_EQ(one->webhooks.size(), 1u);
+}
+
+// Found in review: a byte-order mark made line 1 count as content, so a comment line and then
+// `---` read as a second document.
+TEST(ConfigLoaderTest, AByteOrderMarkIsNotContent) {
+  auto cfg = load("\xEF\xBB\xBF# my config\n---\nwebhooks:\n  - { name: a, url: \"http://x/\" }\n");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_EQ(cfg->webhooks.size(), 1u);
+}
+
+// Found in review: yaml-cpp takes a quote left open at the end of a file as closed there, so
+// the rest of the file (here the admin token) became the secret, and `check` said ok.
+TEST(ConfigLoaderTest, AQuoteLeftOpenIsAnErrorWhereItOpens) {
+  for (const char* quote : {"\"", "'"}) {
+    SCOPED_TRACE(quote);
+    const std::string text =
+        std::string("webhooks:\n  - name: a\n    url: http://x/\n    secret: ") + quote +
+        "my-shared-secret\nadmin:\n  token: abc\n";
+    EXPECT_EQ(first_error(load(text)),
+              "test.yaml:4:13: YAML syntax error: this quoted value is never closed (a closing "
+              "quote is missing, so the rest of the file would be part of it)");
+    EXPECT_FALSE(load(text.substr(0, text.size() - 1)));  // without the last newline too
+  }
+  // A closed quote, a block scalar and an explicit end at the end of the file stay fine.
+  EXPECT_TRUE(load("log: { level: \"info\" }\n"));
+  auto folded = load(
+      "webhooks:\n  - name: a\n    url: http://x/\n    headers:\n      X-Note: >-\n"
+      "        text\n        more\n");
+  ASSERT_TRUE(folded) << first_error(folded);
+  EXPECT_EQ(folded->webhooks.at(0).headers.at(0).second, "text more");
+  EXPECT_TRUE(load("log: { level: info }\n...\n"));
+}
+
+// Found in review: a type error quoted the ${VAR}'s value, which may be a secret.
+TEST(ConfigLoaderTest, AValueFromTheEnvironmentIsNotEchoedInAnError) {
+  setenv("HG_TEST_NOT_A_NUMBER", "supersecretvalue123", 1);
+  const std::string webhook = "webhooks:\n  - name: a\n    url: http://x/\n";
+  for (const std::string& text : {webhook + "    max_in_flight: ${HG_TEST_NOT_A_NUMBER}\n",
+                                  webhook + "    body: ${HG_TEST_NOT_A_NUMBER}\n",
+                                  std::string("hooks:\n  fail_open: x${HG_TEST_NOT_A_NUMBER}\n"),
+                                  std::string("spool:\n  mode: ${HG_TEST_NOT_A_NUMBER}\n"),
+                                  std::string("admin:\n  listen: ${HG_TEST_NOT_A_NUMBER}\n")}) {
+    const std::string error = first_error(load(text));
+    EXPECT_EQ(error.find("supersecretvalue123"), std::string::npos) << error;
+    EXPECT_NE(error.find("${HG_TEST_NOT_A_NUMBER}"), std::string::npos) << error;
+  }
+  // A value written out is still quoted back.
+  EXPECT_NE(first_error(load("spool: { mode: fast }\n")).find("got 'fast'"), std::string::npos);
+  unsetenv("HG_TEST_NOT_A_NUMBER");
+}
+
+// Found in review: `fail_open: # false` (a value commented out) kept the default silently.
+TEST(ConfigLoaderTest, AKeyWithoutAValueIsAnError) {
+  EXPECT_EQ(first_error(load("hooks:\n  fail_open: # false\n")),
+            "test.yaml:2:3: hooks.fail_open: no value (give one, or leave the key out)");
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    max_in_flight:\n")),
+            "test.yaml:4:5: webhooks[0].max_in_flight: no value (give one, or leave the key out)");
+  EXPECT_FALSE(load("admin:\n  enabled:\n"));
+}
+
+// Found in review: errors named `timeout_ms` for the `extensions.webhooks` form's `timeout`, and
+// a bad initial backoff was reported at max_backoff_ms.
+TEST(ConfigLoaderTest, AnErrorPointsAtTheKeyThatIsWrong) {
+  EXPECT_EQ(first_error(load("extensions:\n  webhooks:\n    - hook: auth.failure\n"
+                             "      url: http://x/\n      timeout: -1\n")),
+            "test.yaml:5:16: extensions.webhooks[0].timeout must be positive");
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    retry:\n"
+                             "      initial_backoff_ms: 0\n      max_backoff_ms: 100\n"))
+                .substr(0, 14),
+            "test.yaml:5:27");
 }
 
 // Found by fuzz_config: yaml-cpp's LoadAll (used for the check above) never returned on this
