@@ -40,6 +40,10 @@ struct CurveConfig {
   bool client_mode() const { return enabled && !server_key.empty(); }
 };
 
+// The largest bus.max_message_bytes (and --max-message-bytes) accepted: the sockets' hard cap is
+// twice it, and both must stay far from overflowing.
+inline constexpr int64_t kMaxMessageBytesLimit = int64_t{256} << 20;
+
 struct BusConfig {
   std::optional<std::string> bind = std::string("tcp://127.0.0.1:5556");
   std::vector<std::string> connect;

@@ -90,8 +90,9 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   };
   if (bus.bind) check_endpoint("bind", *bus.bind);
   for (const auto& endpoint : bus.connect) check_endpoint("connect", endpoint);
-  if (bus.max_message_bytes < 64 || bus.max_message_bytes > (int64_t{256} << 20))
-    r.error(r.pos("max_message_bytes"), "bus.max_message_bytes: expected 64 up to 268435456");
+  if (bus.max_message_bytes < 64 || bus.max_message_bytes > kMaxMessageBytesLimit)
+    r.error(r.pos("max_message_bytes"),
+            "bus.max_message_bytes: expected 64 up to " + std::to_string(kMaxMessageBytesLimit));
   if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
   if (r.has("topics") && bus.topics.empty())
     r.error(r.pos("topics"),

@@ -24,10 +24,13 @@ class Args {
   std::vector<std::string> unknown(const std::vector<std::string>& known) const;
   // Options that take a value but got none, or an empty one: a usage error (check_usage).
   const std::vector<std::string>& missing_values() const { return missing_values_; }
+  // On/off flags given as --flag=VALUE: a usage error (check_usage).
+  const std::vector<std::string>& flags_given_values() const { return flags_given_values_; }
 
  private:
   std::map<std::string, std::string> options_;
   std::vector<std::string> missing_values_;
+  std::vector<std::string> flags_given_values_;
   std::vector<std::string> positional_;
 };
 

@@ -1,4 +1,6 @@
 #include <cstdio>
+#include <optional>
+#include <string>
 
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/clock.hpp"
@@ -159,8 +161,18 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       // One by one, so every ID that was not replayed is named (a typo, or not dead).
       moved = 0;
       std::vector<std::string> missed;
+      std::optional<std::string> error;
+      size_t tried = 0;
       for (const auto& id : ids) {
-        if (store.replay({id}) == 1) {
+        // A file locked past the busy timeout, or read-only, is not "no such delivery": stop
+        // there, with the cause (the next ids would each wait out the timeout again).
+        auto replayed = store.replay_ids({id});
+        if (!replayed) {
+          error = replayed.error().message;
+          break;
+        }
+        ++tried;
+        if (*replayed == 1) {
           ++moved;
         } else {
           missed.push_back(id);
@@ -171,6 +183,9 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       for (const auto& id : missed)
         std::fprintf(stderr, "hookgate: %s was not replayed: no dead delivery with that id\n",
                      id.c_str());
+      if (error)
+        return fail(*error + " (" + std::to_string(ids.size() - tried) + " of " +
+                    std::to_string(ids.size()) + " ids not tried)");
       return missed.empty() ? 0 : 1;
     }
     std::printf("%zu dead deliveries queued again\n", moved);

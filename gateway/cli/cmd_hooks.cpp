@@ -275,9 +275,27 @@ int cmd_hooks(const std::vector<std::string>& argv) {
     return *code;
   if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
   const std::string& sub = args.positional()[0];
-  if (sub == "list") return hooks_list(args);
-  if (sub == "test") return hooks_test(args);
-  if (sub == "new") return hooks_new(args);
+  // Each sub-verb's own options and operands: `hooks list --dir x` or `hooks test ... stray`
+  // must not run as if the extra word were not there.
+  struct SubVerb {
+    const char* name;
+    std::vector<std::string> options;
+    size_t operands;
+    int (*run)(const Args&);
+  };
+  const SubVerb sub_verbs[] = {{"list", {"config"}, 0, hooks_list},
+                               {"test", {"config", "event"}, 0, hooks_test},
+                               {"new", {"form", "kind", "dir"}, 1, hooks_new}};
+  for (const auto& verb : sub_verbs) {
+    if (sub != verb.name) continue;
+    if (auto other = args.unknown(verb.options); !other.empty())
+      return fail("hooks " + sub + " does not take " + other.front() + "\n" + usage, 2);
+    if (args.positional().size() - 1 > verb.operands)
+      return fail("hooks " + sub + ": unexpected argument '" +
+                      args.positional()[verb.operands + 1] + "'\n" + usage,
+                  2);
+    return verb.run(args);
+  }
   return fail("unknown sub-verb '" + sub + "'\n" + usage, 2);
 }
 

@@ -50,6 +50,10 @@ int cmd_publish(const std::vector<std::string>& argv) {
   bus::PublisherOptions options{.endpoints = {*endpoint},
                                 .source = args.get_or("source", "unknown"),
                                 .max_message_bytes = static_cast<size_t>(*max_bytes)};
+  // Alone, a client key would be ignored and the "no subscriber" that follows would send the
+  // caller looking at the wrong thing.
+  if (args.has("client-key") && !args.has("server-key"))
+    return fail("--client-key needs --server-key Z85|FILE (the bus's public key)", 2);
   if (auto server = args.get("server-key")) {
     auto server_key = bus::read_server_key(*server);
     if (!server_key) return fail(server_key.error().message);

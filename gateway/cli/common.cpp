@@ -23,6 +23,11 @@ Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without
     if (auto eq = name.find('='); eq != std::string::npos) {
       std::string value = name.substr(eq + 1);
       name.resize(eq);
+      // `--force=false` would otherwise mean --force: an on/off flag takes no value at all.
+      if (name == "help" || name == "version" ||
+          std::find(flags_without_value.begin(), flags_without_value.end(), name) !=
+              flags_without_value.end())
+        flags_given_values_.push_back(name);
       if (value.empty()) missing_values_.push_back(name);
       options_[name] = std::move(value);
       continue;
@@ -80,10 +85,13 @@ std::optional<int64_t> positive_option(const Args& args, const std::string& name
 std::optional<int64_t> max_message_bytes_option(const Args& args) {
   const auto bytes = positive_option(args, "max-message-bytes",
                                      std::to_string(config::BusConfig{}.max_message_bytes));
-  if (!bytes)
-    fail("--max-message-bytes: expected a positive number of bytes, got '" +
-             args.get_or("max-message-bytes", "") + "'",
+  // The bus's own limit (bus.max_message_bytes): twice the value is the socket's hard cap.
+  if (!bytes || *bytes > config::kMaxMessageBytesLimit) {
+    fail("--max-message-bytes: expected 1 up to " + std::to_string(config::kMaxMessageBytesLimit) +
+             " bytes, got '" + args.get_or("max-message-bytes", "") + "'",
          2);
+    return std::nullopt;
+  }
   return bytes;
 }
 
@@ -112,6 +120,11 @@ std::optional<int> check_usage(const Args& args, const std::vector<std::string>&
   auto bad = args.unknown(known);
   if (!bad.empty()) {
     std::fprintf(stderr, "hookgate: unknown option %s\n%s", bad.front().c_str(), usage);
+    return 2;
+  }
+  if (!args.flags_given_values().empty()) {
+    std::fprintf(stderr, "hookgate: --%s takes no value (give it alone to turn it on)\n%s",
+                 args.flags_given_values().front().c_str(), usage);
     return 2;
   }
   if (!args.missing_values().empty()) {

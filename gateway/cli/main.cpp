@@ -19,14 +19,15 @@ Usage: hookgate <verb> [options]
 Verbs:
   run --config FILE                   run the gateway in the foreground (embedded defaults without --config)
   publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] [--source S]
-  check --config FILE                 validate config and hooks (FILE:LINE:COL: message; exit 1 on error)
+  check --config FILE [--config-only] validate config and hooks (FILE:LINE:COL: message; exit 1 on error)
   hooks list --config FILE            the resolved hook chain in run order
   hooks test --config FILE --event EVENT.json
                                       dry-run one event through the chain; nothing is delivered
   hooks new NAME --form yaml|program|native [--kind veto|transform|observe] [--dir DIR]
-  deliveries list [--state pending|dead] [--webhook NAME]
+  deliveries list [--state pending|dead|delivered] [--webhook NAME] [--limit N]
   deliveries show ID
-  deliveries replay ID | --all-dead [--webhook NAME]
+  deliveries replay ID... | --all-dead [--webhook NAME]
+                                      (deliveries: --config FILE or --spool FILE names the spool)
   bus --frontend EP --backend EP      XSUB/XPUB proxy for many publishers and subscribers
   keygen [--out FILE [--force]]       CURVE keypair for the bus
   keygen --webhook-secret             a whsec_ webhook secret

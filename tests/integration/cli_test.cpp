@@ -89,6 +89,39 @@ TEST(CliTest, MissingValuesAndSubVerbMistakesAreUsageErrorsBeforeAnyIo) {
   EXPECT_FALSE(std::filesystem::exists(spool));
 }
 
+// Found in review: `--force=false` overwrote a key (any value turned a flag on), `hooks list`
+// ran with a stray word or another sub-verb's option, a lone --client-key was ignored (and the
+// "no subscriber" that followed blamed the bus), and a huge --max-message-bytes overflowed.
+TEST(CliTest, FlagValuesStrayHookArgumentsAndLoneClientKeysAreUsageErrors) {
+  TempDir dir;
+  const std::string key = (dir.path() / "k.key").string();
+  ASSERT_EQ(run_hookgate({"keygen", "--out", key}).exit_code, 0);
+  const std::string before = read_text(key);
+  const std::string config =
+      dir.write("hookgate.yaml", "hooks: { directories: [" + dir.path().string() + "] }\n");
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"keygen", "--out", key, "--force=false"},
+           {"check", "--config", config, "--config-only=no"},
+           {"deliveries", "replay", "--all-dead=no", "--spool", key + ".db"},
+           {"hooks", "list", "--config", config, "stray"},
+           {"hooks", "list", "--config", config, "--dir", "/tmp"},
+           {"hooks", "test", "--config", config, "--event", key, "--form", "native"},
+           {"hooks", "new", "x", "extra", "--form", "yaml", "--dir", dir.path().string()},
+           {"hooks", "new", "x", "--form", "yaml", "--config", config},
+           {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--client-key", key},
+           {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--max-message-bytes",
+            "9223372036854775807"},
+           {"bus", "--frontend", "tcp://127.0.0.1:0", "--backend", "tcp://127.0.0.1:0",
+            "--max-message-bytes", "9223372036854775807"}}) {
+    auto r = run_hookgate(args);
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    EXPECT_EQ(r.exit_code, 2) << line << ": " << r.err;
+  }
+  EXPECT_EQ(read_text(key), before);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "x.yaml"));
+}
+
 // Found in review: `hooks new` printed "created" and exited 0 when it could not write the file.
 TEST(CliTest, HooksNewFailsWhenItCannotWrite) {
   for (const char* form : {"yaml", "program", "native"}) {
