@@ -123,6 +123,7 @@ struct SpoolConfig {
   // Memory mode only: pending deliveries one webhook may hold before its new ones are dropped
   // (counted in hookgate_deliveries_dropped_total); 0 = no bound.
   int64_t memory_max_pending = 100000;
+  Position path_where;  // of `spool.path`, or of the `spool` section when it is not set
 };
 
 struct AdminConfig {

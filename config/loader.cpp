@@ -155,6 +155,11 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
   }
   if (w.events.empty())
     r.error(r.pos("events"), r.context() + ".events: needs at least one pattern");
+  // An empty pattern matches no event type: that webhook would never get an event.
+  if (std::find(w.events.begin(), w.events.end(), "") != w.events.end())
+    r.error(r.pos("events"), r.context() +
+                                 ".events: an empty pattern matches nothing (\"*\" is "
+                                 "every event)");
   if (w.timeout_ms <= 0)
     r.error(r.pos(timeout_key), r.context() + "." + timeout_key + " must be positive");
   if (w.max_in_flight < 1)
@@ -362,6 +367,7 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
   if (spool.shutdown_grace_ms > kMaxDurationMs)
     r.error(r.pos("shutdown_grace_ms"), "spool.shutdown_grace_ms: at most 30 days");
   spool.path = resolve_path(spool.path, base_dir);
+  spool.path_where = r.pos("path");
   r.finish();
 }
 

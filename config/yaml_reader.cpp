@@ -176,7 +176,11 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
       fallback = inner.substr(sep + 2);
     }
     std::string var(name);
-    const char* value = var.empty() ? nullptr : std::getenv(var.c_str());
+    if (var.empty()) {  // `${:-x}` or `${}`: a typo, most likely, not a way to write x
+      errors.push_back({where, "${...} without a variable name"});
+      return out;
+    }
+    const char* value = std::getenv(var.c_str());
     if (value && *value) {
       out += value;
       if (substituted) substituted->emplace_back(value);

@@ -1,4 +1,7 @@
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 
 #include "bus/curve.hpp"
 #include "gateway/cli/cli.hpp"
@@ -29,6 +32,25 @@ int cmd_check(const std::vector<std::string>& argv) {
   if (auto st = bus::check_curve_files(cfg->bus.curve); !st) {
     std::fprintf(stderr, "%s: %s\n", cfg->file.c_str(), st.error().message.c_str());
     ++problems;
+  }
+  // `run` cannot open a spool in a folder that is not there or not writable.
+  if (cfg->spool.mode == config::SpoolConfig::Mode::Sqlite) {
+    const std::filesystem::path spool(cfg->spool.path);
+    std::error_code ec;
+    std::string problem;
+    if (!std::filesystem::is_directory(spool.parent_path(), ec))
+      problem = "its folder " + spool.parent_path().string() + " does not exist";
+    else if (std::filesystem::is_directory(spool, ec))
+      problem = "it is a folder";
+    else if (::access(spool.parent_path().c_str(), W_OK) != 0)
+      problem = "its folder " + spool.parent_path().string() + " is not writable";
+    if (!problem.empty()) {
+      const auto& at = cfg->spool.path_where;
+      std::fprintf(stderr, "%s: spool.path %s: %s\n",
+                   at.line ? at.str().c_str() : cfg->file.c_str(), cfg->spool.path.c_str(),
+                   problem.c_str());
+      ++problems;
+    }
   }
   // What `run` refuses to start on ends here; the rest would leave a hook out or pause a
   // webhook, and a service manager that refused to start for those would lose every event.

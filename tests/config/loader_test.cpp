@@ -430,6 +430,15 @@ TEST(ConfigLoaderTest, AKeyWithoutAValueIsAnError) {
   EXPECT_FALSE(load("admin:\n  enabled:\n"));
 }
 
+// Found in review: `events: [""]` made a webhook that never matched, and `${:-x}` expanded to x.
+TEST(ConfigLoaderTest, AnEmptyPatternOrVariableNameIsAnError) {
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    events: [\"\"]\n")),
+            "test.yaml:4:13: webhooks[0].events: an empty pattern matches nothing (\"*\" is every "
+            "event)");
+  EXPECT_EQ(first_error(load("log:\n  level: ${:-info}\n")),
+            "test.yaml:2:10: ${...} without a variable name");
+}
+
 // Found in review: errors named `timeout_ms` for the `extensions.webhooks` form's `timeout`, and
 // a bad initial backoff was reported at max_backoff_ms.
 TEST(ConfigLoaderTest, AnErrorPointsAtTheKeyThatIsWrong) {

@@ -122,6 +122,26 @@ TEST(CliTest, FlagValuesStrayHookArgumentsAndLoneClientKeysAreUsageErrors) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "x.yaml"));
 }
 
+// Found in review: a spool folder that does not exist passed `check --config-only` (a service's
+// ExecStartPre), and `run` then refused to start.
+TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
+  TempDir dir;
+  const std::string config = dir.write(
+      "hookgate.yaml", "webhooks: []\nspool:\n  path: /proc/hookgate-nonexistent/spool.db\n");
+  for (bool config_only : {true, false}) {
+    std::vector<std::string> args{"check", "--config", config};
+    if (config_only) args.push_back("--config-only");
+    auto r = run_hookgate(args);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(config + ":3:9: spool.path /proc/hookgate-nonexistent/spool.db: its "
+                                  "folder /proc/hookgate-nonexistent does not exist"),
+              std::string::npos)
+        << r.err;
+  }
+  const std::string fine = dir.write("ok.yaml", "webhooks: []\nspool: { path: spool.db }\n");
+  EXPECT_EQ(run_hookgate({"check", "--config", fine, "--config-only"}).exit_code, 0);
+}
+
 // Found in review: `hooks new` printed "created" and exited 0 when it could not write the file.
 TEST(CliTest, HooksNewFailsWhenItCannotWrite) {
   for (const char* form : {"yaml", "program", "native"}) {
