@@ -327,7 +327,9 @@ struct SpoolMetrics {
       "hookgate_spool_rows_written_total",
       "Rows inserted or updated by committed spool transactions (rows/commits = group size)");
   metrics::Counter& errors =
-      metrics::counter("hookgate_spool_write_errors_total", "Spool transactions that failed");
+      metrics::counter("hookgate_spool_write_errors_total",
+                       "Spool transactions, or add() batches within one, that failed to write "
+                       "(a duplicate delivery id aside)");
   metrics::Histogram& checkpoint = metrics::histogram(
       "hookgate_spool_checkpoint_duration_seconds",
       "Time to copy WAL pages into the database file (checkpointer thread, off the commit path)");
@@ -409,6 +411,40 @@ Status SqliteSpool::init(bool tools) {
   auto main = std::make_unique<Conn>();
   if (auto st = open_db(path_, !tools, tuning_.busy_timeout_ms, &main->db); !st) return st;
 
+  // SQLite falls back to read-only when the file cannot be opened for writing: the gateway would
+  // then start and refuse every event.
+  if (!tools && sqlite3_db_readonly(main->db, "main") == 1)
+    return make_error(
+        "the file is read-only for this user; the gateway must be able to write it (and create "
+        "files beside it)");
+  // What the file is, before anything changes it: only an empty file or a hookgate spool is
+  // switched to WAL below (journal_mode persists in the file), so another application's database
+  // named by mistake is refused untouched. One statement, one snapshot: a schema another process
+  // creates meanwhile comes with its user_version.
+  std::optional<int64_t> version;
+  int64_t table_count = 0;
+  {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(main->db,
+                           "SELECT (SELECT user_version FROM pragma_user_version), "
+                           "(SELECT COUNT(*) FROM sqlite_schema)",
+                           -1, &s, nullptr) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW) {
+      version = sqlite3_column_int64(s, 0);
+      table_count = sqlite3_column_int64(s, 1);
+    }
+    sqlite3_finalize(s);  // keeps the error for fail()
+  }
+  if (!version) return fail(*main, "not a readable SQLite database");
+  auto too_new = [](int64_t v) {
+    return make_error("schema version " + std::to_string(v) +
+                      ", newer than this hookgate understands (" + std::to_string(kSchemaVersion) +
+                      ")");
+  };
+  if (*version == 0 && table_count != 0)
+    return make_error("an SQLite file, but not a hookgate spool");
+  if (*version > kSchemaVersion) return too_new(*version);
+
   if (!tools) {
     // WAL: readers (claims, the CLI) never block the writer, and a commit is one sequential append.
     sqlite3_stmt* jm = nullptr;
@@ -431,8 +467,6 @@ Status SqliteSpool::init(bool tools) {
   }
   if (!main->exec(sync_pragma.c_str())) return fail(*main, "cannot set synchronous");
 
-  auto version = main->scalar("PRAGMA user_version");
-  if (!version) return fail(*main, "not a readable SQLite database");
   if (*version == 0) {
     if (tools) return make_error("no hookgate schema in this file yet");
     // Create under the write lock, re-checking: another process may be creating it too.
@@ -466,10 +500,7 @@ Status SqliteSpool::init(bool tools) {
     if (auto st = migrate_from_1(*main); !st) return st;
     version = kSchemaVersion;
   }
-  if (*version > kSchemaVersion)
-    return make_error("schema version " + std::to_string(*version) +
-                      ", newer than this hookgate understands (" + std::to_string(kSchemaVersion) +
-                      ")");
+  if (*version > kSchemaVersion) return too_new(*version);  // created meanwhile by a newer one
 
   if (tools) {
     reader_ = std::move(main);
@@ -726,6 +757,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           sqlite3_stmt* s = c.stmt(kInsert);
           sqlite3_stmt* ps = c.stmt(kInsertPayload);
           std::string err = s == nullptr || ps == nullptr ? c.error() : "";
+          bool duplicate = false;  // the caller's fault, not the spool's
           int64_t payload = 0;
           for (size_t i = 0; err.empty() && i < op.batch.size(); ++i) {
             const Delivery& d = op.batch[i];
@@ -769,6 +801,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_UNIQUE &&
                 why.find("deliveries.id") != std::string::npos) {
               err = "duplicate delivery id " + d.id;
+              duplicate = true;
             } else {
               err = why;
             }
@@ -780,6 +813,15 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             // would keep part of a batch reported refused.
             if (!c.undo_savepoint("add_batch")) failure = err + "; " + c.error();
             op.status = make_error("spool " + path_ + ": " + err);
+            // Anything but a duplicate id (a file that became read-only, a full disk failing
+            // only this statement) refuses events as a lost transaction does: count and say it.
+            if (!duplicate && failure.empty()) {
+              spool_metrics().errors.inc();
+              static LogLimiter log_limit{5, "spool: unwritten-batch lines"};
+              if (log_limit.allow())
+                spdlog::error("spool {}: a batch of {} deliveries could not be written: {}", path_,
+                              op.batch.size(), err);
+            }
           } else if (!c.exec("RELEASE add_batch")) {
             failure = c.error();
           } else {
@@ -788,6 +830,10 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           break;
         }
         case Op::Kind::Complete: {
+          // Per try: a held outcome must not keep what the UPDATE of a lost transaction matched
+          // (the row may have been lost with it, an Add in the same transaction).
+          op.applied = false;
+          op.attempts = 0;
           sqlite3_stmt* s = c.stmt(kComplete);
           if (s == nullptr) {
             failure = c.error();
@@ -864,14 +910,16 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
     } else {
       m.errors.inc();
     }
-    if (failure != last_write_error_) {
-      if (failure.empty()) {
-        spdlog::info("spool {}: writes succeed again", path_);
-      } else {
-        spdlog::error("spool {}: write transaction failed, events are being refused: {}", path_,
-                      failure);
-      }
+    // Recovery is announced only by a commit that wrote rows: one that changed nothing (an
+    // outcome for a withdrawn delivery) writes no page, so on a full disk it commits, and each
+    // such commit would log recovery and the next event the failure again.
+    if (!failure.empty() && failure != last_write_error_) {
+      spdlog::error("spool {}: write transaction failed, events are being refused: {}", path_,
+                    failure);
       last_write_error_ = failure;
+    } else if (failure.empty() && rows > 0 && !last_write_error_.empty()) {
+      spdlog::info("spool {}: writes succeed again", path_);
+      last_write_error_.clear();
     }
   }
 
@@ -952,7 +1000,9 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
           "spool {}: {} delivery outcomes could not be recorded; their deliveries are "
           "held (not sent again) and the writes retried",
           path_, held_outcomes_.size());
-  } else if (held_outcomes_.empty() && held_backoff_ms_ != 0) {
+  } else if (held_outcomes_.empty() && held_backoff_ms_ != 0 && last_write_error_.empty()) {
+    // (While transactions still fail, held outcomes that matched no row change nothing: the
+    // episode is not over, and the backoff carries on for the next ones.)
     spdlog::info("spool {}: held delivery outcomes recorded", path_);
     held_backoff_ms_ = 0;
   }
@@ -1636,10 +1686,14 @@ std::optional<Delivery> SqliteSpool::get(const std::string& id) {
 }
 
 size_t SqliteSpool::replay(const std::vector<std::string>& ids) {
-  if (ids.empty()) return 0;
-  auto moved = tools_ ? replay_direct(ids, false, "") : replay_via_writer(ids, false, "");
+  auto moved = replay_ids(ids);
   if (!moved) spdlog::error("{}", moved.error().message);
   return moved ? *moved : 0;
+}
+
+Result<size_t> SqliteSpool::replay_ids(const std::vector<std::string>& ids) {
+  if (ids.empty()) return size_t{0};
+  return tools_ ? replay_direct(ids, false, "") : replay_via_writer(ids, false, "");
 }
 
 Result<size_t> SqliteSpool::replay_all_dead(const std::string& webhook) {

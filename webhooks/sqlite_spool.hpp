@@ -110,7 +110,12 @@ class SqliteSpool final : public DeliveryStore {
                              size_t limit) override;
   std::optional<Delivery> get(const std::string& id) override;
   // Dead → pending, attempts 0, due now (last_error kept as history). Blocks until committed.
+  // 0 when the replay could not be written (logged); replay_ids() says why.
   size_t replay(const std::vector<std::string>& ids) override;
+  // As replay(), but an error when the replay could not be written (the file locked beyond
+  // busy_timeout, read-only, damaged), so `hookgate deliveries replay` does not report the ids
+  // as "no dead delivery with that id".
+  Result<size_t> replay_ids(const std::vector<std::string>& ids);
   std::map<std::string, size_t> pending_by_webhook() override;
   // From here on a foreign write lock is waited out for one busy timeout, not busy_retries more.
   void begin_stop() override { stop_requested_.store(true, std::memory_order_relaxed); }

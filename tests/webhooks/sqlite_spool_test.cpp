@@ -1,5 +1,6 @@
 #include "webhooks/sqlite_spool.hpp"
 
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
@@ -23,6 +24,7 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/metrics.hpp"
 #include "tests/support/gateway_process.hpp"
+#include "tests/support/log_capture.hpp"
 
 namespace hookgate::webhooks {
 namespace {
@@ -1294,6 +1296,219 @@ TEST_F(SqliteSpoolTest, GroupCommitSharesTransactionsBetweenAdders) {
         static_cast<double>(rows) / static_cast<double>(commits ? commits : 1),
         kThreads * kAddsPerThread / secs, static_cast<double>(rows) / secs);
   }
+}
+
+// Found in review: an Add and the outcome of its delivery often share a transaction (dispatch
+// before the commit). When that transaction was lost, the held outcome kept "applied" from the
+// UPDATE that had matched the lost row, so its retry (no row now) acted on it anyway: a Retry put
+// the delivery back in the lane, to be sent again although its event was refused, and a
+// Delivered took one off the pending count for a row never counted.
+TEST_F(SqliteSpoolTest, AnOutcomeHeldWithItsLostTransactionDoesNotActOnTheLostRow) {
+  SqliteSpoolTuning tuning;
+  tuning.outcome_retry_initial_ms = 20;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  // Inserting "poison" loses its whole transaction, as a full disk or an I/O error does.
+  exec_on(cfg_.path,
+          "CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.id = 'poison' "
+          "BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;");
+  ASSERT_TRUE(spool->flush());  // the writer rereads the file after that commit: behind us
+  ASSERT_TRUE(spool->flush());
+  ASSERT_TRUE(spool->add({make("kept", "audit")}));
+  {
+    ForeignWriteLock lock(cfg_.path);
+    // The writer takes this batch and waits for the lock; what follows queues up behind it and
+    // goes into one transaction, which "poison" loses.
+    auto blocker = spool->add_async({make("blocker", "audit")});
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto lost = spool->add_async({make("lost-retry", "siem"), make("lost-delivered", "siem")});
+    auto claimed = spool->claim_due("siem", now_unix_ms(), 10);
+    ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"lost-retry", "lost-delivered"}));
+    spool->complete(claimed[0], {AttemptOutcome::Kind::Retry, 0, "HTTP 500"});
+    spool->complete(claimed[1], {AttemptOutcome::Kind::Delivered});
+    auto poison = spool->add_async({make("poison", "audit")});
+    lock.release();
+    EXPECT_TRUE(blocker.get());
+    EXPECT_FALSE(lost.get());
+    EXPECT_FALSE(poison.get());
+  }
+  // The outcomes were held with their transaction; written again, they match no row.
+  ASSERT_TRUE(
+      testing::wait_until([&] { return spool->stats().in_flight == 0; }, std::chrono::seconds(3)));
+  ASSERT_TRUE(spool->flush());
+  EXPECT_TRUE(spool->claim_due("siem", now_unix_ms() + 1, 10).empty());
+  EXPECT_EQ(spool->pending_count(), 2u);  // kept and blocker
+  EXPECT_FALSE(spool->get("lost-retry"));
+  EXPECT_FALSE(spool->get("lost-delivered"));
+  EXPECT_EQ(ids_of(spool->claim_due("audit", now_unix_ms() + 1, 10)),
+            (std::vector<std::string>{"kept", "blocker"}));
+}
+
+// Found in review: a spool file this user cannot write (left owned by root, say) is opened
+// read-only by SQLite without a word, and the gateway started only to refuse every event.
+TEST_F(SqliteSpoolTest, AFileThisUserCannotWriteIsRefusedAtOpen) {
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    ASSERT_TRUE(spool->add({make("a", "siem")}));
+  }
+  // The directory stays writable (SQLite could create the -wal and -shm files there): only the
+  // file is not. Root writes any file, so the open runs as nobody, in a child.
+  const bool root = geteuid() == 0;
+  fs::permissions(dir_, fs::perms::all);
+  fs::permissions(cfg_.path,
+                  root ? fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                             fs::perms::others_read
+                       : fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    close(fds[0]);
+    if (root && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) _exit(77);
+    auto spool = SqliteSpool::open(cfg_);
+    const std::string message = spool ? "" : spool.error().message;
+    if (write(fds[1], message.data(), message.size()) < 0) _exit(3);
+    _exit(spool ? 1 : 0);
+  }
+  close(fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
+    message.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot switch to user nobody (65534)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "open() succeeded on a file it cannot write";
+  EXPECT_NE(message.find("read-only for this user"), std::string::npos) << message;
+}
+
+// Found in review: a batch SQLite refused on its own (its savepoint undone, the transaction
+// committed without it) was not counted in hookgate_spool_write_errors_total nor logged by the
+// spool; only a duplicate id is the caller's fault.
+TEST_F(SqliteSpoolTest, ABatchRefusedForAnythingButADuplicateIdIsAWriteError) {
+  testing::LogCapture logs;  // before the spool: its writer logs
+  auto& errors = metrics::counter("hookgate_spool_write_errors_total", "");
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  // Fails the statement only (RAISE(ABORT)), as a file turned read-only or a full disk can.
+  exec_on(cfg_.path,
+          "CREATE TRIGGER refuse BEFORE INSERT ON deliveries WHEN NEW.id = 'refused' "
+          "BEGIN SELECT RAISE(ABORT, 'injected'); END;");
+  ASSERT_TRUE(spool->flush());
+  ASSERT_TRUE(spool->flush());
+  ASSERT_TRUE(spool->add({make("u1", "siem")}));
+  const uint64_t before = errors.value();
+  EXPECT_FALSE(spool->add({make("u1", "siem")}));
+  EXPECT_EQ(errors.value(), before);  // a duplicate id: the caller's fault
+  auto refused = spool->add({make("ok", "siem"), make("refused", "siem")});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("injected"), std::string::npos) << refused.error().message;
+  EXPECT_EQ(errors.value(), before + 1);
+  EXPECT_TRUE(logs.contains("a batch of 2 deliveries could not be written: injected"));
+  EXPECT_FALSE(spool->get("ok"));
+  EXPECT_TRUE(spool->add({make("after", "siem")}));
+}
+
+// Found in review: on a full disk an outcome for a withdrawn delivery is an UPDATE that changes
+// nothing, so its transaction commits, and the log said "writes succeed again" (and "held
+// delivery outcomes recorded") once per event, in turn with "write transaction failed".
+TEST_F(SqliteSpoolTest, RecoveryIsLoggedOnlyWhenAWriteSucceeds) {
+  testing::LogCapture logs;  // before the spool: its writer logs
+  SqliteSpoolTuning tuning;
+  tuning.outcome_retry_initial_ms = 20;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  // Every insert of a "lost…" delivery loses its transaction, as a full disk does.
+  exec_on(cfg_.path,
+          "CREATE TRIGGER full BEFORE INSERT ON deliveries WHEN NEW.id LIKE 'lost%' "
+          "BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;");
+  ASSERT_TRUE(spool->flush());
+  ASSERT_TRUE(spool->flush());
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "lost" + std::to_string(i);
+    std::vector<Delivery> claimed;
+    {
+      ForeignWriteLock lock(cfg_.path);  // holds the commit until the delivery is claimed
+      auto adding = spool->add_async({make(id, "siem")});
+      claimed = spool->claim_due("siem", now_unix_ms(), 10);
+      ASSERT_EQ(ids_of(claimed), std::vector<std::string>{id});
+      lock.release();
+      EXPECT_FALSE(adding.get());
+    }
+    // The outcome of the withdrawn delivery matches no row; the next event (usually in the same
+    // transaction) fails again, and the outcome is held and retried alone.
+    spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
+    EXPECT_FALSE(spool->add_async({make(id + "b", "siem")}).get());
+    ASSERT_TRUE(testing::wait_until([&] { return spool->stats().in_flight == 0; },
+                                    std::chrono::seconds(3)));
+    ASSERT_TRUE(spool->flush());
+  }
+  EXPECT_EQ(logs.lines_containing("write transaction failed").size(), 1u);
+  EXPECT_TRUE(logs.lines_containing("writes succeed again").empty());
+  EXPECT_TRUE(logs.lines_containing("held delivery outcomes recorded").empty());
+  ASSERT_TRUE(spool->add({make("written", "siem")}));
+  EXPECT_EQ(logs.lines_containing("writes succeed again").size(), 1u);
+}
+
+// Found in review: pointing spool.path at another application's database switched it to WAL
+// (journal_mode persists in the file) before refusing it.
+TEST_F(SqliteSpoolTest, AForeignDatabaseIsRefusedWithoutSwitchingItToWal) {
+  auto journal_mode = [](const std::string& path) {
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* s = nullptr;
+    std::string mode;
+    if (sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, nullptr) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+      mode = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return mode;
+  };
+  exec_on(cfg_.path, "CREATE TABLE users(x); INSERT INTO users VALUES(1);");
+  auto foreign = SqliteSpool::open(cfg_);
+  ASSERT_FALSE(foreign);
+  EXPECT_NE(foreign.error().message.find("not a hookgate spool"), std::string::npos)
+      << foreign.error().message;
+  EXPECT_EQ(journal_mode(cfg_.path), "delete");
+
+  config::SpoolConfig newer = cfg_;
+  newer.path = (dir_ / "newer.db").string();
+  exec_on(newer.path, "PRAGMA user_version = 9;");
+  auto too_new = SqliteSpool::open(newer);
+  ASSERT_FALSE(too_new);
+  EXPECT_NE(too_new.error().message.find("schema version 9"), std::string::npos)
+      << too_new.error().message;
+  EXPECT_EQ(journal_mode(newer.path), "delete");
+}
+
+// Found in review: `hookgate deliveries replay ID` reported a file locked past the busy timeout
+// (or read-only) as "no dead delivery with that id", and waited the timeout out again per id.
+TEST_F(SqliteSpoolTest, AReplayThatCannotWriteIsAnErrorNotZero) {
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    Delivery d = make("d1", "siem");
+    d.state = DeliveryState::Dead;
+    ASSERT_TRUE(spool->add({d}));
+  }
+  SqliteSpoolTuning tuning;
+  tuning.busy_timeout_ms = 200;
+  auto cli = open(/*tools=*/true, tuning);
+  ASSERT_TRUE(cli);
+  {
+    ForeignWriteLock lock(cfg_.path);
+    auto moved = cli->replay_ids({"d1"});
+    ASSERT_FALSE(moved) << "replayed " << *moved;
+    EXPECT_NE(moved.error().message.find("locked"), std::string::npos) << moved.error().message;
+  }
+  EXPECT_EQ(cli->get("d1")->state, DeliveryState::Dead);
+  EXPECT_EQ(cli->replay_ids({"nope"}).value(), 0u);
+  EXPECT_EQ(cli->replay_ids({"d1"}).value(), 1u);
 }
 
 }  // namespace
