@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <optional>
+#include <set>
 #include <string_view>
 
 #include "gateway/common/clock.hpp"
@@ -33,17 +34,40 @@ Status accept_replacement(std::optional<Event>& replacement, const Event& origin
   return {};
 }
 
+// In the place of a hook that failed to load (make_failed_load_stand_in): each event it is asked
+// about fails with the load error, so the chain's on_error: closed path vetoes, counts, logs and
+// reports it as it would a failure of the hook itself.
+class FailedLoadStandIn final : public Hook {
+ public:
+  FailedLoadStandIn(HookSpec spec, const std::string& error)
+      : Hook(std::move(spec)), reason_("failed to load: " + excerpt(error, kMaxVetoReason)) {}
+  HookResult handle(Event&) override { return HookFailure{HookFailure::Kind::Error, reason_}; }
+
+ private:
+  const std::string reason_;
+};
+
 }  // namespace
+
+HookPtr make_failed_load_stand_in(const AttemptedHook& attempted, const std::string& error) {
+  if (attempted.spec.on_error != FailurePolicy::Closed) return nullptr;
+  if (attempted.kind == HookKind::Observe) return nullptr;
+  HookSpec spec = attempted.spec;
+  spec.kind = attempted.kind.value_or(HookKind::Veto);
+  return std::make_shared<FailedLoadStandIn>(std::move(spec), error);
+}
 
 HookChain::HookChain(std::vector<HookEntry> entries)
     : entries_(std::move(entries)),
       vetoed_total_(metrics::counter("hookgate_events_vetoed_total",
                                      "Events dropped by a veto hook or a closed hook failure")) {
   for (const auto& e : entries_) {
-    if (!e.hook) continue;
+    if (e.hook) ++loaded_;
+    const HookPtr& hook = e.hook ? e.hook : e.stand_in;
+    if (!hook) continue;
     // Series are looked up here, once per hook, so run() is only atomic adds.
-    Slot slot{e.hook, std::make_shared<const HookStats>(e.hook->spec().name)};
-    if (e.hook->spec().kind == HookKind::Observe) {
+    Slot slot{hook, std::make_shared<const HookStats>(hook->spec().name), !e.hook};
+    if (hook->spec().kind == HookKind::Observe) {
       observers_.push_back(std::move(slot));
     } else {
       sequential_.push_back(std::move(slot));
@@ -63,12 +87,14 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
   for (auto& file : discover_hooks(config, errors)) {
     if (cancel && cancel->load()) return nullptr;  // the hooks loaded so far stop as they go
     HookEntry entry;
+    AttemptedHook attempted;
     if (!file.error.empty()) {
       entry.error = file.error;
       errors.push_back({{file.path, 0, 0}, file.error});
+      attempted.spec = default_spec(file, config);
     } else {
       size_t before = errors.size();
-      LoadResult loaded = load_hook(file, config, errors);
+      LoadResult loaded = load_hook(file, config, errors, &attempted);
       if (loaded.ok() && loaded.value()) {
         entry.hook = std::move(loaded.value());
       } else {
@@ -77,10 +103,24 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
         if (errors.size() == before) errors.push_back({{file.path, 0, 0}, entry.error});
       }
     }
-    if (!entry.error.empty())
-      spdlog::warn("hook {} ({}) not loaded: {}", file.name, file.path, entry.error);
+    // Decision: a hook that fails to load under on_error: closed fails closed, like a hook that
+    // fails on an event. Left out, a redaction hook whose handshake was slow on a reload would
+    // let events through unredacted until the next reload.
+    if (!entry.error.empty()) entry.stand_in = make_failed_load_stand_in(attempted, entry.error);
     entry.file = std::move(file);
     entries.push_back(std::move(entry));
+  }
+  // One place in the chain per hook name: no stand-in where a file of that name loaded (the
+  // first of a same-directory duplicate), nor a second one.
+  std::set<std::string> present;
+  for (const auto& e : entries)
+    if (e.hook) present.insert(e.file.name);
+  for (auto& e : entries) {
+    if (e.stand_in && !present.insert(e.file.name).second) e.stand_in.reset();
+    if (e.stand_in)
+      e.error += " (on_error: closed: the events it would see are vetoed until it loads)";
+    if (!e.error.empty())
+      spdlog::warn("hook {} ({}) not loaded: {}", e.file.name, e.file.path, e.error);
   }
   auto chain = build(std::move(entries));
   spdlog::info("hooks: {} loaded, {} failed to load", chain->loaded_count(), chain->failed_count());
@@ -171,7 +211,9 @@ bool HookChain::on_failure(const Slot& slot, const HookFailure& failure, const E
   report_failure(*slot.hook, *slot.stats, failure, event.id(), event.type(), diagnostics,
                  closed ? "event vetoed (on_error: closed)" : "hook skipped (on_error: open)");
   if (!closed) return false;
-  vetoed(slot, "hook " + spec.name + " failed: " + failure.reason, event, diagnostics, outcome);
+  // A stand-in's reason already says "failed to load: ...".
+  vetoed(slot, "hook " + spec.name + (slot.stand_in ? " " : " failed: ") + failure.reason, event,
+         diagnostics, outcome);
   return true;
 }
 

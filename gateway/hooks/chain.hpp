@@ -13,6 +13,7 @@
 #include "gateway/common/metrics.hpp"
 #include "gateway/diagnostics.hpp"
 #include "gateway/event.hpp"
+#include "gateway/hooks/declarative_hook.hpp"
 #include "gateway/hooks/discovery.hpp"
 #include "gateway/hooks/hook.hpp"
 #include "gateway/hooks/hook_runner.hpp"
@@ -24,6 +25,11 @@ struct HookEntry {
   HookFile file;
   HookPtr hook;       // null when the file failed to load
   std::string error;  // why it failed to load ("" when loaded)
+  // Only for a veto or transform hook (or one of unknown kind) that failed to load under
+  // on_error: closed: run in its place, it fails every event the hook would have seen, so those
+  // are vetoed as a failure of the hook would veto them instead of passing unchecked (see
+  // make_failed_load_stand_in). The entry still counts as failed to load.
+  HookPtr stand_in;
 };
 
 // One hook's part in one run(), for `hookgate hooks test` and debugging.
@@ -41,23 +47,31 @@ struct ChainOutcome {
   std::string reason;
 };
 
+// A hook that stands in for one that failed to load with `error`, whose settings were read as far
+// as `attempted`: null when the hook fails open (it is left out) or is an observer (observers
+// never veto). An unknown kind counts as sequential, and unknown patterns as "*": under
+// on_error: closed a hook that may have been a redaction must not be assumed away.
+HookPtr make_failed_load_stand_in(const AttemptedHook& attempted, const std::string& error);
+
 class HookChain {
  public:
   // Discovers and loads every hook of config.directories. A file that fails to load is kept as an
-  // entry carrying its error (and reported in `errors` and the log) and left out of execution;
-  // the rest load. A disabled hooks section gives an empty chain. `cancel`, when set, is looked
-  // at before each hook: once true the load stops there (the gateway is stopping, and a load of
-  // hooks that each wait out a handshake timeout must not hold its exit) and returns nullptr.
+  // entry carrying its error (and reported in `errors` and the log) and left out of execution,
+  // unless its on_error is closed: then a stand-in vetoes the events it would have seen (at most
+  // one per hook name, and none when another file of that name loaded). The rest load. A disabled
+  // hooks section gives an empty chain. `cancel`, when set, is looked at before each hook: once
+  // true the load stops there (the gateway is stopping, and a load of hooks that each wait out a
+  // handshake timeout must not hold its exit) and returns nullptr.
   static std::shared_ptr<const HookChain> load(const config::HooksConfig& config,
                                                config::Diagnostics& errors,
                                                const std::atomic<bool>* cancel = nullptr);
   // Builds a chain from entries already in run order (tests, tools). Entries without a hook are
-  // listed but never run.
+  // listed but never run, except for their stand_in.
   static std::shared_ptr<const HookChain> build(std::vector<HookEntry> entries);
 
   // Every discovered file in run order, loaded or not.
   const std::vector<HookEntry>& entries() const { return entries_; }
-  size_t loaded_count() const { return sequential_.size() + observers_.size(); }
+  size_t loaded_count() const { return loaded_; }
   bool has_observers() const { return !observers_.empty(); }
   size_t failed_count() const { return entries_.size() - loaded_count(); }
 
@@ -74,6 +88,7 @@ class HookChain {
   struct Slot {
     HookPtr hook;
     std::shared_ptr<const HookStats> stats;
+    bool stand_in = false;  // HookEntry::stand_in: its failures are load failures
   };
   explicit HookChain(std::vector<HookEntry> entries);
 
@@ -86,6 +101,7 @@ class HookChain {
   std::vector<HookEntry> entries_;
   std::vector<Slot> sequential_;  // veto + transform, in run order
   std::vector<Slot> observers_;
+  size_t loaded_ = 0;  // entries with a hook (stand-ins not counted)
   metrics::Counter& vetoed_total_;
 };
 

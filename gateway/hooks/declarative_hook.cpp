@@ -742,7 +742,7 @@ HookSpec default_spec(const HookFile& file, const config::HooksConfig& defaults)
 namespace {
 
 LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksConfig& defaults,
-                                    Diagnostics& errors) {
+                                    Diagnostics& errors, AttemptedHook* attempted) {
   const size_t before = errors.size();
   const std::string& path = file.path;
   auto parsed = config::parse_yaml_file(path);
@@ -801,6 +801,8 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
       if (yaml_to_json(cfg, doc, doc.GetAllocator(), path, errors)) spec.config_json = to_json(doc);
     }
   }
+
+  if (attempted) *attempted = {spec, kind};  // the common keys: what a stand-in needs
 
   int forms = r.has("run") + r.has("command") + r.has("library");
   if (forms > 1) r.error(r.pos(), "hook: use only one of run:, command:, library:");
@@ -904,22 +906,24 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
 }  // namespace
 
 LoadResult load_yaml_hook(const HookFile& file, const config::HooksConfig& defaults,
-                          Diagnostics& errors) {
+                          Diagnostics& errors, AttemptedHook* attempted) {
+  if (attempted) *attempted = {default_spec(file, defaults), std::nullopt};
   // yaml-cpp reports some misuse by throwing; whatever slips through becomes a load error.
   try {
-    return load_yaml_hook_unguarded(file, defaults, errors);
+    return load_yaml_hook_unguarded(file, defaults, errors, attempted);
   } catch (const std::exception& e) {
     errors.push_back({{file.path, 0, 0}, std::string("cannot load hook: ") + e.what()});
     return errors.back().str();
   }
 }
 
-LoadResult load_hook(const HookFile& file, const config::HooksConfig& defaults,
-                     Diagnostics& errors) {
+LoadResult load_hook(const HookFile& file, const config::HooksConfig& defaults, Diagnostics& errors,
+                     AttemptedHook* attempted) {
+  if (attempted) *attempted = {default_spec(file, defaults), std::nullopt};
   if (!file.error.empty()) return file.error;
   switch (file.form) {
     case HookForm::Declarative:
-      return load_yaml_hook(file, defaults, errors);
+      return load_yaml_hook(file, defaults, errors, attempted);
     case HookForm::Native:
       return make_native_hook(default_spec(file, defaults), file.path, false);
     case HookForm::Program:

@@ -52,11 +52,33 @@ std::optional<HookForm> classify(const fs::directory_entry& entry) {
   return std::nullopt;
 }
 
+// A symlink named like a hook file (*.yaml, *.yml, *.so, or a numbered name) whose target cannot
+// be followed: dangling, a loop, behind a folder without search permission. Why, or nullopt.
+// Such a link is reported as a broken hook rather than skipped like a non-hook: a redaction hook
+// whose link broke in a deploy must not leave the chain without a word.
+std::optional<std::string> unfollowable_hook_link(const fs::directory_entry& entry) {
+  std::error_code ec;
+  if (!entry.is_symlink(ec) || ec) return std::nullopt;
+  (void)entry.status(ec);
+  if (!ec) return std::nullopt;
+  const fs::path& path = entry.path();
+  const std::string ext = path.extension().string();
+  const auto name = parse_hook_file_name(path.stem().string());
+  if (ext != ".yaml" && ext != ".yml" && ext != ".so" && !(name && name->order_number))
+    return std::nullopt;
+  std::error_code link_ec;
+  const fs::path target = fs::read_symlink(path, link_ec);
+  return "cannot read hook file: it is a symlink to " + display_text(target.string()) +
+         ", which cannot be followed: " + ec.message();
+}
+
 // Files of `dir` that the YAML descriptor `yaml` names in run:, library: or as the first word of
 // command:. They are part of that hook, not hooks of their own: without this, a script kept
 // beside its descriptor would also load (and run) as a separate program hook. A descriptor that
 // does not parse names nothing here; the loader reports it. With `every_word`, every word of
 // command: too (its arguments: a script run by an interpreter), for hot reload's fingerprint.
+// ${VAR}s are expanded as the loader expands them (`run: ${DIR:-.}/enrich.py` names enrich.py);
+// an expansion error is the loader's to report.
 void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
                                 std::set<std::string>& out, bool every_word = false) {
   auto parsed = config::parse_yaml_file(yaml.string());
@@ -70,22 +92,26 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
       if (it.first.IsScalar() && it.first.Scalar() == key) return it.second;
     return YAML::Node(YAML::NodeType::Undefined);
   };
+  auto expanded = [](const YAML::Node& scalar) {
+    config::Diagnostics ignored;
+    return config::expand_env(scalar.Scalar(), config::Position{}, ignored);
+  };
   std::vector<std::string> words;
   if (const YAML::Node run = member("run"); run.IsScalar()) {
-    words = split_words(run.Scalar());
+    words = split_words(expanded(run));
   } else if (run.IsSequence()) {
     for (const auto& item : run)
-      if (item.IsScalar()) words.push_back(item.Scalar());
+      if (item.IsScalar()) words.push_back(expanded(item));
   }
   if (const YAML::Node command = member("command"); command.IsScalar()) {
-    auto w = split_words(command.Scalar());
+    auto w = split_words(expanded(command));
     if (every_word)
       words.insert(words.end(), w.begin(), w.end());
     else if (!w.empty())
       words.push_back(w.front());
   }
   if (const YAML::Node library = member("library"); library.IsScalar())
-    words.push_back(library.Scalar());
+    words.push_back(expanded(library));
   for (const auto& w : words) {
     if (w.empty() || w.front() == '-') continue;
     fs::path p = fs::path(w).is_absolute() ? fs::path(w) : dir / w;
@@ -132,7 +158,16 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
     // must not load beside (or instead of) the real hook.
     if (file_name.empty() || is_ignorable_file_name(file_name)) continue;
     auto form = classify(*it);
-    if (!form) continue;
+    std::optional<std::string> broken_link;
+    if (!form) {
+      broken_link = unfollowable_hook_link(*it);
+      if (!broken_link) continue;
+      // The form its name suggests, for `hooks list`; it never loads.
+      const std::string ext = it->path().extension().string();
+      form = ext == ".so"                      ? HookForm::Native
+             : ext == ".yaml" || ext == ".yml" ? HookForm::Declarative
+                                               : HookForm::Program;
+    }
     HookFile f;
     f.path = it->path().string();
     f.directory = dir.string();
@@ -153,7 +188,9 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
       f.name = stem;
       f.error = "hook file name '" + file_name + "' has no name after its numeric prefix";
     }
-    if (f.form == HookForm::Program && !is_executable(it->status(ec))) {
+    if (broken_link) {
+      if (f.error.empty()) f.error = std::move(*broken_link);
+    } else if (f.form == HookForm::Program && !is_executable(it->status(ec))) {
       not_executable.push_back(std::move(f.path));  // warned about below, unless a helper
       continue;
     }
@@ -322,7 +359,11 @@ std::string hook_files_fingerprint(const std::vector<std::string>& directories) 
       const std::string name = it->path().filename().string();
       if (name.empty() || is_ignorable_file_name(name)) continue;
       const auto form = classify(*it);
-      if (!form) continue;
+      if (!form) {
+        // A broken link is a (failing) hook: fixing or breaking it is a change of the chain.
+        if (unfollowable_hook_link(*it)) files.insert(it->path().string());
+        continue;
+      }
       files.insert(it->path().string());
       if (*form != HookForm::Declarative) continue;
       try {
@@ -334,10 +375,13 @@ std::string hook_files_fingerprint(const std::vector<std::string>& directories) 
     for (const auto& path : files) {
       out += path + '\n';
       struct stat st {};
-      if (::stat(path.c_str(), &st) == 0)
+      if (::stat(path.c_str(), &st) == 0) {
         append_identity(st);  // follows links (ConfigMaps)
-      else
-        out += "unreadable\n";
+      } else {
+        // A broken link pointed elsewhere (`ln -sfn`) is still a change.
+        std::error_code link_ec;
+        out += "unreadable " + fs::read_symlink(path, link_ec).string() + '\n';
+      }
     }
   }
   return out;

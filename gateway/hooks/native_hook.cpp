@@ -30,6 +30,7 @@
 
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/text.hpp"
 #include "gateway/common/thread_name.hpp"
 #include "gateway/hooks/program_protocol.hpp"
 #include "gateway/hooks/sdk/hookgate_hook.h"
@@ -659,6 +660,99 @@ void* open_library(const std::string& path) {
   return lib;
 }
 
+// What reading a descriptor can run into. The gateway reads it in its own process (kind, events,
+// name), so a bogus pointer or an events list without its NULL would fault or run off into
+// memory there: at startup, on a hot reload, in `check` and `hooks list`.
+enum class DescriptorProblem {
+  None,
+  Unreadable,  // the pointer hookgate_hook_v1() returned
+  NameUnreadable,
+  NameTooLong,
+  KindUnreadable,
+  KindTooLong,
+  EventsUnreadable,
+  EventsUnterminated,
+  PatternUnreadable,
+  PatternTooLong,
+};
+constexpr int kDescriptorProblemCount = static_cast<int>(DescriptorProblem::PatternTooLong) + 1;
+// Bounds on what is read: a string or list that runs past them is treated as unterminated.
+constexpr size_t kMaxDescriptorString = 1024;
+constexpr size_t kMaxDescriptorEvents = 1024;  // entries, the NULL included
+
+std::string describe(DescriptorProblem problem) {
+  const std::string string_limit = std::to_string(kMaxDescriptorString);
+  switch (problem) {
+    case DescriptorProblem::None:
+      break;
+    case DescriptorProblem::Unreadable:
+      return std::string(HOOKGATE_HOOK_ENTRY_NAME) +
+             "() returned a pointer to memory that cannot be read";
+    case DescriptorProblem::NameUnreadable:
+      return "descriptor name points to memory that cannot be read";
+    case DescriptorProblem::NameTooLong:
+      return "descriptor name is not a string of at most " + string_limit + " bytes";
+    case DescriptorProblem::KindUnreadable:
+      return "descriptor kind points to memory that cannot be read";
+    case DescriptorProblem::KindTooLong:
+      return "descriptor kind is not a string of at most " + string_limit + " bytes";
+    case DescriptorProblem::EventsUnreadable:
+      return "descriptor events points to memory that cannot be read";
+    case DescriptorProblem::EventsUnterminated:
+      return "descriptor events has no NULL terminator within its first " +
+             std::to_string(kMaxDescriptorEvents) + " entries";
+    case DescriptorProblem::PatternUnreadable:
+      return "descriptor events holds a pattern pointer to memory that cannot be read";
+    case DescriptorProblem::PatternTooLong:
+      return "descriptor events holds a pattern that is not a string of at most " + string_limit +
+             " bytes";
+  }
+  return "descriptor cannot be read";
+}
+
+// Reads every pointer of `desc` that loading follows, within the bounds above, with faults
+// contained (run_contained): a fault is an answer here, not the end of the process. Only data is
+// read, no code of the library runs, so after a fault the library can still be unloaded. A
+// descriptor of another ABI version is not looked into (its layout is unknown; the load says so).
+DescriptorProblem check_descriptor_memory(const hookgate_hook_descriptor* desc) {
+  install_crash_handlers();
+  // What a fault at this point would mean; volatile, as it is read after the jump back.
+  volatile DescriptorProblem reading = DescriptorProblem::Unreadable;
+  volatile DescriptorProblem found = DescriptorProblem::None;
+  const int sig = run_contained([&] {
+    if (desc->abi_version != HOOKGATE_HOOK_ABI_VERSION) return;
+    reading = DescriptorProblem::NameUnreadable;
+    if (desc->name != nullptr &&
+        ::strnlen(desc->name, kMaxDescriptorString + 1) > kMaxDescriptorString) {
+      found = DescriptorProblem::NameTooLong;
+      return;
+    }
+    reading = DescriptorProblem::KindUnreadable;
+    if (desc->kind != nullptr &&
+        ::strnlen(desc->kind, kMaxDescriptorString + 1) > kMaxDescriptorString) {
+      found = DescriptorProblem::KindTooLong;
+      return;
+    }
+    reading = DescriptorProblem::EventsUnreadable;
+    if (desc->events == nullptr) return;
+    for (size_t i = 0;; ++i) {
+      if (i == kMaxDescriptorEvents) {
+        found = DescriptorProblem::EventsUnterminated;
+        return;
+      }
+      reading = DescriptorProblem::EventsUnreadable;
+      const char* pattern = desc->events[i];
+      if (pattern == nullptr) return;
+      reading = DescriptorProblem::PatternUnreadable;
+      if (::strnlen(pattern, kMaxDescriptorString + 1) > kMaxDescriptorString) {
+        found = DescriptorProblem::PatternTooLong;
+        return;
+      }
+    }
+  });
+  return sig != 0 ? reading : found;
+}
+
 }  // namespace
 
 namespace {
@@ -666,6 +760,9 @@ namespace {
 // The probe's answers. Unusual numbers: a constructor that calls exit(0) must not read as a pass.
 constexpr int kProbeLoaded = 86;
 constexpr int kProbeNoHook = 87;  // not a hook library: the in-process load says exactly why
+// kProbeBadDescriptor + a DescriptorProblem: the library loads, but its descriptor cannot be read
+// safely (the probe exists so that the gateway never reads it).
+constexpr int kProbeBadDescriptor = 88;
 
 // A file as the probe saw it. ctime and size too: an inode number can be reused, and build tools
 // pin mtimes (install -p, SOURCE_DATE_EPOCH).
@@ -718,20 +815,27 @@ std::optional<std::string> probe_native_library(const std::string& path, int tim
            "() that blocks?); not loaded";
   }
   const int status = child.value()->terminate(0, 0);
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (code == kProbeNoHook) return std::nullopt;
-  if (code == kProbeLoaded) {
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kProbeLoaded) {
     // The file may have been replaced meanwhile: only what was probed counts as passed.
     if (identity_of(path) != identity) return "changed while it was being probed; not loaded";
     std::lock_guard lock(state.mu);
     state.passed.insert(*identity);
     return std::nullopt;
   }
-  return "crashed while loading in a probe process (" + describe_wait_status(status) +
-         "): a static constructor or " + HOOKGATE_HOOK_ENTRY_NAME + "() faults; not loaded";
+  return native_probe_refusal(status);
 }
 
 }  // namespace
+
+std::optional<std::string> native_probe_refusal(int wait_status) {
+  const int code = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : -1;
+  if (code == kProbeNoHook || code == kProbeLoaded) return std::nullopt;
+  if (code > kProbeBadDescriptor && code < kProbeBadDescriptor + kDescriptorProblemCount)
+    return describe(static_cast<DescriptorProblem>(code - kProbeBadDescriptor)) +
+           " (found in a probe process); not loaded";
+  return "crashed while loading in a probe process (" + describe_wait_status(wait_status) +
+         "): a static constructor or " + HOOKGATE_HOOK_ENTRY_NAME + "() faults; not loaded";
+}
 
 void set_native_load_probe(std::string executable) {
   std::lock_guard lock(probe_state().mu);
@@ -746,9 +850,14 @@ void run_native_load_probe(const std::string& so_path) {
   }
   int code = kProbeNoHook;
   if (void* lib = ::dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-    if (void* sym = ::dlsym(lib, HOOKGATE_HOOK_ENTRY_NAME))
-      code =
-          reinterpret_cast<hookgate_hook_entry_fn>(sym)() == nullptr ? kProbeNoHook : kProbeLoaded;
+    if (void* sym = ::dlsym(lib, HOOKGATE_HOOK_ENTRY_NAME)) {
+      if (const auto* desc = reinterpret_cast<hookgate_hook_entry_fn>(sym)()) {
+        // The descriptor too: the gateway reads it in-process right after this probe.
+        const DescriptorProblem problem = check_descriptor_memory(desc);
+        code = problem == DescriptorProblem::None ? kProbeLoaded
+                                                  : kProbeBadDescriptor + static_cast<int>(problem);
+      }
+    }
   }
   // No exit handlers, static destructors or leak checks: only loading is being probed.
   std::_Exit(code);
@@ -779,6 +888,9 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
   auto entry = reinterpret_cast<hookgate_hook_entry_fn>(sym);
   const hookgate_hook_descriptor* desc = entry();
   if (desc == nullptr) return fail(std::string(HOOKGATE_HOOK_ENTRY_NAME) + "() returned NULL");
+  // Without a probe (or should the entry answer differently here) the same check, contained.
+  if (auto problem = check_descriptor_memory(desc); problem != DescriptorProblem::None)
+    return fail("cannot load " + so_path + ": " + describe(problem));
   if (desc->abi_version != HOOKGATE_HOOK_ABI_VERSION) {
     return fail("ABI version " + std::to_string(desc->abi_version) +
                 " not supported (this gateway speaks " + std::to_string(HOOKGATE_HOOK_ABI_VERSION) +
@@ -797,9 +909,17 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
   }
   if (!descriptor_sets_kind || !descriptor_sets_events) {  // kind: alone: the library's patterns
     std::vector<std::string> events;
-    for (const char* const* e = desc->events; e != nullptr && *e != nullptr; ++e) {
-      if (**e == '\0') return fail("descriptor lists an empty event pattern");
-      events.emplace_back(*e);
+    // Bounded like check_descriptor_memory(), which has read this far already.
+    for (size_t i = 0; desc->events != nullptr && i + 1 < kMaxDescriptorEvents; ++i) {
+      const char* e = desc->events[i];
+      if (e == nullptr) break;
+      if (*e == '\0') return fail("descriptor lists an empty event pattern");
+      // Patterns go into logs, /status and `hooks list`.
+      if (!is_display_text(e))
+        return fail(
+            "descriptor lists an event pattern that is not UTF-8 text without control "
+            "characters");
+      events.emplace_back(e);
     }
     if (events.empty()) events.emplace_back("*");
     spec.events = std::move(events);
@@ -810,7 +930,7 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
   auto hook = std::make_shared<NativeHook>(std::move(spec), so_path, lib, desc, file);
   if (auto err = hook->init()) return *std::move(err);  // ~NativeHook unloads (or leaks if stuck)
   spdlog::debug("hook {}: loaded native {} ({})", hook->spec().name, so_path,
-                desc->name != nullptr ? desc->name : "unnamed");
+                desc->name != nullptr ? display_text(desc->name) : "unnamed");
   return HookPtr(std::move(hook));
 }
 

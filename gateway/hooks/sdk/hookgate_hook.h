@@ -86,7 +86,9 @@ typedef struct hookgate_hook_descriptor {
   const char* name;
   /* "veto", "transform" or "observe". Ignored when a YAML descriptor sets the kind. */
   const char* kind;
-  /* NULL-terminated list of event-type glob patterns; NULL or empty means {"*"}. */
+  /* NULL-terminated list of event-type glob patterns; NULL or empty means {"*"}. At most 1023
+   * patterns, each UTF-8 text of at most 1024 bytes (name and kind: 1024 bytes too); the gateway
+   * reads no further and refuses a descriptor that runs past these bounds. */
   const char* const* events;
 
   /* Optional (NULL = stateless, state is NULL). Called once with the hook's `config` map as JSON

@@ -368,6 +368,89 @@ TEST(HookChainLoad, BrokenFileIsReportedWhileTheOthersLoad) {
   EXPECT_EQ(ev.find("data.ok")->GetInt(), 1);
 }
 
+// Found in review: every reload loads every hook afresh, and a fail-closed redaction hook whose
+// handshake was slow at that moment was left out of the new chain: its events went through
+// unredacted until the next reload. A hook that fails to load under on_error: closed now fails
+// closed in its place; a fail-open one is left out as before, and an observer never vetoes.
+TEST(HookChainLoad, AFailClosedHookThatFailsToLoadVetoesWhatItWouldHaveSeen) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_chain_standin_redact.yaml",
+             "kind: transform\nevents: [\"auth.*\"]\non_error: closed\ntimeout_ms: 200\n"
+             "run: ./slow.sh\n");
+  write_file(dir, "slow.sh", "#!/bin/sh\nexec sleep 5\n", true);  // no handshake in time
+  write_file(dir, "_20_chain_standin_open.yaml",
+             "kind: veto\non_error: open\nlibrary: ./missing.so\n");
+  write_file(dir, "_30_chain_standin_watch.yaml",
+             "kind: observe\non_error: closed\nlibrary: ./missing.so\n");
+  write_file(dir, "_40_chain_standin_ok.yaml", "kind: transform\nactions: [{set: {data.ok: 1}}]\n");
+  config::HooksConfig cfg;
+  cfg.directories = {dir};
+  config::Diagnostics errors;
+  auto chain = HookChain::load(cfg, errors);
+
+  ASSERT_EQ(chain->entries().size(), 4u);
+  EXPECT_EQ(chain->loaded_count(), 1u);
+  EXPECT_EQ(chain->failed_count(), 3u);  // a stand-in is no loaded hook: `hooks list` says failed
+  const auto& e = chain->entries();
+  EXPECT_FALSE(e[0].hook);
+  ASSERT_TRUE(e[0].stand_in);
+  EXPECT_NE(
+      e[0].error.find("(on_error: closed: the events it would see are vetoed until it loads)"),
+      std::string::npos)
+      << e[0].error;
+  EXPECT_FALSE(e[1].stand_in);  // on_error: open: left out
+  EXPECT_FALSE(e[2].stand_in);  // an observer cannot veto
+  EXPECT_TRUE(e[3].hook);
+
+  // Events it would not have seen pass as before.
+  Event other = make_event(R"({"type":"user.created","data":{}})");
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain->run(other, {}, &trace).vetoed);
+  EXPECT_EQ(results(trace), (std::vector<std::string>{"chain_standin_redact:not-matched",
+                                                      "chain_standin_ok:continue"}));
+
+  const std::string name = "chain_standin_redact";
+  uint64_t failures = counter("hookgate_hook_failures_total", {{"hook", name}});
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"auth.failure","id":"s-1","data":{"password":"x"}})");
+  trace.clear();
+  ChainOutcome out = chain->run(ev, diags.sink(), &trace);
+  EXPECT_TRUE(out.vetoed);
+  EXPECT_EQ(out.vetoed_by, name);
+  EXPECT_EQ(out.reason.rfind("hook " + name + " failed to load: ", 0), 0u) << out.reason;
+  EXPECT_NE(out.reason.find("handshake"), std::string::npos) << out.reason;
+  EXPECT_EQ(results(trace), (std::vector<std::string>{name + ":failed"}));
+  EXPECT_EQ(counter("hookgate_hook_failures_total", {{"hook", name}}), failures + 1);
+  ASSERT_EQ(diags.types(), (std::vector<std::string>{diag::kHookFailed, diag::kEventVetoed}));
+  EXPECT_EQ(diags.events()[0].hook, name);
+}
+
+// With hooks.fail_open: false every hook fails closed, a file that cannot even be parsed too (its
+// kind and patterns unknown, it stands in for everything); a same-directory duplicate does not:
+// the hook of that name is in the chain.
+TEST(HookChainLoad, UnderFailOpenFalseABrokenFileStandsInForEverything) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_chain_standin_syntax.yaml", "kind: [unclosed\n");
+  write_file(dir, "_20_chain_standin_dup.yaml",
+             "kind: veto\nwhen: {field: data.drop, equals: true}\n");
+  write_file(dir, "_30_chain_standin_dup.yml", "kind: [unclosed\n");
+  config::HooksConfig cfg;
+  cfg.directories = {dir};
+  cfg.fail_open = false;
+  config::Diagnostics errors;
+  auto chain = HookChain::load(cfg, errors);
+  ASSERT_EQ(chain->entries().size(), 3u);
+  EXPECT_TRUE(chain->entries()[0].stand_in);
+  EXPECT_TRUE(chain->entries()[1].hook);
+  EXPECT_FALSE(chain->entries()[2].stand_in);
+  Event ev = make_event(R"({"type":"anything"})");
+  ChainOutcome out = chain->run(ev, {});
+  EXPECT_TRUE(out.vetoed);
+  EXPECT_EQ(out.vetoed_by, "chain_standin_syntax");
+}
+
 TEST(HookChainLoad, DisabledHooksGiveAnEmptyChain) {
   TempDir tmp;
   std::string dir = tmp.dir("hooks");

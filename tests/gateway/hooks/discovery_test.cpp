@@ -1,6 +1,9 @@
 #include "gateway/hooks/discovery.hpp"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
 
 #include "tests/gateway/hooks/hook_test_util.hpp"
 #include "tests/support/log_capture.hpp"
@@ -154,6 +157,63 @@ TEST(DiscoverHookFiles, ProgramsNamedByADescriptorAreNotHooksThemselves) {
   EXPECT_TRUE(errors.empty());
   EXPECT_EQ(names(files), (std::vector<std::string>{"gate", "shell", "native", "standalone"}));
   EXPECT_EQ(files[0].path, dir + "/_10_gate.yaml");
+}
+
+// Found in review: the loader expands ${VAR} in run:, but discovery matched the raw text, so
+// `run: ${ENRICH_DIR:-.}/enricher.py` left enricher.py a hook of its own as well: it ran twice.
+TEST(DiscoverHookFiles, ProgramsADescriptorNamesThroughAVariableAreNotHooksThemselves) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  ::setenv("HG_DIR", dir.c_str(), 1);
+  ::unsetenv("HG_UNSET_DIR");
+  write_file(dir, "_10_enrich.yaml", "kind: transform\nrun: ${HG_DIR}/enricher.py\n");
+  write_file(dir, "enricher.py", "#!/usr/bin/env python3\n", true);
+  write_file(dir, "_20_gate.yaml", "kind: veto\nrun: [\"${HG_UNSET_DIR:-.}/gate.py\"]\n");
+  write_file(dir, "gate.py", "#!/usr/bin/env python3\n", true);
+  write_file(dir, "_30_shell.yaml", "kind: veto\ncommand: ${HG_UNSET_DIR:-.}/notify.sh -q\n");
+  write_file(dir, "notify.sh", "#!/bin/sh\n", true);
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  ::unsetenv("HG_DIR");
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(names(files), (std::vector<std::string>{"enrich", "gate", "shell"}));
+}
+
+// Found in review: a dangling symlink (or a loop, or one into a folder the gateway cannot search)
+// named like a hook was skipped as "not a hook": `hooks list` said 0 loaded 0 failed, `check`
+// passed, nothing was logged. It is a hook that cannot load.
+TEST(DiscoverHookErrors, ABrokenSymlinkNamedLikeAHookIsAnErrorEntry) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  namespace fs = std::filesystem;
+  write_file(dir, "_20_ok.yaml", "kind: observe\n");
+  const std::string before = hook_files_fingerprint({dir});
+  fs::create_symlink(tmp.path() / "gone" / "redact-v1.yaml", fs::path(dir) / "_10_redact.yaml");
+  fs::create_symlink("_30_loop.so", fs::path(dir) / "_30_loop.so");
+  fs::create_symlink(tmp.path() / "gone.py", fs::path(dir) / "_40_gate.py");
+  fs::create_symlink(tmp.path() / "gone.txt", fs::path(dir) / "notes");  // not named like a hook
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  EXPECT_TRUE(errors.empty());  // the entries carry them, as for other load errors
+  ASSERT_EQ(names(files), (std::vector<std::string>{"redact", "ok", "loop", "gate"}));
+  EXPECT_EQ(files[0].form, HookForm::Declarative);
+  EXPECT_EQ(files[0].order_number, 10);
+  EXPECT_EQ(files[0].error, "cannot read hook file: it is a symlink to " + tmp.str() +
+                                "/gone/redact-v1.yaml, which cannot be followed: No such file or "
+                                "directory");
+  EXPECT_TRUE(files[1].error.empty());
+  EXPECT_EQ(files[2].form, HookForm::Native);
+  EXPECT_NE(files[2].error.find("Too many levels of symbolic links"), std::string::npos)
+      << files[2].error;
+  EXPECT_EQ(files[3].form, HookForm::Program);
+  EXPECT_NE(files[3].error.find("cannot be followed"), std::string::npos) << files[3].error;
+
+  // Hot reload sees it come, and go elsewhere.
+  const std::string broken = hook_files_fingerprint({dir});
+  EXPECT_NE(broken, before);
+  fs::remove(fs::path(dir) / "_10_redact.yaml");
+  fs::create_symlink(tmp.path() / "gone" / "redact-v2.yaml", fs::path(dir) / "_10_redact.yaml");
+  EXPECT_NE(hook_files_fingerprint({dir}), broken);
 }
 
 TEST(DiscoverHookOverrides, LaterDirectoryWinsAcrossThreeDirectories) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 #include <algorithm>
 
@@ -431,6 +432,76 @@ TEST(NativeHookTest, LoadErrors) {
   r = make_native_hook(make_spec(R"({"mode":"init_throw"})"), fixture("fixture_hook"), false);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), "init() failed: init threw: init exploded");
+}
+
+// The descriptor a library returns is read in the gateway's process: a bogus pointer or an events
+// list without its NULL must be a load error naming the file, not a crash of the gateway.
+struct BadDescriptorCase {
+  const char* mode;
+  const char* error;
+};
+constexpr BadDescriptorCase kBadDescriptors[] = {
+    {"events_pointer", "descriptor events points to memory that cannot be read"},
+    {"unterminated", "descriptor events has no NULL terminator within its first 1024 entries"},
+    {"pattern_pointer", "descriptor events holds a pattern pointer to memory that cannot be read"},
+    {"long_pattern",
+     "descriptor events holds a pattern that is not a string of at most 1024 bytes"},
+    {"descriptor", "hookgate_hook_v1() returned a pointer to memory that cannot be read"},
+};
+
+class BadDescriptorMode {
+ public:
+  explicit BadDescriptorMode(const char* mode) { ::setenv(kVar, mode, 1); }
+  ~BadDescriptorMode() { ::unsetenv(kVar); }
+
+ private:
+  static constexpr const char* kVar = "HOOKGATE_TEST_BAD_DESCRIPTOR";
+};
+
+TEST(NativeHookTest, ABadDescriptorIsALoadErrorNotACrash) {
+  const std::string so = fixture("bad_descriptor_hook");
+  for (const auto& c : kBadDescriptors) {
+    BadDescriptorMode mode(c.mode);
+    auto r = make_native_hook(make_spec(), so, false);
+    ASSERT_FALSE(r) << c.mode;
+    EXPECT_EQ(r.error(), "cannot load " + so + ": " + c.error) << c.mode;
+  }
+  {
+    BadDescriptorMode mode("latin1_pattern");
+    auto r = make_native_hook(make_spec(), so, false);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(),
+              "descriptor lists an event pattern that is not UTF-8 text without control "
+              "characters");
+  }
+  // The same library with a sound descriptor still loads (a failed check unloaded it cleanly).
+  auto r = make_native_hook(make_spec(), so, false);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_EQ(r.value()->spec().events, (std::vector<std::string>{"bad.*"}));
+}
+
+// The probe process (`hookgate __probe-native FILE`) reads the descriptor too, and its exit code
+// becomes a load error that says what is wrong, so the gateway never reads it at all.
+int probe_exit_status(const std::string& so) {
+  const pid_t pid = ::fork();
+  if (pid == 0) run_native_load_probe(so);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+TEST(NativeHookTest, TheLoadProbeRefusesABadDescriptor) {
+  const std::string so = fixture("bad_descriptor_hook");
+  for (const auto& c : kBadDescriptors) {
+    BadDescriptorMode mode(c.mode);
+    const int status = probe_exit_status(so);
+    ASSERT_TRUE(WIFEXITED(status)) << c.mode << ": the probe crashed";
+    auto refused = native_probe_refusal(status);
+    ASSERT_TRUE(refused) << c.mode;
+    EXPECT_EQ(*refused, std::string(c.error) + " (found in a probe process); not loaded");
+  }
+  EXPECT_EQ(native_probe_refusal(probe_exit_status(so)), std::nullopt);
+  EXPECT_EQ(native_probe_refusal(probe_exit_status(fixture("no_entry_hook"))), std::nullopt);
 }
 
 TEST(NativeHookTest, HungInitIsALoadError) {
