@@ -114,7 +114,9 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
     if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
     return root;
   } catch (const YAML::Exception& e) {
-    if (e.mark.line + 1 > line_count(text)) {
+    const int lines = line_count(text);
+    const bool past_the_text = e.mark.line + 1 > lines;
+    if (past_the_text && e.msg == YAML::ErrorMsg::DOC_IN_SCALAR) {
       YAML::Mark opened;
       opened.line = opened.column = 0;
       try {
@@ -125,8 +127,11 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
                           "YAML syntax error: this quoted value is never closed (a closing quote "
                           "is missing, so the rest of the file would be part of it)"}};
     }
-    // e.msg is the parser's message without the position prefix that e.what() carries.
-    return Diagnostics{{{file, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg}};
+    // e.msg is the parser's message without the position prefix that e.what() carries. Errors
+    // found at the appended end of document are at the end of the file (an unclosed `{`).
+    return Diagnostics{
+        {{file, past_the_text ? lines + 1 : e.mark.line + 1, past_the_text ? 1 : e.mark.column + 1},
+         "YAML syntax error: " + e.msg}};
   }
 }
 
