@@ -69,6 +69,7 @@ struct Gateway::Impl {
   bus::ZapAuthenticatorStopper zap_stopper{ctx};  // after the sockets close, before ctx ends
   std::unique_ptr<bus::Subscriber> sub;
   std::string bus_endpoint;  // what sub bound to; /status reads it while sub may be closing
+  std::atomic<bool> bus_open{false};  // bus_endpoint is set (the admin listener starts first)
   std::unique_ptr<webhooks::DeliveryStore> store;
   struct AddInFlight {  // ingest thread only
     std::future<Status> accepted;
@@ -544,6 +545,9 @@ struct Gateway::Impl {
                    drained);
   }
 
+  // /readyz and /status "ready": taking events, and not stopping.
+  bool ready() const { return running.load() && !stop.load(); }
+
   std::string status_json() const {
     rapidjson::StringBuffer buf;
     rapidjson::Writer<rapidjson::StringBuffer> w(buf);
@@ -552,9 +556,9 @@ struct Gateway::Impl {
     w.Key("version");
     w.String(HOOKGATE_VERSION);
     w.Key("ready");
-    w.Bool(running.load());
+    w.Bool(ready());
     w.Key("bus");
-    w.String(bus_endpoint.c_str());
+    w.String(bus_open.load(std::memory_order_acquire) ? bus_endpoint.c_str() : "");
     w.Key("spool");
     w.StartObject();
     w.Key("mode");
@@ -683,14 +687,11 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
     spdlog::info(
         "bus: topics filter the bus, so gaps in publishers' sequence numbers are not "
         "counted as dropped messages");
-  auto sub = bus::Subscriber::open(g.ctx, g.cfg.bus);
-  if (!sub) return sub.error();
-  g.sub = std::move(sub.value());
-  g.bus_endpoint = g.sub->bound_endpoint();
-
+  // The admin listener before the bus: a start that fails on its port (the old instance still
+  // draining) must not have subscribed first, taking events from publishers and then exiting.
   if (g.cfg.admin.enabled) {
     AdminHandlers handlers{
-        .ready = [raw] { return raw->running.load() && !raw->stop.load(); },
+        .ready = [raw] { return raw->ready(); },
         .metrics = [] { return metrics::Registry::global().render_prometheus(); },
         .status_json = [raw] { return raw->status_json(); },
     };
@@ -698,6 +699,11 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
     if (!admin) return admin.error();
     g.admin = std::move(admin.value());
   }
+  auto sub = bus::Subscriber::open(g.ctx, g.cfg.bus);
+  if (!sub) return sub.error();
+  g.sub = std::move(sub.value());
+  g.bus_endpoint = g.sub->bound_endpoint();
+  g.bus_open.store(true, std::memory_order_release);
   g.dispatcher->start();
   g.loader = std::thread([raw] { raw->loader_loop(); });
   spdlog::info("hookgate {} listening on {}{}{}", HOOKGATE_VERSION,

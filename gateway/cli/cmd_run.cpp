@@ -1,5 +1,6 @@
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <utility>
@@ -10,15 +11,22 @@
 #include "gateway/gateway.hpp"
 
 namespace hookgate::cli {
+namespace {
+
+// A second SIGTERM/SIGINT at least this long after the first exits without finishing the drain.
+constexpr std::chrono::seconds kForceAfterRepeat{2};
+
+}  // namespace
 
 int cmd_run(const std::vector<std::string>& argv) {
   Args args(argv, {});
   tune_malloc_for_gateway();
-  if (auto code =
-          check_usage(args, {"config", "log-level"},
-                      "Usage: hookgate run [--config FILE] [--log-level LEVEL]\n"
-                      "Runs the gateway in the foreground. SIGTERM/SIGINT: stop intake, finish or\n"
-                      "spool in-flight deliveries, exit 0. SIGHUP: reload config and hooks.\n"))
+  if (auto code = check_usage(
+          args, {"config", "log-level"},
+          "Usage: hookgate run [--config FILE] [--log-level LEVEL]\n"
+          "Runs the gateway in the foreground. SIGTERM/SIGINT: stop intake, finish or\n"
+          "spool in-flight deliveries, exit 0 (a second one 2 s or more later exits at\n"
+          "once, with 128 + the signal). SIGHUP: reload config and hooks.\n"))
     return *code;
   if (auto code = check_log_level(args)) return *code;
   auto cfg = load_config_or_report(args);
@@ -33,7 +41,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   struct SignalState {
     std::mutex mu;
     Gateway* running = nullptr;
-    int stop_requests = 0;
+    bool stop_requested = false;
+    std::chrono::steady_clock::time_point first_stop;
     bool reload_pending = false;  // a SIGHUP while the gateway starts: reloads once it runs
   };
   static SignalState state;
@@ -48,11 +57,24 @@ int cmd_run(const std::vector<std::string>& argv) {
         state.reload_pending = true;
       return;
     }
-    if (++state.stop_requests > 1) {
-      spdlog::warn("second stop signal: exiting now; pending deliveries stay spooled");
-      std::_Exit(0);
+    const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+    const auto now = std::chrono::steady_clock::now();
+    if (state.stop_requested) {
+      // `timeout`, a shell's Ctrl-C and some supervisors signal the process and then its group
+      // within the same millisecond: only a repeat after kForceAfterRepeat means "now".
+      if (now - state.first_stop < kForceAfterRepeat) {
+        spdlog::info("{}: already stopping (a second one {} s after the first exits at once)", name,
+                     kForceAfterRepeat.count());
+        return;
+      }
+      // Accepted events stay spooled; what is still in the bus queue is not taken. Not 0: the
+      // drain was cut short.
+      spdlog::warn("{} again: exiting now, without waiting for in-flight deliveries", name);
+      std::_Exit(128 + sig);
     }
-    spdlog::info("{}: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    state.stop_requested = true;
+    state.first_stop = now;
+    spdlog::info("{}: stopping", name);
     if (state.running) state.running->request_stop();
   });
 
@@ -64,7 +86,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   {
     std::lock_guard lock(state.mu);
     state.running = gateway.value().get();
-    if (state.stop_requests > 0) state.running->request_stop();
+    if (state.stop_requested) state.running->request_stop();
     if (std::exchange(state.reload_pending, false)) state.running->request_reload();
   }
   gateway.value()->run();

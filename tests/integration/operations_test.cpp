@@ -42,6 +42,28 @@ void send_stamped(zmq::socket_t& pub, const std::string& topic, const std::strin
   pub.send(zmq::buffer(body));
 }
 
+// Found in review: the gateway subscribed to the bus before its admin listener started, so a
+// start that failed on a busy admin port (the old instance still draining) took events from a
+// publisher, which saw a subscriber and sent, and then exited with them.
+TEST(OperationsTest, AStartThatFailsOnTheAdminPortNeverSubscribes) {
+  TempDir dir;
+  HttpReceiver busy;  // holds the admin port
+  zmq::context_t ctx;
+  zmq::socket_t publisher(ctx, zmq::socket_type::xpub);
+  publisher.set(zmq::sockopt::linger, 0);
+  publisher.bind("tcp://127.0.0.1:*");
+  const std::string endpoint = publisher.get(zmq::sockopt::last_endpoint);
+  const std::string config = dir.write(
+      "hookgate.yaml", "bus: { connect: [\"" + endpoint + "\"] }\nadmin: { listen: \"127.0.0.1:" +
+                           std::to_string(busy.port()) + "\" }\nspool: { path: ./spool.db }\n");
+  auto r = run_hookgate({"run", "--config", config});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("admin endpoint"), std::string::npos) << r.err;
+  zmq::message_t subscription;
+  EXPECT_FALSE(publisher.recv(subscription, zmq::recv_flags::dontwait))
+      << "the failed start subscribed: " << subscription.to_string();
+}
+
 TEST(OperationsTest, AdminEndpointsAndMetrics) {
   TempDir dir;
   HttpReceiver rx;

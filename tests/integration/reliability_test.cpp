@@ -250,6 +250,46 @@ TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {
   EXPECT_EQ(received_event_ids(rx), sent);
 }
 
+// Found in review: `timeout` and shells signal the process and then its group within a
+// millisecond, and any second stop signal exited at once (with 0), skipping the drain. Now a
+// repeat within 2 s changes nothing, and a later one exits at once with 128 + the signal.
+TEST(ReliabilityTest, ASecondStopSignalForcesTheExitOnlyAfterTwoSeconds) {
+  TempDir dir;
+  HttpReceiver slow;
+  slow.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response r;
+    r.delay = 30s;
+    return r;
+  });
+  GatewayProcess gw(dir);
+  std::string yaml =
+      config_for(slow.url(), "", "spool: { path: ./spool.db, shutdown_grace_ms: 4000 }\n");
+  const std::string timeout = "timeout_ms: 2000\n";
+  yaml.replace(yaml.find(timeout), timeout.size(), "timeout_ms: 20000\n");  // outlasts the grace
+  for (bool repeat_later : {false, true}) {
+    SCOPED_TRACE(repeat_later ? "a repeat after 2.5 s" : "a repeat after 10 ms");
+    ASSERT_TRUE(gw.start(yaml)) << gw.log();
+    auto pub = publisher_for(gw);
+    ASSERT_TRUE(pub);
+    ASSERT_TRUE(pub->publish("app.event", "{}"));
+    ASSERT_TRUE(slow.wait_for(repeat_later ? 2 : 1, 10s));  // a delivery is in flight
+    const auto stop = std::chrono::steady_clock::now();
+    gw.signal(SIGTERM);
+    std::this_thread::sleep_for(repeat_later ? 2500ms : 10ms);
+    gw.signal(SIGTERM);
+    const int code = gw.wait_exit(10s);
+    const auto took = std::chrono::steady_clock::now() - stop;
+    if (repeat_later) {
+      EXPECT_EQ(code, 128 + SIGTERM) << gw.log();
+      EXPECT_LT(took, 3500ms);  // did not wait out the 4 s grace
+    } else {
+      EXPECT_EQ(code, 0) << gw.log();
+      EXPECT_GE(took, 3500ms);  // the grace was given to the request in flight
+      EXPECT_NE(gw.log().find("already stopping"), std::string::npos) << gw.log();
+    }
+  }
+}
+
 // SIGTERM right after a burst: what ZeroMQ already queued inside the gateway is spooled before
 // the socket closes (the shutdown drain), so nothing the publisher handed over is lost.
 TEST(ReliabilityTest, SigtermRightAfterBurstSpoolsWhatTheBusQueued) {
