@@ -6,12 +6,18 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <mutex>
 #include <string_view>
 
+#include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
 #include "gateway/common/socket_address.hpp"
+#include "gateway/common/thread_name.hpp"
 
 namespace hookgate {
 
@@ -62,10 +68,37 @@ struct AdminDispatch {
     return ret;
   }
 
+  // A connection opened, or closed (before libmicrohttpd closes its socket).
+  static void connection_changed(void* cls, MHD_Connection* c, void**,
+                                 MHD_ConnectionNotificationCode code) {
+    auto* self = static_cast<AdminServer*>(cls);
+    std::lock_guard lock(self->reading_mu_);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      const MHD_ConnectionInfo* info =
+          MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+      if (info) self->reading_[c] = {info->connect_fd, std::chrono::steady_clock::now()};
+    } else {
+      self->reading_.erase(c);
+    }
+  }
+
+  // A request answered: a kept-alive connection's next request has its own deadline.
+  static void request_completed(void* cls, MHD_Connection* c, void**, MHD_RequestTerminationCode) {
+    auto* self = static_cast<AdminServer*>(cls);
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    std::lock_guard lock(self->reading_mu_);
+    if (info) self->reading_[c] = {info->connect_fd, std::chrono::steady_clock::now()};
+  }
+
   // A handler that throws (out of memory while rendering) answers 500; an exception must not
   // leave libmicrohttpd's thread and end the gateway.
   static MhdResult handle(void* cls, MHD_Connection* c, const char* url, const char* method,
                           const char*, const char*, size_t*, void**) {
+    {
+      auto* self = static_cast<AdminServer*>(cls);
+      std::lock_guard lock(self->reading_mu_);
+      self->reading_.erase(c);  // its head is in: the idle timeout covers the rest
+    }
     try {
       return route(static_cast<AdminServer*>(cls), c, url, method);
     } catch (const std::exception& e) {
@@ -104,14 +137,16 @@ struct AdminDispatch {
   }
 };
 
-Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& listen,
-                                                        std::string token, AdminHandlers handlers) {
+Result<std::unique_ptr<AdminServer>> AdminServer::start(
+    const std::string& listen, std::string token, AdminHandlers handlers,
+    std::chrono::milliseconds request_deadline) {
   auto host_port = split_host_port(listen);
   if (!host_port) return make_error("admin.listen: expected HOST:PORT, got " + listen);
   std::string host = std::move(host_port->host);
   const uint16_t port = host_port->port;
 
   std::unique_ptr<AdminServer> server(new AdminServer());
+  server->request_deadline_ = request_deadline;
   server->token_ = std::move(token);
   server->handlers_ = std::move(handlers);
 
@@ -120,20 +155,60 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(const std::string& liste
   auto addr = numeric_socket_address(host, port);
   if (!addr) return make_error("admin.listen: bad IP address " + host);
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
-  if (addr->family() == AF_INET6) flags |= MHD_USE_IPv6;
+  // `[::]` takes IPv4 too, as the bus's `tcp://[::]:port` does; other IPv6 addresses only v6.
+  if (addr->family() == AF_INET6) flags |= host == "::" ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
   server->daemon_ = MHD_start_daemon(
       flags, port, nullptr, nullptr, &AdminDispatch::handle, server.get(), MHD_OPTION_SOCK_ADDR,
       addr->get(), MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_THREAD_POOL_SIZE, kAdminThreads,
       MHD_OPTION_CONNECTION_LIMIT, kMaxAdminConnections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      kMaxAdminConnectionsPerIp, MHD_OPTION_END);
+      kMaxAdminConnectionsPerIp, MHD_OPTION_NOTIFY_CONNECTION, &AdminDispatch::connection_changed,
+      server.get(), MHD_OPTION_NOTIFY_COMPLETED, &AdminDispatch::request_completed, server.get(),
+      MHD_OPTION_END);
   if (!server->daemon_)
     return make_error("cannot listen on " + listen + " for the admin endpoint (address in use?)");
+  server->deadline_thread_ = std::thread([raw = server.get()] {
+    name_this_thread("hg-admin-dl");
+    raw->cut_slow_requests();
+  });
   const MHD_DaemonInfo* info = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
   server->port_ = info ? info->port : port;
   return server;
 }
 
+void AdminServer::cut_slow_requests() {
+  static metrics::Counter& cut = metrics::counter(
+      "hookgate_admin_requests_cut_total",
+      "Admin connections closed because their request's head took too long (slow clients)");
+  static LogLimiter limiter(1, "admin: slow requests cut");
+  std::unique_lock lock(reading_mu_);
+  while (!stopping_) {
+    reading_cv_.wait_for(lock, std::min(request_deadline_ / 4, std::chrono::milliseconds(250)));
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = reading_.begin(); it != reading_.end();) {
+      if (now - it->second.since < request_deadline_) {
+        ++it;
+        continue;
+      }
+      // Not close(): the socket stays libmicrohttpd's, which sees the end and cleans up.
+      ::shutdown(it->second.fd, SHUT_RDWR);
+      cut.inc();
+      if (limiter.allow())
+        spdlog::warn("admin: closed a connection that sent no complete request within {} ms",
+                     request_deadline_.count());
+      it = reading_.erase(it);
+    }
+  }
+}
+
 AdminServer::~AdminServer() {
+  if (deadline_thread_.joinable()) {
+    {
+      std::lock_guard lock(reading_mu_);
+      stopping_ = true;
+    }
+    reading_cv_.notify_all();
+    deadline_thread_.join();
+  }
   if (daemon_) MHD_stop_daemon(daemon_);
 }
 

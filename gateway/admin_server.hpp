@@ -1,14 +1,19 @@
 #pragma once
 // The admin HTTP listener (PRODUCT.md "Operations"): /healthz, /readyz, /metrics, /status.
 // Served by libmicrohttpd's own polling thread, so a slow scraper never touches the pipeline.
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 #include "gateway/common/result.hpp"
 
 struct MHD_Daemon;
+struct MHD_Connection;
 
 namespace hookgate {
 
@@ -22,16 +27,34 @@ class AdminServer {
  public:
   // listen: "HOST:PORT" (IPv4 or "[v6]:port"); port 0 picks a free one. A non-empty token is
   // required as "Authorization: Bearer <token>" on /metrics and /status (health probes stay open).
-  static Result<std::unique_ptr<AdminServer>> start(const std::string& listen, std::string token,
-                                                    AdminHandlers handlers);
+  // `request_deadline`: how long a connection may take to send a request's head (libmicrohttpd's
+  // own timeout is per idle period, so a byte every few seconds held a connection forever).
+  static Result<std::unique_ptr<AdminServer>> start(
+      const std::string& listen, std::string token, AdminHandlers handlers,
+      std::chrono::milliseconds request_deadline = std::chrono::seconds(5));
   ~AdminServer();
   int port() const { return port_; }
 
  private:
   AdminServer() = default;
   friend struct AdminDispatch;
+  void cut_slow_requests();
+
   MHD_Daemon* daemon_ = nullptr;
   std::string token_;
+  // Connections waiting for a request's head: socket and since when. The deadline thread shuts
+  // down those past request_deadline_; an entry goes when the request reaches the handler or the
+  // connection closes (libmicrohttpd reports that before it closes the socket).
+  struct Reading {
+    int fd;
+    std::chrono::steady_clock::time_point since;
+  };
+  std::mutex reading_mu_;
+  std::condition_variable reading_cv_;
+  std::unordered_map<MHD_Connection*, Reading> reading_;
+  bool stopping_ = false;
+  std::chrono::milliseconds request_deadline_{5000};
+  std::thread deadline_thread_;
   AdminHandlers handlers_;
   std::mutex status_mu_;  // held while /status renders
   int port_ = 0;

@@ -2,11 +2,19 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <future>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
+#include <vector>
 
 #include "tests/support/gateway_process.hpp"
 
@@ -51,6 +59,59 @@ class HeldStatus {
   int entered_ = 0;
   bool released_ = false;
 };
+
+// Found in review: libmicrohttpd's timeout is per idle period, so clients sending a byte every
+// few seconds held all 16 connections a client address may have, and the probes were refused
+// for as long as they kept at it.
+TEST(AdminServerTest, ClientsThatTrickleTheirRequestAreCutAtTheDeadline) {
+  auto server = AdminServer::start("127.0.0.1:0", "", {}, 500ms);
+  ASSERT_TRUE(server) << server.error().message;
+  const int port = server.value()->port();
+  std::vector<int> slow;
+  for (int i = 0; i < 16; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    const std::string head = "GET /healthz HTTP/1.1\r\n";
+    ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(head.size()));
+    slow.push_back(fd);
+  }
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    while (!done) {
+      for (int fd : slow) (void)::send(fd, "X", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      std::this_thread::sleep_for(100ms);
+    }
+  });
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  while (std::chrono::steady_clock::now() - start < 5s) {
+    (void)http_get(port, "/healthz", &status);
+    if (status == 200) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  done = true;
+  trickle.join();
+  EXPECT_EQ(status, 200) << "the probe stayed locked out while 16 clients trickled";
+  for (int fd : slow) {
+    char byte;
+    EXPECT_LE(::recv(fd, &byte, 1, MSG_DONTWAIT), 0) << "a trickling connection was left open";
+    ::close(fd);
+  }
+}
+
+// Found in review: `admin.listen: "[::]:PORT"` took IPv6 only, where the bus's `[::]` takes both.
+TEST(AdminServerTest, TheIpv6AnyAddressTakesIpv4Too) {
+  auto server = AdminServer::start("[::]:0", "", {});
+  if (!server) GTEST_SKIP() << "no IPv6 here: " << server.error().message;
+  int status = 0;
+  EXPECT_EQ(http_get(server.value()->port(), "/healthz", &status), "ok\n");  // over 127.0.0.1
+  EXPECT_EQ(status, 200);
+}
 
 // Found in review: two /status requests, each waiting on native hooks' snapshots, held both admin
 // threads, and /healthz went unanswered while they did.
