@@ -1,6 +1,9 @@
 #include "webhooks/sqlite_spool.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -11,10 +14,12 @@
 #include <mutex>
 #include <tuple>
 #include <unordered_set>
+#include <utility>
 
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/text.hpp"
 #include "gateway/common/thread_name.hpp"
 
 namespace hookgate::webhooks {
@@ -407,6 +412,29 @@ Status SqliteSpool::init(bool tools) {
   const std::string sync_pragma = "PRAGMA synchronous=" + sync;
   auto fail = [&](Conn& c, const std::string& what) { return make_error(what + ": " + c.error()); };
 
+  if (!tools) {
+    const std::string lock_path = path_ + ".lock";
+    owner_lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (owner_lock_fd_ < 0)
+      return make_error("cannot open " + lock_path + ": " + std::strerror(errno));
+    if (::flock(owner_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char holder[32] = {};
+      (void)::pread(owner_lock_fd_, holder, sizeof holder - 1, 0);
+      ::close(std::exchange(owner_lock_fd_, -1));
+      if (err != EWOULDBLOCK)
+        return make_error("cannot lock " + lock_path + ": " + std::strerror(err));
+      return make_error("another gateway uses this spool (process " + std::string(trim(holder)) +
+                        " holds " + lock_path +
+                        "): two would send each delivery twice; stop it or give this one its own "
+                        "spool.path");
+    }
+    const std::string pid = std::to_string(::getpid()) + "\n";
+    if (::ftruncate(owner_lock_fd_, 0) != 0 ||
+        ::pwrite(owner_lock_fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+      spdlog::debug("spool: cannot write the pid into {}.lock", path_);  // the lock still holds
+  }
+
   // Conn owns the handle even when opening fails (sqlite3_open_v2 may still allocate one).
   auto main = std::make_unique<Conn>();
   if (auto st = open_db(path_, !tools, tuning_.busy_timeout_ms, &main->db); !st) return st;
@@ -601,6 +629,7 @@ void SqliteSpool::close() {
     writer_->exec("PRAGMA wal_checkpoint(TRUNCATE)");
     writer_.reset();
   }
+  if (owner_lock_fd_ >= 0) ::close(std::exchange(owner_lock_fd_, -1));  // the file stays: no race
   std::lock_guard lock(mu_);
   lanes_.clear();
   in_flight_.clear();
@@ -743,6 +772,10 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   size_t rows = 0;
   const int64_t t0 = now_steady_ns();
   if (any_txn) {
+    {
+      std::lock_guard lock(stats_mu_);
+      ++batches_taken_;
+    }
     if (!begin_waiting(c)) failure = c.error();
     for (auto& op_ptr : ops) {
       if (!failure.empty()) break;
@@ -1810,6 +1843,7 @@ SqliteSpool::Stats SqliteSpool::stats() {
   }
   std::lock_guard lock(stats_mu_);
   s.commits = commits_;
+  s.batches_taken = batches_taken_;
   s.rows_written = rows_written_;
   return s;
 }

@@ -141,6 +141,8 @@ class SqliteSpool final : public DeliveryStore {
     size_t unrecorded_outcomes = 0;  // outcomes the writer failed to record and will retry
     uint64_t disk_reads = 0;         // claims that read the file (not served from memory)
     uint64_t commits = 0;            // writer transactions
+    uint64_t batches_taken = 0;      // batches the writer took up (before it begins: a test's
+                                     // way to know what the next batch cannot hold)
     uint64_t rows_written = 0;
   };
   Stats stats();
@@ -238,6 +240,9 @@ class SqliteSpool final : public DeliveryStore {
                                const std::string& webhook);
 
   const std::string path_;
+  // The gateway's exclusive flock on `path_.lock`: two gateways on one spool would each claim and
+  // send the same deliveries. The CLI's tools mode takes none.
+  int owner_lock_fd_ = -1;
   const config::SpoolConfig cfg_;
   const SqliteSpoolTuning tuning_;
   const bool tools_;
@@ -299,6 +304,7 @@ class SqliteSpool final : public DeliveryStore {
   bool resync_pending_ = false;
   std::string last_write_error_;
   uint64_t commits_ = 0;
+  uint64_t batches_taken_ = 0;
   uint64_t rows_written_ = 0;
   std::mutex stats_mu_;
 };

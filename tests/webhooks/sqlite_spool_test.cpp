@@ -109,6 +109,23 @@ TEST_F(SqliteSpoolTest, AddClaimCompleteRoundTrip) {
   EXPECT_EQ(spool->list(std::nullopt, "", 1).size(), 1u);
 }
 
+// Found in review: nothing stopped two gateways from running on one spool, each claiming and
+// sending the same pending deliveries. The gateway holds spool.path's .lock; the CLI takes none.
+TEST_F(SqliteSpoolTest, OneGatewayAtATimeOwnsTheSpool) {
+  auto first = open();
+  ASSERT_TRUE(first);
+  auto second = SqliteSpool::open(cfg_, SqliteSpoolTuning{}, false);
+  ASSERT_FALSE(second);
+  EXPECT_NE(
+      second.error().message.find("another gateway uses this spool (process " +
+                                  std::to_string(::getpid()) + " holds " + cfg_.path + ".lock)"),
+      std::string::npos)
+      << second.error().message;
+  EXPECT_TRUE(open(/*tools=*/true));  // `hookgate deliveries` works beside a running gateway
+  first.reset();
+  EXPECT_TRUE(open());  // and the next gateway starts once the first is gone
+}
+
 TEST_F(SqliteSpoolTest, ClaimedDeliveriesAreNotHandedOutTwice) {
   auto spool = open();
   ASSERT_TRUE(spool);
@@ -1319,8 +1336,10 @@ TEST_F(SqliteSpoolTest, AnOutcomeHeldWithItsLostTransactionDoesNotActOnTheLostRo
     ForeignWriteLock lock(cfg_.path);
     // The writer takes this batch and waits for the lock; what follows queues up behind it and
     // goes into one transaction, which "poison" loses.
+    const uint64_t taken = spool->stats().batches_taken;
     auto blocker = spool->add_async({make("blocker", "audit")});
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(testing::wait_until([&] { return spool->stats().batches_taken > taken; },
+                                    std::chrono::seconds(5)));
     auto lost = spool->add_async({make("lost-retry", "siem"), make("lost-delivered", "siem")});
     auto claimed = spool->claim_due("siem", now_unix_ms(), 10);
     ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"lost-retry", "lost-delivered"}));
@@ -1360,6 +1379,10 @@ TEST_F(SqliteSpoolTest, AFileThisUserCannotWriteIsRefusedAtOpen) {
                   root ? fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                              fs::perms::others_read
                        : fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  // The owner lock beside it (made by the open above) stays usable: the spool file is the point.
+  fs::permissions(cfg_.path + ".lock", fs::perms::owner_read | fs::perms::owner_write |
+                                           fs::perms::group_read | fs::perms::group_write |
+                                           fs::perms::others_read | fs::perms::others_write);
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
   const pid_t pid = fork();
