@@ -86,6 +86,9 @@ struct Gateway::Impl {
   std::unique_ptr<webhooks::Dispatcher> dispatcher;
   std::unique_ptr<hooks::ObserverPool> observers;
   std::unique_ptr<AdminServer> admin;
+  // The admin listener's threads render /status from most members here: it stops first on every
+  // path, a start that fails after it started (the bus port taken) included.
+  ~Impl() { admin.reset(); }
 
   mutable std::mutex mu;  // guards chain, router, cfg.webhooks
   // Bumped (under mu) whenever `router` is replaced: settled adds compare it without the lock.
