@@ -109,8 +109,11 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
   try {
     // yaml-cpp 0.7 takes a quote left open at the end of a file as closed there, so the rest of
     // the file became that value without a word. An explicit end of document after the text
-    // makes it an error ("illegal document indicator in scalar"), and changes nothing else.
-    YAML::Node root = YAML::Load(text + "\n...\n");
+    // makes it an error ("illegal document indicator in scalar").
+    // Only the line break that is missing goes before it: a keep-chomping `|+` value at the end
+    // would take an extra one.
+    YAML::Node root =
+        YAML::Load(text + (text.empty() || text.back() == '\n' ? "" : "\n") + "...\n");
     if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
     return root;
   } catch (const YAML::Exception& e) {

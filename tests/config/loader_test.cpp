@@ -393,6 +393,12 @@ TEST(ConfigLoaderTest, AQuoteLeftOpenIsAnErrorWhereItOpens) {
               "quote is missing, so the rest of the file would be part of it)");
     EXPECT_FALSE(load(text.substr(0, text.size() - 1)));  // without the last newline too
   }
+  // A keep-chomping block at the end keeps exactly its own line breaks.
+  auto kept = load(
+      "webhooks:\n  - name: a\n    url: http://x/\n    body: splunk_hec\n"
+      "    hec:\n      sourcetype: |+\n        x\n");
+  ASSERT_TRUE(kept) << first_error(kept);
+  EXPECT_EQ(kept->webhooks.at(0).hec_sourcetype, "x\n");
   // Other errors at the end of the file stay there (not at the end of document appended).
   EXPECT_EQ(first_error(load("log: { level: info\n")).substr(0, 13), "test.yaml:2:1");
   // A closed quote, a block scalar and an explicit end at the end of the file stay fine.
