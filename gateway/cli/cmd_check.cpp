@@ -33,7 +33,9 @@ int cmd_check(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "%s: %s\n", cfg->file.c_str(), st.error().message.c_str());
     ++problems;
   }
-  // `run` cannot open a spool in a folder that is not there or not writable.
+  // `run` cannot open a spool in a folder that is not there or not writable: an error for
+  // --config-only (a service's ExecStartPre, on the machine that runs it), a warning for the full
+  // check, which also validates configs away from their machine (in CI, say).
   if (cfg->spool.mode == config::SpoolConfig::Mode::Sqlite) {
     const std::filesystem::path spool(cfg->spool.path);
     std::error_code ec;
@@ -46,10 +48,12 @@ int cmd_check(const std::vector<std::string>& argv) {
       problem = "its folder " + spool.parent_path().string() + " is not writable";
     if (!problem.empty()) {
       const auto& at = cfg->spool.path_where;
-      std::fprintf(stderr, "%s: spool.path %s: %s\n",
-                   at.line ? at.str().c_str() : cfg->file.c_str(), cfg->spool.path.c_str(),
-                   problem.c_str());
-      ++problems;
+      const bool fatal = args.has("config-only");
+      std::fprintf(stderr, "%s: %sspool.path %s: %s%s\n",
+                   at.line ? at.str().c_str() : cfg->file.c_str(),
+                   fatal ? "" : "warning: ", cfg->spool.path.c_str(), problem.c_str(),
+                   fatal ? "" : " (run refuses to start until it is)");
+      if (fatal) ++problems;
     }
   }
   // What `run` refuses to start on ends here; the rest would leave a hook out or pause a
