@@ -690,8 +690,9 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
     spdlog::info(
         "bus: topics filter the bus, so gaps in publishers' sequence numbers are not "
         "counted as dropped messages");
-  // The admin listener before the bus: a start that fails on its port (the old instance still
-  // draining) must not have subscribed first, taking events from publishers and then exiting.
+  // The admin listener before the bus: a start that fails on its port (an old instance still
+  // draining; with the durable spool its lock refuses that start earlier, a memory-spool one
+  // gets this far) must not have subscribed first, taking events from publishers and exiting.
   if (g.cfg.admin.enabled) {
     AdminHandlers handlers{
         .ready = [raw] { return raw->ready(); },

@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <limits>
 #include <mutex>
@@ -388,6 +390,46 @@ SqliteSpool::~SqliteSpool() {
 }
 
 namespace {
+// The gateway's exclusive lock on a spool (owner_lock_fd_): `FILE.lock` beside the file SQLite
+// really opens (symlinks resolved, as SQLite resolves them, so two paths to one file share one
+// lock), holding the holder's pid. Made by root (a debugging run), it is given to the spool's
+// owner, as SQLite does with its -wal file: a lock the service's user cannot open would keep the
+// service from starting.
+Result<int> take_owner_lock(const std::string& db_path) {
+  std::error_code ec;
+  std::filesystem::path real = std::filesystem::weakly_canonical(db_path, ec);
+  if (ec) real = db_path;
+  const std::string lock_path = real.string() + ".lock";
+  int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const bool writable = fd >= 0;
+  // flock needs no write access: someone else's lock file still locks, without the pid.
+  if (fd < 0 && errno == EACCES) fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return make_error("cannot open " + lock_path + ": " + std::strerror(errno));
+  if (writable && ::geteuid() == 0) {
+    struct stat owner {};
+    if (::stat(real.c_str(), &owner) == 0 || ::stat(real.parent_path().c_str(), &owner) == 0)
+      (void)::fchown(fd, owner.st_uid, owner.st_gid);
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[32] = {};
+    (void)::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    if (err != EWOULDBLOCK)
+      return make_error("cannot lock " + lock_path + ": " + std::strerror(err));
+    const std::string pid(trim(holder));
+    return make_error("another gateway uses this spool (process " + (pid.empty() ? "?" : pid) +
+                      " holds " + lock_path +
+                      "): two would send each delivery twice; stop it or give this one its own "
+                      "spool.path");
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (writable && (::ftruncate(fd, 0) != 0 ||
+                   ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())))
+    spdlog::debug("spool: cannot write the pid into {}", lock_path);  // the lock still holds
+  return fd;
+}
+
 // Opens one connection with the settings every connection needs.
 Status open_db(const std::string& path, bool create, int busy_ms, sqlite3** out) {
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;  // our own mutexes guard each handle
@@ -413,26 +455,9 @@ Status SqliteSpool::init(bool tools) {
   auto fail = [&](Conn& c, const std::string& what) { return make_error(what + ": " + c.error()); };
 
   if (!tools) {
-    const std::string lock_path = path_ + ".lock";
-    owner_lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (owner_lock_fd_ < 0)
-      return make_error("cannot open " + lock_path + ": " + std::strerror(errno));
-    if (::flock(owner_lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      char holder[32] = {};
-      (void)::pread(owner_lock_fd_, holder, sizeof holder - 1, 0);
-      ::close(std::exchange(owner_lock_fd_, -1));
-      if (err != EWOULDBLOCK)
-        return make_error("cannot lock " + lock_path + ": " + std::strerror(err));
-      return make_error("another gateway uses this spool (process " + std::string(trim(holder)) +
-                        " holds " + lock_path +
-                        "): two would send each delivery twice; stop it or give this one its own "
-                        "spool.path");
-    }
-    const std::string pid = std::to_string(::getpid()) + "\n";
-    if (::ftruncate(owner_lock_fd_, 0) != 0 ||
-        ::pwrite(owner_lock_fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
-      spdlog::debug("spool: cannot write the pid into {}.lock", path_);  // the lock still holds
+    auto lock = take_owner_lock(path_);
+    if (!lock) return lock.error();
+    owner_lock_fd_ = *lock;
   }
 
   // Conn owns the handle even when opening fails (sqlite3_open_v2 may still allocate one).

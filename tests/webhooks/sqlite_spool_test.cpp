@@ -122,6 +122,12 @@ TEST_F(SqliteSpoolTest, OneGatewayAtATimeOwnsTheSpool) {
       std::string::npos)
       << second.error().message;
   EXPECT_TRUE(open(/*tools=*/true));  // `hookgate deliveries` works beside a running gateway
+  // Another path to the same file (a symlink) is the same spool: SQLite follows it.
+  const fs::path link = dir_ / "link.db";
+  fs::create_symlink(cfg_.path, link);
+  config::SpoolConfig via_link = cfg_;
+  via_link.path = link.string();
+  EXPECT_FALSE(SqliteSpool::open(via_link, SqliteSpoolTuning{}, false));
   first.reset();
   EXPECT_TRUE(open());  // and the next gateway starts once the first is gone
 }
