@@ -185,7 +185,7 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                      id.c_str());
       if (error)
         return fail(*error + " (" + std::to_string(ids.size() - tried) + " of " +
-                    std::to_string(ids.size()) + " ids not tried)");
+                    std::to_string(ids.size()) + " ids not replayed)");
       return missed.empty() ? 0 : 1;
     }
     std::printf("%zu dead deliveries queued again\n", moved);

@@ -183,6 +183,29 @@ TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
   EXPECT_TRUE(all) << missing << " of " << accepted.size() << " accepted events never arrived";
 }
 
+// Found in review: `deliveries replay ID…` reported a spool locked by another writer as "no
+// dead delivery with that id", and waited out the busy timeout again for every further id.
+TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
+  TempDir dir;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for("http://127.0.0.1:9/"))) << gw.log();  // makes the spool
+  gw.signal(SIGTERM);
+  ASSERT_EQ(gw.wait_exit(10s), 0) << gw.log();
+  const std::string spool = (dir.path() / "hookgate-spool.db").string();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(spool.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_hookgate({"deliveries", "replay", "--spool", spool, "msg_a", "msg_b", "msg_c"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("database is locked (3 of 3 ids not replayed)"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("no dead delivery"), std::string::npos) << r.err;
+  EXPECT_LT(took, 9s);  // one busy timeout (5 s), not one per id
+}
+
 // A commit held up (here by another connection holding the spool's write lock, as a slow fsync
 // would) does not hold up the first attempt: the receiver gets the event while the gateway has
 // not yet counted it accepted, and it is counted once the commit lands.
@@ -277,8 +300,9 @@ TEST(ReliabilityTest, ASecondStopSignalForcesTheExitOnlyAfterTwoSeconds) {
     gw.signal(SIGTERM);
     std::this_thread::sleep_for(repeat_later ? 3000ms : 10ms);
     gw.signal(SIGTERM);
-    const int code = gw.wait_exit(10s);
+    const int code = gw.wait_exit(15s);
     const auto took = std::chrono::steady_clock::now() - stop;
+    ASSERT_GE(code, 0) << "did not exit: " << gw.log();  // the next start needs its spool lock
     if (repeat_later) {
       EXPECT_EQ(code, 128 + SIGTERM) << gw.log();
       EXPECT_LT(took, 5000ms);  // did not wait out the 6 s grace
