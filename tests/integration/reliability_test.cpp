@@ -239,20 +239,27 @@ TEST(ReliabilityTest, FirstAttemptDoesNotWaitForTheCommit) {
       << http_get(gw.admin_port(), "/metrics");
 }
 
-TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {
-  TempDir dir;
-  HttpReceiver slow;
+// `slow` holds every request for 30 s, and the config's timeout outlasts `grace_ms`: a stop
+// finds its deliveries in flight.
+std::string config_with_requests_held(HttpReceiver& slow, int grace_ms) {
   slow.set_handler([](const HttpReceiver::Request&) {
     HttpReceiver::Response r;
     r.delay = 30s;
     return r;
   });
-  GatewayProcess gw(dir);
-  std::string yaml =
-      config_for(slow.url(), "", "spool: { path: ./spool.db, shutdown_grace_ms: 300 }\n");
+  std::string yaml = config_for(
+      slow.url(), "",
+      "spool: { path: ./spool.db, shutdown_grace_ms: " + std::to_string(grace_ms) + " }\n");
   const std::string timeout = "timeout_ms: 2000\n";
-  yaml.replace(yaml.find(timeout), timeout.size(), "timeout_ms: 20000\n");  // outlasts the grace
-  ASSERT_TRUE(gw.start(yaml)) << gw.log();
+  yaml.replace(yaml.find(timeout), timeout.size(), "timeout_ms: 20000\n");
+  return yaml;
+}
+
+TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {
+  TempDir dir;
+  HttpReceiver slow;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with_requests_held(slow, 300))) << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
   std::set<std::string> sent;
@@ -279,16 +286,8 @@ TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {
 TEST(ReliabilityTest, ASecondStopSignalForcesTheExitOnlyAfterTwoSeconds) {
   TempDir dir;
   HttpReceiver slow;
-  slow.set_handler([](const HttpReceiver::Request&) {
-    HttpReceiver::Response r;
-    r.delay = 30s;
-    return r;
-  });
   GatewayProcess gw(dir);
-  std::string yaml =
-      config_for(slow.url(), "", "spool: { path: ./spool.db, shutdown_grace_ms: 6000 }\n");
-  const std::string timeout = "timeout_ms: 2000\n";
-  yaml.replace(yaml.find(timeout), timeout.size(), "timeout_ms: 20000\n");  // outlasts the grace
+  const std::string yaml = config_with_requests_held(slow, 6000);
   for (bool repeat_later : {false, true}) {
     SCOPED_TRACE(repeat_later ? "a repeat after 3 s" : "a repeat after 10 ms");
     ASSERT_TRUE(gw.start(yaml)) << gw.log();

@@ -443,6 +443,14 @@ void exec_on(const std::string& path, const char* sql) {
   sqlite3_close(db);
 }
 
+// Installs a fault (a trigger) from another connection, then puts the spool's writer behind that
+// commit (it rereads the file after another process wrote), so what follows meets the fault.
+void inject_fault(SqliteSpool& spool, const std::string& path, const char* trigger) {
+  exec_on(path, trigger);
+  ASSERT_TRUE(spool.flush());
+  ASSERT_TRUE(spool.flush());
+}
+
 // VACUUM (and .dump) may renumber implicit rowids; deliveries must keep their own bodies.
 TEST_F(SqliteSpoolTest, BodiesStayWithTheirDeliveriesThroughVacuum) {
   cfg_.retention_ms = 0;
@@ -1038,13 +1046,11 @@ TEST_F(SqliteSpoolTest, AnOutcomeSqliteCouldNotRecordIsRetriedWhileItsDeliveryIs
   ASSERT_TRUE(spool);
   // A statement-level error (as SQLITE_FULL or an I/O error can be) that leaves the rest of the
   // transaction standing: RAISE(ABORT) in a trigger fails only the UPDATE of x1.
-  exec_on(cfg_.path,
-          "CREATE TRIGGER fail_x1 BEFORE UPDATE ON deliveries WHEN OLD.id = 'x1' "
-          "BEGIN SELECT RAISE(ABORT, 'injected'); END;");
   // The writer notices that commit (another process wrote: it rereads the file) after a batch;
   // two flushes put it behind us, so the deliveries below are held in memory.
-  ASSERT_TRUE(spool->flush());
-  ASSERT_TRUE(spool->flush());
+  inject_fault(*spool, cfg_.path,
+               "CREATE TRIGGER fail_x1 BEFORE UPDATE ON deliveries WHEN OLD.id = 'x1' "
+               "BEGIN SELECT RAISE(ABORT, 'injected'); END;");
   ASSERT_TRUE(spool->add({make("x1", "siem"), make("x2", "siem")}));
   auto claimed = spool->claim_due("siem", now_unix_ms(), 10);
   ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"x1", "x2"}));
@@ -1332,11 +1338,9 @@ TEST_F(SqliteSpoolTest, AnOutcomeHeldWithItsLostTransactionDoesNotActOnTheLostRo
   auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
   // Inserting "poison" loses its whole transaction, as a full disk or an I/O error does.
-  exec_on(cfg_.path,
-          "CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.id = 'poison' "
-          "BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;");
-  ASSERT_TRUE(spool->flush());  // the writer rereads the file after that commit: behind us
-  ASSERT_TRUE(spool->flush());
+  inject_fault(*spool, cfg_.path,
+               "CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.id = 'poison' "
+               "BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;");
   ASSERT_TRUE(spool->add({make("kept", "audit")}));
   {
     ForeignWriteLock lock(cfg_.path);
@@ -1424,11 +1428,9 @@ TEST_F(SqliteSpoolTest, ABatchRefusedForAnythingButADuplicateIdIsAWriteError) {
   auto spool = open();
   ASSERT_TRUE(spool);
   // Fails the statement only (RAISE(ABORT)), as a file turned read-only or a full disk can.
-  exec_on(cfg_.path,
-          "CREATE TRIGGER refuse BEFORE INSERT ON deliveries WHEN NEW.id = 'refused' "
-          "BEGIN SELECT RAISE(ABORT, 'injected'); END;");
-  ASSERT_TRUE(spool->flush());
-  ASSERT_TRUE(spool->flush());
+  inject_fault(*spool, cfg_.path,
+               "CREATE TRIGGER refuse BEFORE INSERT ON deliveries WHEN NEW.id = 'refused' "
+               "BEGIN SELECT RAISE(ABORT, 'injected'); END;");
   ASSERT_TRUE(spool->add({make("u1", "siem")}));
   const uint64_t before = errors.value();
   EXPECT_FALSE(spool->add({make("u1", "siem")}));
@@ -1452,11 +1454,9 @@ TEST_F(SqliteSpoolTest, RecoveryIsLoggedOnlyWhenAWriteSucceeds) {
   auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
   // Every insert of a "lost…" delivery loses its transaction, as a full disk does.
-  exec_on(cfg_.path,
-          "CREATE TRIGGER full BEFORE INSERT ON deliveries WHEN NEW.id LIKE 'lost%' "
-          "BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;");
-  ASSERT_TRUE(spool->flush());
-  ASSERT_TRUE(spool->flush());
+  inject_fault(*spool, cfg_.path,
+               "CREATE TRIGGER full BEFORE INSERT ON deliveries WHEN NEW.id LIKE 'lost%' "
+               "BEGIN SELECT RAISE(ROLLBACK, 'injected'); END;");
   for (int i = 0; i < 3; ++i) {
     const std::string id = "lost" + std::to_string(i);
     std::vector<Delivery> claimed;
