@@ -54,6 +54,10 @@ int fail(const std::string& message, int code = 1);
 std::optional<int> check_usage(const Args& args, const std::vector<std::string>& known,
                                const char* usage, bool takes_arguments = false);
 
+// As PID 1 (a container's entrypoint without --init), forks: this process stays PID 1, reaps
+// every orphan and forwards signals, as tini does, and returns the gateway child's exit code; the
+// child (or any process that is not PID 1) gets nullopt and runs the gateway.
+std::optional<int> stay_init_if_pid1();
 int cmd_run(const std::vector<std::string>& argv);
 int cmd_publish(const std::vector<std::string>& argv);
 int cmd_check(const std::vector<std::string>& argv);

@@ -1,8 +1,12 @@
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -149,6 +153,34 @@ std::optional<config::Config> load_config_or_report(const Args& args) {
     return std::nullopt;
   }
   return std::move(cfg).value();
+}
+
+std::optional<int> stay_init_if_pid1() {
+  // PID 1 inherits every orphan in its namespace: the children of a hook whose process group a
+  // timeout killed. The gateway reaps only what it started, so as PID 1 those would stay zombies
+  // until the PID limit stopped hooks from starting.
+  if (::getpid() != 1) return std::nullopt;
+  sigset_t all, before;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &before);  // from here no signal is lost: they wait for sigwait
+  const pid_t gateway = ::fork();
+  if (gateway <= 0) {  // the child, or no child (then run unguarded, as before)
+    sigprocmask(SIG_SETMASK, &before, nullptr);
+    if (gateway < 0)
+      std::fprintf(stderr, "hookgate: cannot fork as PID 1: %s\n", std::strerror(errno));
+    return std::nullopt;
+  }
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&all, &sig) != 0) continue;
+    if (sig != SIGCHLD) {
+      ::kill(gateway, sig);  // SIGTERM, SIGINT, SIGHUP: the gateway's to handle
+      continue;
+    }
+    int status = 0;
+    for (pid_t done; (done = ::waitpid(-1, &status, WNOHANG)) > 0;)
+      if (done == gateway) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
 }
 
 void handle_signals(std::function<void(int)> on_signal) {

@@ -64,7 +64,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hookgate: cannot mark the process not dumpable: %s\n",
                  std::strerror(errno));
   using namespace hookgate::cli;
-  if (verb == "run") return cmd_run(rest);
+  if (verb == "run") {
+    if (auto code = stay_init_if_pid1()) return *code;
+    return cmd_run(rest);
+  }
   if (verb == "publish") return cmd_publish(rest);
   if (verb == "check") return cmd_check(rest);
   if (verb == "hooks") return cmd_hooks(rest);

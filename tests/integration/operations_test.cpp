@@ -3,7 +3,9 @@
 #include <rapidjson/document.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
 
 #include <map>
 #include <set>
@@ -62,6 +64,70 @@ TEST(OperationsTest, AStartThatFailsOnTheAdminPortNeverSubscribes) {
   zmq::message_t subscription;
   EXPECT_FALSE(publisher.recv(subscription, zmq::recv_flags::dontwait))
       << "the failed start subscribed: " << subscription.to_string();
+}
+
+// Zombie processes (state Z) named `name` whose parent's command line mentions `marker`.
+int zombies_under(const std::string& name, const std::string& marker) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string stat = read_text(entry.path() / "stat");
+    const auto open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close + 4 >= stat.size())
+      continue;
+    if (stat.substr(open + 1, close - open - 1) != name || stat[close + 2] != 'Z') continue;
+    const std::string parent = std::to_string(std::stol(stat.substr(close + 4)));
+    std::string cmdline = read_text("/proc/" + parent + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(marker) != std::string::npos) ++count;
+  }
+  return count;
+}
+
+// Found in review: as PID 1 (a container's entrypoint without --init) the gateway inherited the
+// children of hooks whose process group a timeout killed, and never reaped them: zombies piled
+// up until the PID limit stopped hooks from starting. PID 1 now stays a small init that reaps.
+TEST(OperationsTest, AsPid1TheGatewayReapsTheOrphansOfTimedOutHooks) {
+  if (run_program({"/usr/bin/unshare", "--fork", "--pid", "--mount-proc", "true"}).exit_code != 0)
+    GTEST_SKIP() << "cannot make a PID namespace here (needs CAP_SYS_ADMIN)";
+  TempDir dir;
+  // `sh` is the hook's process, reaped by the gateway; `sleep` and `cat` are its children,
+  // orphaned when the timeout kills the group.
+  dir.write("hooks/_10_slow.yaml",
+            "kind: transform\ncommand: sleep 5 | cat\ntimeout_ms: 200\non_error: open\n");
+  const std::string endpoint = "ipc://" + (dir.path() / "bus.sock").string();
+  const std::string config =
+      dir.write("pid1.yaml", "bus: { bind: \"" + endpoint +
+                                 "\" }\nadmin: { enabled: false }\nhooks: { "
+                                 "directories: [" +
+                                 (dir.path() / "hooks").string() +
+                                 "] }\nspool: { path: ./spool.db }\nwebhooks: []\n");
+  ChildProcess gw({"/usr/bin/unshare", "--fork", "--pid", "--mount-proc", "--kill-child=SIGTERM",
+                   HOOKGATE_BINARY, "run", "--config", config},
+                  (dir.path() / "pid1.log").string());
+  ASSERT_TRUE(gw.started());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_FALSE(publish(endpoint, "app.event", "{}").empty()) << gw.log();
+    ASSERT_TRUE(wait_until(
+        [&] { return read_text(dir.path() / "pid1.log").find("timed out") != std::string::npos; },
+        10s))
+        << gw.log();
+  }
+  std::this_thread::sleep_for(1500ms);  // three timeouts and their kills are done
+  EXPECT_EQ(zombies_under("sleep", config) + zombies_under("cat", config), 0) << gw.log();
+  // unshare ignores SIGTERM while it waits: stop the namespace's PID 1, which hands it on.
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string cmdline = read_text(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    const std::string stat = read_text(entry.path() / "stat");
+    const auto close = stat.rfind(')');
+    if (cmdline.rfind(HOOKGATE_BINARY, 0) != 0 || cmdline.find(config) == std::string::npos ||
+        close == std::string::npos)
+      continue;
+    const std::string parent = std::to_string(std::stol(stat.substr(close + 4)));
+    if (read_text("/proc/" + parent + "/comm") == "unshare\n")
+      ::kill(std::stoi(entry.path().filename().string()), SIGTERM);
+  }
+  EXPECT_EQ(gw.wait_exit(20s), 0) << gw.log();  // the gateway's own exit code, through init
 }
 
 TEST(OperationsTest, AdminEndpointsAndMetrics) {
