@@ -313,28 +313,35 @@ Result<std::string> read_server_key(const std::string& z85_or_file) {
   return keys->public_key;
 }
 
-Status check_curve_files(const config::CurveConfig& cfg) {
+Result<void, config::Diagnostic> check_curve_files(const config::CurveConfig& cfg) {
+  using config::Diagnostic;
   if (!cfg.enabled) return {};
   if (cfg.client_mode()) {
     auto server = read_server_key(cfg.server_key);
-    if (!server) return make_error("bus.curve.server_key: " + server.error().message);
+    if (!server)
+      return Diagnostic{cfg.server_key_where, "bus.curve.server_key: " + server.error().message};
     if (!valid_z85_key(*server))
-      return make_error("bus.curve.server_key: not a 40-character Z85 key");
+      return Diagnostic{cfg.server_key_where, "bus.curve.server_key: not a 40-character Z85 key"};
     auto own = read_key_file(cfg.secret_key_file);
-    if (!own) return make_error("bus.curve.secret_key_file: " + own.error().message);
+    if (!own)
+      return Diagnostic{cfg.secret_key_file_where,
+                        "bus.curve.secret_key_file: " + own.error().message};
     if (!valid_z85_key(own->public_key) || !valid_z85_key(own->secret_key))
-      return make_error(
-          "bus.curve.secret_key_file: the client keypair is incomplete (need "
-          "public and secret)");
+      return Diagnostic{cfg.secret_key_file_where,
+                        "bus.curve.secret_key_file: the client keypair is incomplete (need "
+                        "public and secret)"};
     return {};
   }
   auto keys = read_key_file(cfg.secret_key_file);
-  if (!keys) return make_error("bus.curve.secret_key_file: " + keys.error().message);
+  if (!keys)
+    return Diagnostic{cfg.secret_key_file_where,
+                      "bus.curve.secret_key_file: " + keys.error().message};
   if (keys->secret_key.empty())
-    return make_error("bus.curve.secret_key_file: key file " + cfg.secret_key_file +
-                      " has no secret key");
+    return Diagnostic{cfg.secret_key_file_where, "bus.curve.secret_key_file: key file " +
+                                                     cfg.secret_key_file + " has no secret key"};
   if (auto allowed = read_allowed_clients(cfg.allowed_clients); !allowed)
-    return make_error("bus.curve.allowed_clients: " + allowed.error().message);
+    return Diagnostic{cfg.allowed_clients_where,
+                      "bus.curve.allowed_clients: " + allowed.error().message};
   return {};
 }
 

@@ -123,8 +123,9 @@ class ZapAuthenticatorStopper {
 // A server public key given as 40 Z85 characters or as a key file (`hookgate keygen` output).
 Result<std::string> read_server_key(const std::string& z85_or_file);
 // Reads the key files `cfg` names the way the gateway's start does, without a socket, so
-// `hookgate check` refuses what `hookgate run` would. Errors name the setting, never a key.
-Status check_curve_files(const config::CurveConfig& cfg);
+// `hookgate check` refuses what `hookgate run` would. Errors name the setting and point at it,
+// never show a key.
+Result<void, config::Diagnostic> check_curve_files(const config::CurveConfig& cfg);
 // Makes `sock` a CURVE client of `server_public` using the client keypair.
 Status configure_curve_client(zmq::socket_t& sock, const std::string& server_public,
                               const CurveKeypair& client);

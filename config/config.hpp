@@ -18,7 +18,7 @@ struct Position {
   std::string file;
   int line = 0;
   int column = 0;
-  std::string str() const;  // "file:line:col"
+  std::string str() const;  // "file:line:col", or "file" when the position is unknown
 };
 
 struct Diagnostic {
@@ -38,6 +38,11 @@ struct CurveConfig {
   // key file. Then secret_key_file is this gateway's client keypair and allowed_clients unused.
   std::string server_key;
   bool client_mode() const { return enabled && !server_key.empty(); }
+  // Of each key's value (or of `bus.curve` when the key is not set): the files are read after
+  // loading, and their errors point here.
+  Position secret_key_file_where;
+  Position allowed_clients_where;
+  Position server_key_where;
 };
 
 // The largest bus.max_message_bytes (and --max-message-bytes) accepted: the sockets' hard cap is
@@ -110,7 +115,14 @@ struct WebhookConfig {
   enum class HttpClient { Auto, Libcurl };
   HttpClient http_client = HttpClient::Auto;
   TlsConfig tls;
+  // Of the webhook's mapping, and of the values checked after loading (by `hookgate check`, and
+  // by the dispatcher, which pauses a webhook it cannot use): each problem points at its key.
   Position where;
+  Position url_where;
+  Position secrets_where;  // `secret` or `secrets`
+  Position allow_cidrs_where;
+  Position deny_cidrs_where;
+  std::vector<Position> header_where;  // one per `headers` entry, of its name
 };
 
 struct SpoolConfig {

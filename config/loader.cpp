@@ -64,6 +64,9 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   curve.get("secret_key_file", bus.curve.secret_key_file);
   curve.get("allowed_clients", bus.curve.allowed_clients);
   curve.get("server_key", bus.curve.server_key);
+  bus.curve.secret_key_file_where = curve.pos("secret_key_file");
+  bus.curve.allowed_clients_where = curve.pos("allowed_clients");
+  bus.curve.server_key_where = curve.pos("server_key");
   bus.curve.secret_key_file = resolve_path(bus.curve.secret_key_file, base_dir);
   bus.curve.allowed_clients = resolve_path(bus.curve.allowed_clients, base_dir);
   // A key file, unless it is a 40-character Z85 key itself (and no file has that name).
@@ -143,6 +146,9 @@ void read_hooks(MapReader r, HooksConfig& hooks) {
 
 // `timeout_key` is the key the timeout was read from (`timeout` in `extensions.webhooks`).
 void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = "timeout_ms") {
+  w.where = r.pos();
+  w.url_where = r.pos("url");
+  w.secrets_where = r.pos(r.has("secrets") ? "secrets" : "secret");
   if (w.name.empty()) {
     r.error(r.pos(), r.context() + ": `name` is required");
   } else if (!valid_webhook_name(w.name)) {
@@ -234,7 +240,6 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
                            const std::string& base_dir) {
   WebhookConfig w;
   MapReader r(node, file, context, errors);
-  w.where = r.pos();
   r.get("name", w.name);
   r.get("url", w.url);
   r.get("events", w.events);
@@ -300,6 +305,8 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   }
   r.get("allow_cidrs", w.allow_cidrs);
   r.get("deny_cidrs", w.deny_cidrs);
+  w.allow_cidrs_where = r.pos("allow_cidrs");
+  w.deny_cidrs_where = r.pos("deny_cidrs");
   std::string http_client = "auto";
   r.get("http_client", http_client);
   if (http_client == "auto") {
@@ -318,9 +325,11 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   if (YAML::Node list = r.node("secrets"); list.IsSequence())
     for (const auto& item : list) register_secret_parts(item);
   if (YAML::Node headers = r.node("headers"); headers.IsMap())
-    for (const auto& entry : headers)
+    for (const auto& entry : headers) {
+      w.header_where.push_back(position_of(entry.first, file));
       if (entry.first.IsScalar() && is_sensitive_header(entry.first.Scalar()))
         register_secret_parts(entry.second);
+    }
   r.finish();
   return w;
 }
@@ -445,7 +454,6 @@ void read_extensions_alias(MapReader r, Config& cfg) {
         std::string ctx = "extensions.webhooks[" + std::to_string(i) + "]";
         MapReader w(hooks[i], r.file(), ctx, r.errors());
         WebhookConfig hook;
-        hook.where = w.pos();
         std::string event;
         w.get("hook", event);
         w.get("url", hook.url);

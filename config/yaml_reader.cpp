@@ -12,6 +12,7 @@
 namespace hookgate::config {
 
 std::string Position::str() const {
+  if (line == 0) return file;
   return file + ":" + std::to_string(line) + ":" + std::to_string(column);
 }
 

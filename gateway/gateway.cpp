@@ -652,6 +652,10 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   auto impl = std::make_unique<Impl>();
   impl->cfg = std::move(cfg);
   Impl& g = *impl;
+  // Before the spool opens: a key file that cannot be read fails the start at its setting, as
+  // `hookgate check` reports it, instead of as a socket error after the spool's recovery.
+  if (auto keys = bus::check_curve_files(g.cfg.bus.curve); !keys)
+    return make_error(keys.error().str());
 
   if (g.cfg.spool.mode == config::SpoolConfig::Mode::Memory) {
     // No retained history: `hookgate deliveries` cannot reach a memory store (it lives in this

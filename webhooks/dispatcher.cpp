@@ -21,6 +21,7 @@
 #include "gateway/common/thread_name.hpp"
 #include "webhooks/plain_http.hpp"
 #include "webhooks/retry_policy.hpp"
+#include "webhooks/settings_check.hpp"
 #include "webhooks/signing.hpp"
 #include "webhooks/ssrf_guard.hpp"
 
@@ -63,19 +64,16 @@ std::shared_ptr<const PlainHttpClient::Target> plain_http_target(
   return std::make_shared<const PlainHttpClient::Target>(std::move(*target));
 }
 
-// Checks everything about a webhook that would make every attempt fail the same way.
+// Everything about a webhook that would make every attempt fail the same way: all of it, so a
+// paused webhook's reason lists what to fix at once.
 Status validate_settings(const config::WebhookConfig& webhook) {
-  auto policy = AddressPolicy::for_webhook(webhook);
-  if (!policy) return std::move(policy).error();
-  // A URL no request can use (a port past 65535, a space) would dead-letter every delivery at
-  // once; paused, they wait for a corrected config. (A literal address the SSRF policy refuses
-  // is refused per attempt, as one a name resolves to would be.)
-  if (auto host = webhook_url_host(webhook.url); !host) return std::move(host).error();
-  Delivery probe;
-  probe.id = "msg_probe";
-  auto headers = build_attempt_headers(webhook, probe, 0);
-  if (!headers) return std::move(headers).error();
-  return {};
+  // A literal address the SSRF policy refuses is refused per attempt, as one a name resolves
+  // to would be.
+  auto problems = webhook_settings_problems(webhook, LiteralAddresses::RefusedPerAttempt);
+  if (problems.empty()) return {};
+  std::string reason;
+  for (const auto& problem : problems) reason += (reason.empty() ? "" : "; ") + problem.message;
+  return make_error(std::move(reason));
 }
 
 std::string attempt_result_label(const AttemptResult& result) {

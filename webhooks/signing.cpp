@@ -262,6 +262,25 @@ bool is_framing_header(std::string_view name) {
   return is_one_of(name, kFraming);
 }
 
+Status check_custom_header(std::string_view name, std::string_view value) {
+  if (!is_token(name))
+    return make_error("header name \"" + header_safe(name) + "\" is not a valid HTTP token");
+  if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos)
+    return make_error("header " + std::string(name) + " has a line break or NUL in its value");
+  // RFC 9110 5.5: strict receivers refuse the other control characters with a 400 (final).
+  if (std::any_of(value.begin(), value.end(), [](char c) {
+        return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
+      }))
+    return make_error("header " + std::string(name) + " has a control character in its value");
+  // The HTTP client writes these from the request itself: a second Content-Length, or one
+  // beside Transfer-Encoding, would make a receiver or a proxy read a different body than the
+  // one signed (or refuse every request, which dead-letters everything).
+  if (is_framing_header(name))
+    return make_error("header " + std::string(name) +
+                      " describes the HTTP message itself and is set by hookgate; remove it");
+  return {};
+}
+
 Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
                                          const Delivery& delivery, int64_t timestamp_s) {
   auto keys = SigningKeys::make(webhook.secrets);
@@ -295,24 +314,8 @@ Result<HeaderList> build_attempt_headers(const config::WebhookConfig& webhook,
   }
 
   for (const auto& [name, value] : webhook.headers) {
-    if (!is_token(name))
-      return make_error("webhook " + webhook.name + ": header name \"" + header_safe(name) +
-                        "\" is not a valid HTTP token");
-    if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
-      return make_error("webhook " + webhook.name + ": header " + name +
-                        " has a line break or NUL in its value");
-    // RFC 9110 5.5: strict receivers refuse the other control characters with a 400 (final).
-    if (std::any_of(value.begin(), value.end(), [](char c) {
-          return (static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f;
-        }))
-      return make_error("webhook " + webhook.name + ": header " + name +
-                        " has a control character in its value");
-    // The HTTP client writes these from the request itself: a second Content-Length, or one
-    // beside Transfer-Encoding, would make a receiver or a proxy read a different body than the
-    // one signed (or refuse every request, which dead-letters everything).
-    if (is_framing_header(name))
-      return make_error("webhook " + webhook.name + ": header " + name +
-                        " describes the HTTP message itself and is set by hookgate; remove it");
+    if (auto usable = check_custom_header(name, value); !usable)
+      return make_error("webhook " + webhook.name + ": " + usable.error().message);
     if (is_reserved_header(name)) continue;  // hookgate's ids and signatures always win
     // Surrounding blanks are not part of a field value (RFC 9110 5.5), and libcurl reads a
     // blank-only one as "do not send this header": both clients send the trimmed value.

@@ -97,6 +97,9 @@ bool is_reserved_header(std::string_view name);
 // Headers that frame the HTTP message (Host, Content-Length, Transfer-Encoding, Connection...):
 // the client sets them, and a custom `headers:` entry naming one is a configuration error.
 bool is_framing_header(std::string_view name);
+// Whether a custom `headers:` entry can be sent: a valid name, no line break or control character
+// in the value, not a framing header. The error names the header, never its value.
+Status check_custom_header(std::string_view name, std::string_view value);
 
 // Every header of one attempt, in a stable order: User-Agent, Content-Type, X-Hookgate-Event,
 // X-Hookgate-Delivery, then (with secrets) X-Signature, webhook-id, webhook-timestamp,

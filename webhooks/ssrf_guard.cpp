@@ -270,10 +270,4 @@ std::string AddressPolicy::key() const {
   return out;
 }
 
-Status check_webhook_url(const config::WebhookConfig& webhook) {
-  auto policy = AddressPolicy::for_webhook(webhook);
-  if (!policy) return std::move(policy).error();
-  return policy->check_url_literal(webhook.url);
-}
-
 }  // namespace hookgate::webhooks

@@ -79,8 +79,6 @@ class AddressPolicy {
   std::vector<Cidr> deny_;
 };
 
-// Builds the webhook's policy and checks its URL: one call for config validation.
-Status check_webhook_url(const config::WebhookConfig& webhook);
 // The host of an http(s) URL that parses (a port within range, no spaces; brackets and an IPv6
 // zone removed), or why no request could use the URL.
 Result<std::string> webhook_url_host(std::string_view url);

@@ -7,8 +7,8 @@
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/hooks/chain.hpp"
+#include "webhooks/settings_check.hpp"
 #include "webhooks/signing.hpp"
-#include "webhooks/ssrf_guard.hpp"
 
 namespace hookgate::cli {
 
@@ -29,8 +29,8 @@ int cmd_check(const std::vector<std::string>& argv) {
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;
   int problems = 0;
-  if (auto st = bus::check_curve_files(cfg->bus.curve); !st) {
-    std::fprintf(stderr, "%s: %s\n", cfg->file.c_str(), st.error().message.c_str());
+  if (auto keys = bus::check_curve_files(cfg->bus.curve); !keys) {
+    std::fprintf(stderr, "%s\n", keys.error().str().c_str());
     ++problems;
   }
   // `run` cannot open a spool in a folder that is not there or not writable: an error for
@@ -49,8 +49,7 @@ int cmd_check(const std::vector<std::string>& argv) {
     if (!problem.empty()) {
       const auto& at = cfg->spool.path_where;
       const bool fatal = args.has("config-only");
-      std::fprintf(stderr, "%s: %sspool.path %s: %s%s\n",
-                   at.line ? at.str().c_str() : cfg->file.c_str(),
+      std::fprintf(stderr, "%s: %sspool.path %s: %s%s\n", at.str().c_str(),
                    fatal ? "" : "warning: ", cfg->spool.path.c_str(), problem.c_str(),
                    fatal ? "" : " (run refuses to start until it is)");
       if (fatal) ++problems;
@@ -67,10 +66,12 @@ int cmd_check(const std::vector<std::string>& argv) {
                 cfg->file.c_str(), cfg->webhooks.size());
     return 0;
   }
+  // What would pause a webhook at run time, each problem at its key (all of them, not the first).
   for (const auto& w : cfg->webhooks) {
-    if (auto st = webhooks::check_webhook_url(w); !st) {
-      std::fprintf(stderr, "%s: webhook %s: %s\n", w.where.str().c_str(), w.name.c_str(),
-                   st.error().message.c_str());
+    for (const auto& problem :
+         webhooks::webhook_settings_problems(w, webhooks::LiteralAddresses::Reported)) {
+      std::fprintf(stderr, "%s: webhook %s: %s\n", problem.where.str().c_str(), w.name.c_str(),
+                   problem.message.c_str());
       ++problems;
     }
     // A plain secret works (it is keyed on its bytes), but the Standard Webhooks libraries
@@ -82,14 +83,7 @@ int cmd_check(const std::vector<std::string>& argv) {
                      "bytes; standardwebhooks/svix receivers must pass it as bytes (Python "
                      "Webhook(secret.encode()), JS {format: \"raw\"}), or use `hookgate keygen "
                      "--webhook-secret`\n",
-                     w.where.str().c_str(), w.name.c_str());
-    // Secrets that do not decode, reserved or malformed headers: what would pause the webhook at
-    // run time.
-    if (auto headers = webhooks::build_attempt_headers(w, webhooks::Delivery{.id = "msg_check"}, 0);
-        !headers) {
-      std::fprintf(stderr, "%s: %s\n", w.where.str().c_str(), headers.error().message.c_str());
-      ++problems;
-    }
+                     w.secrets_where.str().c_str(), w.name.c_str());
   }
   config::Diagnostics errors;
   auto chain = hooks::HookChain::load(cfg->hooks, errors);

@@ -3,6 +3,7 @@
 #include <rapidjson/document.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 #include <zmq.hpp>
@@ -257,6 +258,30 @@ TEST(GatewayFlowTest, CheckWarnsAboutPlainSecretsAndRefusesFramingHeaders) {
   EXPECT_NE(r.err.find("1 problem found"), std::string::npos) << r.err;
 }
 
+// What would pause a webhook at run time is found after loading; each problem still points at
+// its own key, and every one is reported, not only the first.
+TEST(GatewayFlowTest, CheckPointsEachWebhookProblemAtItsKey) {
+  TempDir dir;
+  std::string path = dir.write("hookgate.yaml",
+                               "webhooks:\n"
+                               "  - name: a\n"
+                               "    url: http://127.0.0.1:9/\n"
+                               "    deny_cidrs: [nonsense]\n"
+                               "    headers:\n"
+                               "      X-Fine: yes\n"
+                               "      Content-Length: \"5\"\n"
+                               "      Bad Name: x\n"
+                               "  - name: b\n"
+                               "    url: http://169.254.169.254/latest/\n");
+  auto r = run_hookgate({"check", "--config", path});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  for (const std::string expected :
+       {":4:17: webhook a: deny_cidrs: ", ":7:7: webhook a: header Content-Length describes",
+        ":8:7: webhook a: header name \"Bad Name\" is not a valid HTTP token",
+        ":10:10: webhook b: address 169.254.169.254 refused by SSRF policy", "4 problems found"})
+    EXPECT_NE(r.err.find(expected), std::string::npos) << expected << "\n" << r.err;
+}
+
 // `check` reads the CURVE key files as `run` does: a systemd ExecStartPre check that passes and
 // a start that fails on a missing key is the worst of both.
 TEST(GatewayFlowTest, CheckReadsTheCurveKeyFilesLikeRun) {
@@ -266,7 +291,7 @@ TEST(GatewayFlowTest, CheckReadsTheCurveKeyFilesLikeRun) {
                                "allowed_clients: ./clients }\n");
   auto r = run_hookgate({"check", "--config", path});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("bus.curve.secret_key_file: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(path + ":2:44: bus.curve.secret_key_file: "), std::string::npos) << r.err;
 
   ASSERT_EQ(run_hookgate({"keygen", "--out", (dir.path() / "server.key").string()}).exit_code, 0);
   std::string keyed = dir.write("keyed.yaml",
@@ -274,7 +299,13 @@ TEST(GatewayFlowTest, CheckReadsTheCurveKeyFilesLikeRun) {
                                 "allowed_clients: ./missing-clients.txt }\n");
   auto k = run_hookgate({"check", "--config", keyed});
   EXPECT_EQ(k.exit_code, 1) << k.err;
-  EXPECT_NE(k.err.find("bus.curve.allowed_clients: "), std::string::npos) << k.err;
+  EXPECT_NE(k.err.find(keyed + ":2:75: bus.curve.allowed_clients: "), std::string::npos) << k.err;
+  // `run` refuses it before it opens anything, with the same position.
+  auto run = run_hookgate({"run", "--config", keyed});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find(keyed + ":2:75: bus.curve.allowed_clients: "), std::string::npos)
+      << run.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "hookgate-spool.db"));
 
   dir.write("clients.txt", "");
   std::string ok = dir.write("ok.yaml",

@@ -212,17 +212,6 @@ TEST(SsrfGuardTest, UrlLiteralCheck) {
   EXPECT_FALSE(policy({}, {"127.0.0.0/8"}).check_url_literal("http://127.0.0.1:80/").ok());
 }
 
-TEST(SsrfGuardTest, CheckWebhookUrlCombinesListsAndUrl) {
-  config::WebhookConfig webhook;
-  webhook.name = "w";
-  webhook.url = "http://169.254.169.254/";
-  EXPECT_FALSE(check_webhook_url(webhook).ok());
-  webhook.allow_cidrs = {"169.254.0.0/16"};
-  EXPECT_TRUE(check_webhook_url(webhook).ok());
-  webhook.allow_cidrs = {"garbage"};
-  EXPECT_FALSE(check_webhook_url(webhook).ok());
-}
-
 TEST(SsrfGuardTest, PolicyKeyIdentifiesEqualPolicies) {
   EXPECT_TRUE(AddressPolicy().is_default());
   EXPECT_FALSE(policy({"10.0.0.0/8"}, {}).is_default());

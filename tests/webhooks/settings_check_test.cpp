@@ -1,0 +1,69 @@
+#include "webhooks/settings_check.hpp"
+
+#include <gtest/gtest.h>
+
+namespace hookgate::webhooks {
+namespace {
+
+config::Position at(int line) {
+  return {"hookgate.yaml", line, 5};
+}
+
+config::WebhookConfig usable_webhook() {
+  config::WebhookConfig webhook;
+  webhook.name = "w";
+  webhook.url = "http://127.0.0.1:9/";
+  webhook.where = at(1);
+  webhook.url_where = at(2);
+  webhook.secrets_where = at(3);
+  webhook.allow_cidrs_where = at(4);
+  webhook.deny_cidrs_where = at(5);
+  return webhook;
+}
+
+TEST(SettingsCheckTest, AUsableWebhookHasNoProblems) {
+  auto webhook = usable_webhook();
+  webhook.secrets = {"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"};
+  webhook.headers = {{"Authorization", "Bearer t"}};
+  webhook.header_where = {at(6)};
+  EXPECT_TRUE(webhook_settings_problems(webhook, LiteralAddresses::Reported).empty());
+}
+
+// Every problem, each at its own key: an operator fixes them in one pass, not one per check.
+TEST(SettingsCheckTest, ReportsEveryProblemAtItsKey) {
+  auto webhook = usable_webhook();
+  webhook.url = "http://127.0.0.1:99999/";
+  webhook.allow_cidrs = {"garbage"};
+  webhook.deny_cidrs = {"10.0.0.0/33"};
+  webhook.secrets = {"whsec_not base64!"};
+  webhook.headers = {{"Good", "1"}, {"Bad Name", "2"}, {"X-Two", "a\r\nb"}, {"Host", "h"}};
+  webhook.header_where = {at(7), at(8), at(9), at(10)};
+  auto problems = webhook_settings_problems(webhook, LiteralAddresses::Reported);
+  std::vector<int> lines;
+  for (const auto& problem : problems) lines.push_back(problem.where.line);
+  EXPECT_EQ(lines, (std::vector<int>{4, 5, 2, 3, 8, 9, 10}));
+  ASSERT_EQ(problems.size(), 7u);
+  EXPECT_EQ(problems[0].message.rfind("allow_cidrs: ", 0), 0u) << problems[0].message;
+  EXPECT_EQ(problems[1].message.rfind("deny_cidrs: ", 0), 0u) << problems[1].message;
+  EXPECT_NE(problems[4].message.find("\"Bad Name\" is not a valid HTTP token"), std::string::npos);
+  EXPECT_NE(problems[5].message.find("header X-Two has a line break"), std::string::npos);
+  EXPECT_NE(problems[6].message.find("header Host describes the HTTP message"), std::string::npos);
+}
+
+// `check` refuses a metadata address written into the URL; at run time it is refused per
+// attempt (as an address a name resolves to is), so it does not pause the webhook.
+TEST(SettingsCheckTest, ALiteralAddressThePolicyRefusesIsReportedOnlyWhenAsked) {
+  auto webhook = usable_webhook();
+  webhook.url = "http://169.254.169.254/latest/";
+  auto reported = webhook_settings_problems(webhook, LiteralAddresses::Reported);
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(reported[0].where.line, 2);
+  EXPECT_NE(reported[0].message.find("address 169.254.169.254 refused by SSRF policy"),
+            std::string::npos);
+  EXPECT_TRUE(webhook_settings_problems(webhook, LiteralAddresses::RefusedPerAttempt).empty());
+  webhook.allow_cidrs = {"169.254.0.0/16"};
+  EXPECT_TRUE(webhook_settings_problems(webhook, LiteralAddresses::Reported).empty());
+}
+
+}  // namespace
+}  // namespace hookgate::webhooks
