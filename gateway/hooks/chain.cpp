@@ -163,8 +163,13 @@ ChainOutcome HookChain::run(Event& event, const DiagnosticSink& diagnostics,
     HookVerdict& verdict = inv.result.value();
     switch (verdict.action) {
       case Action::Continue:
-        slot.stats->runs(RunResult::Continue).inc();
-        record(slot, "continue", inv.duration_ns);
+        if (verdict.edited_in_place && spec.kind == HookKind::Transform) {
+          slot.stats->runs(RunResult::Replace).inc();
+          record(slot, "replace", inv.duration_ns);
+        } else {
+          slot.stats->runs(RunResult::Continue).inc();
+          record(slot, "continue", inv.duration_ns);
+        }
         break;
       case Action::Skip:
         // Not a failure: the hook had nothing to do for this event.

@@ -521,36 +521,43 @@ class DeclarativeHook final : public Hook {
       case HookKind::Transform:
         break;
     }
+    bool changed = false;
     if (!copy_on_write_) {
       // Only removes (and logs): they cannot fail half-way, so edit in place.
-      Status st = apply(event);
+      Status st = apply(event, &changed);
       (void)st;
-      return HookVerdict{};
+      return edited(changed);
     }
     if (in_place_ && can_apply_in_place(event)) {
       // Every destination was checked just now, so neither can fail; normalize() only restores
       // what an earlier remove-only hook may have taken out, exactly as the copy path would.
-      if (Status st = apply(event); !st)
+      if (Status st = apply(event, &changed); !st)
         return HookFailure{HookFailure::Kind::Error, st.error().message};
       if (Status st = event.normalize(); !st)
         return HookFailure{HookFailure::Kind::Error,
                            "actions produced an invalid event: " + st.error().message};
-      return HookVerdict{};
+      return edited(changed);
     }
     // set/rename/copy can fail midway (a string where an object is needed); the contract says a
     // failed hook leaves the event unchanged, so work on a copy and swap it in at the end.
     Event work = event.clone();
-    if (Status st = apply(work); !st) return failed(event, st.error().message);
+    if (Status st = apply(work, &changed); !st) return failed(event, st.error().message);
     if (Status st = work.normalize(); !st)
       return failed(event, "actions produced an invalid event: " + st.error().message);
     if (is_diagnostic_type(work.type()))
       return failed(event,
                     std::string("actions produced an invalid event: ") + kReservedTypeReason);
     event = std::move(work);
-    return HookVerdict{};
+    return edited(changed);
   }
 
  private:
+  static HookVerdict edited(bool changed) {
+    HookVerdict verdict;
+    verdict.edited_in_place = changed;
+    return verdict;
+  }
+
   // A failed hook leaves the event as it was, except for its remove: actions: under on_error:
   // open the event goes on, and a redactor whose set: met an odd event (a string where an object
   // is needed) must not let through what it removes. Removals cannot fail.
@@ -561,21 +568,30 @@ class DeclarativeHook final : public Hook {
     return HookFailure{HookFailure::Kind::Error, std::move(reason)};
   }
 
-  Status apply(Event& ev) const {
+  // `changed` (when given) is set when an action changed the event: a remove that found its
+  // field, a set to another value, a rename or copy whose source is there.
+  Status apply(Event& ev, bool* changed = nullptr) const {
+    bool ignored = false;
+    bool& any = changed ? *changed : ignored;
     for (const auto& a : actions_) {
       switch (a.op) {
         case ActionStep::Op::Remove:
-          for (const auto& p : a.paths) ev.remove(p);  // absent already: nothing to do
+          for (const auto& p : a.paths)
+            if (ev.remove(p)) any = true;  // absent already: nothing to do
           break;
         case ActionStep::Op::Set:
           for (size_t i = 0; i < a.paths.size(); ++i) {
-            if (!ev.set(a.paths[i], (*a.values)[static_cast<rapidjson::SizeType>(i)]))
+            const JsonValue& value = (*a.values)[static_cast<rapidjson::SizeType>(i)];
+            if (const JsonValue* now = ev.find(a.paths[i]); now && *now == value) continue;
+            if (!ev.set(a.paths[i], value))
               return make_error("set " + a.paths[i] + ": a non-object value is in the way");
+            any = true;
           }
           break;
         case ActionStep::Op::Rename:
           for (const auto& [from, to] : a.moves) {
             if (!ev.find(from)) continue;  // nothing to rename
+            any = true;
             if (!ev.rename(from, to))
               return make_error("rename " + from + " to " + to +
                                 ": a non-object value is in the way");
@@ -587,6 +603,7 @@ class DeclarativeHook final : public Hook {
             if (!src) continue;
             // Copy first: setting `to` may reallocate the member storage `src` points into.
             JsonValue copy(*src, ev.allocator());
+            any = true;
             if (!ev.set(to, copy))
               return make_error("copy " + from + " to " + to +
                                 ": a non-object value is in the way");

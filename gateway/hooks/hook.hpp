@@ -30,6 +30,9 @@ struct HookVerdict {
   Action action = Action::Continue;
   std::optional<Event> replacement;
   std::string reason;
+  // With Continue: the hook changed the event in place (a declarative transform), so it is
+  // counted and shown as `replace`, as a replacement would be.
+  bool edited_in_place = false;
 };
 
 // A veto reason goes into logs, diagnostics and every subscribed webhook's spool row: the chain

@@ -146,7 +146,7 @@ TEST(HookToolsTest, HooksTestDryRunPrintsEachStepTheFinalEventAndTheWebhooks) {
   auto r = run_hookgate({"hooks", "test", "--config", cfg, "--event", ann});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(line_matching(r.out, R"(event auth\.failure \(id [0-9a-f-]{36}\))"), "") << r.out;
-  EXPECT_NE(line_matching(r.out, R"(\s+1\. redact\s+transform\s+continue)" + ms), "") << r.out;
+  EXPECT_NE(line_matching(r.out, R"(\s+1\. redact\s+transform\s+replace)" + ms), "") << r.out;
   EXPECT_NE(line_matching(r.out, R"(\s+2\. drop\s+veto\s+continue)" + ms), "") << r.out;
   EXPECT_NE(line_matching(r.out, R"(\s+3\. mark\s+transform\s+replace)" + ms), "") << r.out;
   EXPECT_NE(line_matching(r.out, R"(\s+4\. flaky\s+transform\s+not-matched)" + ms), "") << r.out;

@@ -70,7 +70,7 @@ reason: health-check noise
   EXPECT_EQ(out.vetoed_by, "drop_healthchecks");
   EXPECT_EQ(out.reason, "health-check noise");
   EXPECT_EQ(results(trace),
-            (std::vector<std::string>{"normalize:continue", "drop_healthchecks:veto"}));
+            (std::vector<std::string>{"normalize:replace", "drop_healthchecks:veto"}));
   ASSERT_EQ(diags.events().size(), 1u);
   EXPECT_EQ(diags.events()[0].type, diag::kEventVetoed);
   EXPECT_EQ(diags.events()[0].event_id, "ev-1");
@@ -364,7 +364,7 @@ TEST(HookChainLoad, BrokenFileIsReportedWhileTheOthersLoad) {
   Event ev = make_event(R"({"type":"t","data":{"drop":false}})");
   std::vector<ChainStep> trace;
   EXPECT_FALSE(chain->run(ev, {}, &trace).vetoed);
-  EXPECT_EQ(results(trace), (std::vector<std::string>{"good:continue", "also_good:continue"}));
+  EXPECT_EQ(results(trace), (std::vector<std::string>{"good:continue", "also_good:replace"}));
   EXPECT_EQ(ev.find("data.ok")->GetInt(), 1);
 }
 
@@ -408,7 +408,7 @@ TEST(HookChainLoad, AFailClosedHookThatFailsToLoadVetoesWhatItWouldHaveSeen) {
   std::vector<ChainStep> trace;
   EXPECT_FALSE(chain->run(other, {}, &trace).vetoed);
   EXPECT_EQ(results(trace), (std::vector<std::string>{"chain_standin_redact:not-matched",
-                                                      "chain_standin_ok:continue"}));
+                                                      "chain_standin_ok:replace"}));
 
   const std::string name = "chain_standin_redact";
   uint64_t failures = counter("hookgate_hook_failures_total", {{"hook", name}});

@@ -210,6 +210,30 @@ actions:
   EXPECT_EQ(ev.find("data.nowhere"), nullptr);
 }
 
+// A transform says whether it changed the event, so the chain counts it as `replace` (as a
+// program's replacement is) and a dashboard shows whether a redactor is redacting.
+TEST_F(DeclarativeHookTest, ATransformSaysWhetherItChangedTheEvent) {
+  auto remover = load_ok("_10_redact.yaml", "kind: transform\nactions:\n  - remove: data.pw\n");
+  auto setter = load_ok("_20_env.yaml", "kind: transform\nactions:\n  - set: { data.env: prod }\n");
+  auto mover = load_ok("_30_move.yaml",
+                       "kind: transform\nactions:\n  - rename: { data.a: data.b }\n"
+                       "  - set: { data.n: [1, 2] }\n");
+  ASSERT_TRUE(remover && setter && mover);
+  auto edited = [](Hook& hook, Event& ev) {
+    auto result = hook.handle(ev);
+    EXPECT_TRUE(result.ok());
+    return result.ok() && result.value().edited_in_place;
+  };
+  Event with = make_event(R"({"type":"t","data":{"pw":"x","env":"prod","a":1}})");
+  EXPECT_TRUE(edited(*remover, with));
+  EXPECT_FALSE(edited(*remover, with));  // nothing left to remove
+  EXPECT_FALSE(edited(*setter, with));   // already that value
+  EXPECT_TRUE(edited(*mover, with));     // the copy path (rename, set)
+  EXPECT_FALSE(edited(*mover, with));    // data.a is gone and data.n already [1, 2]
+  Event without = make_event(R"({"type":"t","data":{"env":"dev"}})");
+  EXPECT_TRUE(edited(*setter, without));
+}
+
 // Found in review: remove: on a list element did nothing (no error either), and rename: from one
 // copied the value, leaving it at the source too, although the docs index lists with numbers.
 TEST_F(DeclarativeHookTest, RemoveAndRenameReachListElements) {
