@@ -141,13 +141,23 @@ class ResponseParser {
   size_t feed_head(const char* data, size_t size) {
     const size_t before = head_.size();
     head_.append(data, size);
-    // The blank line may straddle two reads: look from a few bytes back.
-    const size_t from = before >= 3 ? before - 3 : 0;
-    size_t end = head_.find("\r\n\r\n", from);
-    size_t terminator = 4;
-    if (end == std::string::npos) {
-      end = head_.find("\n\n", from);
-      terminator = 2;
+    // The head ends at its first empty line, "\r\n" or a bare "\n" whatever the lines before
+    // used, as libcurl reads it. (Looking for "\r\n\r\n" first found none in "...\n\r\n", so
+    // every attempt timed out, and found one inside the body of an LF-only head.) The blank line
+    // may straddle two reads: look from two bytes back.
+    size_t end = std::string::npos;
+    size_t terminator = 0;
+    for (size_t eol = head_.find('\n', before >= 2 ? before - 2 : 0); eol != std::string::npos;
+         eol = head_.find('\n', eol + 1)) {
+      if (eol + 1 < head_.size() && head_[eol + 1] == '\n') {
+        terminator = 2;
+      } else if (eol + 2 < head_.size() && head_[eol + 1] == '\r' && head_[eol + 2] == '\n') {
+        terminator = 3;
+      } else {
+        continue;
+      }
+      end = eol;
+      break;
     }
     if (end == std::string::npos) {
       if (head_.size() > kMaxHeadBytes) fail("response head larger than 64 KiB");

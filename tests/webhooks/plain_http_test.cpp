@@ -147,6 +147,39 @@ TEST_F(PlainHttpTest, ResponseArrivingByteByByteIsParsed) {
   EXPECT_EQ(result.retry_after, "7");
 }
 
+// Found in review: the head's end was looked for as "\r\n\r\n" anywhere first, so bare-LF
+// lines closed by a CRLF blank line were never seen to end (every attempt timed out and was
+// sent again), and an LF-only head whose body held "\r\n\r\n" ended inside the body (each
+// attempt waited out its timeout). The first empty line ends it, as libcurl reads it; also when
+// it arrives a byte at a time.
+TEST_F(PlainHttpTest, TheHeadEndsAtItsFirstEmptyLineWhateverItsLineEndings) {
+  const std::string answers[] = {"HTTP/1.1 200 OK\nContent-Length: 0\n\r\n",
+                                 "HTTP/1.1 201 Created\nContent-Length: 4\n\n\r\n\r\n",
+                                 "HTTP/1.1 202 Accepted\r\nContent-Length: 2\r\n\nok"};
+  ScriptedServer server([&](ScriptedServer& s, int fd, int) {
+    int on = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    for (int i = 0; !s.read(fd).empty(); ++i) {
+      const std::string& answer = answers[i % 3];
+      if (i < 3) {
+        send_all(fd, answer);
+        continue;
+      }
+      for (char c : answer) {
+        send_all(fd, std::string_view(&c, 1));
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+  });
+  for (int i = 0; i < 6; ++i) {
+    AttemptResult result = one(request(server.url(), i, std::chrono::seconds(3)));
+    EXPECT_EQ(result.curl_code, CURLE_OK) << i << ": " << result.transport_error;
+    EXPECT_EQ(result.http_status, 200 + i % 3) << i;
+  }
+  EXPECT_EQ(server.connections(), 1);  // every body was read to its end: the next answer fits
+  EXPECT_EQ(server.requests().size(), 6u);
+}
+
 TEST_F(PlainHttpTest, InterimResponsesAreSkipped) {
   ScriptedServer server(
       answer_each("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
