@@ -658,6 +658,7 @@ void SqliteSpool::close() {
   std::lock_guard lock(mu_);
   lanes_.clear();
   in_flight_.clear();
+  completing_ = 0;
   cached_ = cached_bytes_ = 0;
 }
 
@@ -1001,6 +1002,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         if (auto it = in_flight_.find(op.delivery.id); it != in_flight_.end()) {
           if (auto lane = lanes_.find(it->second.webhook); lane != lanes_.end())
             --lane->second.in_flight;
+          if (it->second.completing) --completing_;
           in_flight_.erase(it);
         }
         if (!failure.empty() || !op.applied) continue;
@@ -1042,7 +1044,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
     if (resync && !resync_locked()) resync_pending_ = true;
     enforce_cap_locked();
     spool_metrics().depth.set(static_cast<int64_t>(pending_));
-    if (claims_capped_ && in_flight_.size() < tuning_.max_claims) {
+    if (claims_capped_ && completing_ < tuning_.max_unrecorded_outcomes) {
       claims_capped_ = false;
       ready = true;
     }
@@ -1388,11 +1390,10 @@ std::vector<Delivery> SqliteSpool::claim_due(const std::string& webhook, int64_t
   if (limit == 0 || tools_) return out;
   {
     std::lock_guard lock(mu_);
-    if (in_flight_.size() >= tuning_.max_claims) {
+    if (completing_ >= tuning_.max_unrecorded_outcomes) {
       claims_capped_ = true;  // the writer's next commit below the cap calls on_ready
       return out;
     }
-    limit = std::min(limit, tuning_.max_claims - in_flight_.size());
     auto it = lanes_.find(webhook);
     if (it == lanes_.end()) return out;
     Lane& lane = it->second;
@@ -1594,6 +1595,7 @@ void SqliteSpool::complete(const Delivery& delivery, const AttemptOutcome& outco
       return;
     }
     it->second.completing = true;
+    ++completing_;
     rowid = it->second.rowid;
   }
   auto op = std::make_unique<Op>();

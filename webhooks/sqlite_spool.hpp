@@ -57,10 +57,12 @@ struct SqliteSpoolTuning {
   // transaction must not cost them.
   int busy_retries = 11;
   size_t replay_chunk_rows = 5000;  // `deliveries replay --all-dead`: rows per transaction
-  // Claims whose outcome is not committed yet, all webhooks together: past it, claim_due() hands
-  // out nothing until the writer catches up, so a stalled writer (another process's lock, a full
-  // disk) cannot make the dispatcher queue outcomes without bound.
-  size_t max_claims = 8192;
+  // Outcomes handed to complete() and not committed yet, all webhooks together: past it,
+  // claim_due() hands out nothing until the writer catches up, so a stalled writer (another
+  // process's lock, a full disk) cannot make the dispatcher queue outcomes without bound.
+  // Requests still waiting for their answer do not count: those the webhooks' max_in_flight
+  // bounds, and hung endpoints must not starve the healthy ones of claims.
+  size_t max_unrecorded_outcomes = 8192;
   // An outcome the writer could not record is kept, its claim with it, and written again after
   // this wait, doubling up to the max: the delivery is not sent again meanwhile.
   int64_t outcome_retry_initial_ms = 100;
@@ -259,7 +261,9 @@ class SqliteSpool final : public DeliveryStore {
   std::mutex mu_;
   std::unordered_map<std::string, Lane> lanes_;  // absent = memory mode, nothing claimable
   std::unordered_map<std::string, InFlight> in_flight_;
-  bool claims_capped_ = false;  // claim_due() refused for tuning_.max_claims: notify when below
+  size_t completing_ = 0;  // claims in in_flight_ whose outcome waits for its commit
+  // claim_due() refused for tuning_.max_unrecorded_outcomes: notify when below.
+  bool claims_capped_ = false;
   // Writer thread only: outcomes whose write failed, retried at held_retry_ns_ (their claims
   // stay in in_flight_, so nothing sends those deliveries again meanwhile).
   std::vector<std::unique_ptr<Op>> held_outcomes_;

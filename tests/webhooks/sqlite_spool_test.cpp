@@ -1124,10 +1124,10 @@ TEST_F(SqliteSpoolTest, AReadThatFailsIsReportedNotEmpty) {
 }
 
 // Found in review: with the writer stalled, the dispatcher kept claiming and every outcome waited
-// in memory. Claims whose outcome is not committed are capped.
-TEST_F(SqliteSpoolTest, ClaimsWaitingForTheirOutcomeAreCapped) {
+// in memory. Outcomes waiting for their commit are capped.
+TEST_F(SqliteSpoolTest, OutcomesWaitingForTheirCommitAreCapped) {
   SqliteSpoolTuning tuning;
-  tuning.max_claims = 4;
+  tuning.max_unrecorded_outcomes = 4;
   auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
   std::vector<Delivery> batch;
@@ -1135,15 +1135,39 @@ TEST_F(SqliteSpoolTest, ClaimsWaitingForTheirOutcomeAreCapped) {
   ASSERT_TRUE(spool->add(batch));
   std::atomic<int> ready{0};
   spool->set_on_ready([&] { ++ready; });
-  auto first = spool->claim_due("siem", now_unix_ms(), 10);
-  EXPECT_EQ(first.size(), 4u);
-  EXPECT_TRUE(spool->claim_due("siem", now_unix_ms(), 10).empty());
-  const int before = ready.load();
-  for (auto& d : first) spool->complete(d, {AttemptOutcome::Kind::Delivered});
-  ASSERT_TRUE(spool->flush());
-  EXPECT_GT(ready.load(), before);  // below the cap again: the dispatcher is woken
-  EXPECT_EQ(spool->claim_due("siem", now_unix_ms(), 10).size(), 4u);
+  auto first = spool->claim_due("siem", now_unix_ms(), 4);
+  ASSERT_EQ(first.size(), 4u);
+  {
+    ForeignWriteLock lock(cfg_.path);  // the writer cannot commit the outcomes below
+    for (auto& d : first) spool->complete(d, {AttemptOutcome::Kind::Delivered});
+    EXPECT_TRUE(spool->claim_due("siem", now_unix_ms(), 10).empty());
+    const int before = ready.load();
+    lock.release();
+    ASSERT_TRUE(spool->flush());
+    EXPECT_GT(ready.load(), before);  // below the cap again: the dispatcher is woken
+  }
+  EXPECT_EQ(spool->claim_due("siem", now_unix_ms(), 10).size(), 6u);
   spool->set_on_ready(nullptr);
+}
+
+// Found in review: the cap counted requests still waiting for their answer, so endpoints that
+// hang (40 webhooks at max_in_flight 250 hold 10,000 claims) stopped every other webhook, the
+// pager on hookgate.delivery.dead included. Those claims are bounded by max_in_flight instead.
+TEST_F(SqliteSpoolTest, RequestsWaitingForTheirAnswerDoNotStarveOtherWebhooks) {
+  SqliteSpoolTuning tuning;
+  tuning.max_unrecorded_outcomes = 4;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  std::vector<Delivery> batch;
+  for (int i = 0; i < 10; ++i) batch.push_back(make("hung" + std::to_string(i), "hung"));
+  for (int i = 0; i < 3; ++i) batch.push_back(make("good" + std::to_string(i), "good"));
+  ASSERT_TRUE(spool->add(batch));
+  EXPECT_EQ(spool->claim_due("hung", now_unix_ms(), 10).size(), 10u);  // never answered
+  auto good = spool->claim_due("good", now_unix_ms(), 10);
+  ASSERT_EQ(good.size(), 3u);
+  for (auto& d : good) spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->get("good2")->state, DeliveryState::Delivered);
 }
 
 // Found in review: a replay that failed half-way committed the rows it had moved while it
