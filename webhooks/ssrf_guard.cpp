@@ -27,11 +27,13 @@ constexpr DefaultRefusal kDefaultRefusals[] = {
     {"fd20:ce::254/128", "cloud metadata (Google Cloud IPv6)"},
     {"fd00:c1::a9fe:a9fe/128", "cloud metadata (Oracle Cloud IPv6)"},
     {"100.100.100.200/32", "cloud metadata (Alibaba Cloud)"},
+    {"168.63.129.16/32", "cloud platform endpoint (Azure WireServer)"},
     // The same IPv4 ranges through NAT64's well-known prefix (RFC 6052, 64:ff9b::/96 + IPv4): on
     // an IPv6-only host with DNS64, a name can answer 64:ff9b::a9fe:a9fe for 169.254.169.254.
     {"64:ff9b::a9fe:0/112", "link-local through NAT64 (169.254.0.0/16)"},
     {"64:ff9b::/104", "\"this network\" through NAT64 (0.0.0.0/8)"},
     {"64:ff9b::6464:64c8/128", "cloud metadata through NAT64 (Alibaba Cloud)"},
+    {"64:ff9b::a83f:8110/128", "cloud platform endpoint through NAT64 (Azure WireServer)"},
 };
 
 struct ParsedDefault {

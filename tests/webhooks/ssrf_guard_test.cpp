@@ -80,6 +80,8 @@ TEST(SsrfGuardTest, DefaultPolicyRefusesLinkLocalMetadataAndThisNetwork) {
       {"fd00:c1::a9fe:a9fe", false},  // Oracle Cloud metadata
       {"fd20:ce::253", true},
       {"100.100.100.200", false},
+      {"168.63.129.16", false},  // Azure WireServer
+      {"168.63.129.17", true},
       {"127.0.0.1", true},
       {"::1", true},
       {"10.1.2.3", true},
@@ -96,6 +98,7 @@ TEST(SsrfGuardTest, DefaultPolicyRefusesLinkLocalMetadataAndThisNetwork) {
       {"64:ff9b::0.1.2.3", false},
       {"64:ff9b::1.2.3.4", true},
       {"64:ff9b::6464:64c8", false},
+      {"64:ff9b::168.63.129.16", false},
       {"64:ff9b::5db8:d822", true},  // 93.184.216.34
   };
   AddressPolicy defaults;
