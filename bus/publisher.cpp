@@ -5,6 +5,7 @@
 #include "bus/sequence_gaps.hpp"
 #include "bus/wire.hpp"
 #include "gateway/common/clock.hpp"
+#include "gateway/common/diagnostic_type.hpp"
 #include "gateway/common/ids.hpp"
 
 namespace hookgate::bus {
@@ -28,10 +29,24 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
       if (auto st = configure_curve_client(s, options.server_public_key, *options.client_keys); !st)
         return st.error();
     }
-    if (options.bind) s.bind(*options.bind);
-    for (const auto& ep : options.endpoints) s.connect(ep);
     if (!options.bind && options.endpoints.empty())
       return make_error("publisher needs an endpoint");
+    // Name the endpoint: libzmq says only "Invalid argument" for `localhost:5556`.
+    auto attach = [&](const std::string& endpoint, bool bind) -> Status {
+      try {
+        bind ? s.bind(endpoint) : s.connect(endpoint);
+        return {};
+      } catch (const zmq::error_t& e) {
+        return make_error(std::string(bind ? "cannot bind to '" : "cannot connect to '") +
+                          endpoint + "': " + e.what() +
+                          " (expected an endpoint such as tcp://127.0.0.1:5556 or "
+                          "ipc:///run/hookgate/bus)");
+      }
+    };
+    if (options.bind)
+      if (auto st = attach(*options.bind, true); !st) return st.error();
+    for (const auto& ep : options.endpoints)
+      if (auto st = attach(ep, false); !st) return st.error();
   } catch (const zmq::error_t& e) {
     return make_error(std::string("publisher socket: ") + e.what());
   }
@@ -128,6 +143,9 @@ Status Publisher::publish(Event& event) {
 
 Status Publisher::publish_locked(Event& event) {
   if (auto st = event.normalize(now_unix_ms()); !st) return st;
+  // The gateway rejects these (and counts them); refusing here tells the caller, not its log.
+  if (is_diagnostic_type(event.type()))
+    return make_error("type '" + std::string(event.type()) + "': " + kReservedTypeReason);
   if (options_.sequence) {
     if (stream_id_.empty()) stream_id_ = new_uuid_v7();
     event.set_string(kStreamAttribute, stream_id_);

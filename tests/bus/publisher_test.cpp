@@ -301,6 +301,25 @@ TEST(PublisherTest, AnEventOverMaxMessageBytesIsRefusedBeforeSending) {
   EXPECT_EQ(next->type(), "app.small");
 }
 
+// Found in review: a reserved hookgate.* type was sent (exit 0 from `hookgate publish`) and only
+// the gateway's log said it was rejected; an endpoint typo said just "Invalid argument".
+TEST(PublisherTest, RefusesReservedTypesAndNamesABadEndpoint) {
+  Loopback bus;
+  ASSERT_TRUE(bus.ok());
+  auto reserved = bus.pub->publish("hookgate.delivery.dead", "{}");
+  ASSERT_FALSE(reserved);
+  EXPECT_NE(reserved.error().message.find("reserved"), std::string::npos);
+  ASSERT_TRUE(bus.pub->publish("app.after", "{}"));
+  auto next = bus.next();
+  ASSERT_TRUE(next) << next.error().reason;
+  EXPECT_EQ(next->type(), "app.after");  // the reserved one was never sent
+
+  auto typo = Publisher::connect({.endpoints = {"localhost:5556"}});
+  ASSERT_FALSE(typo);
+  EXPECT_NE(typo.error().message.find("cannot connect to 'localhost:5556'"), std::string::npos)
+      << typo.error().message;
+}
+
 TEST(PublisherTest, RejectsInvalidData) {
   auto pub = Publisher::connect({.endpoints = {"tcp://127.0.0.1:1"}});
   ASSERT_TRUE(pub);
