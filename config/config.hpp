@@ -65,6 +65,9 @@ struct HooksConfig {
   bool enabled = true;
   std::vector<std::string>
       directories;  // resolved to absolute paths; defaults filled by the loader
+  // Of `hooks.directories` when the config lists them (a missing one is then worth a warning);
+  // line 0 for the defaults, whose user and workspace folders are optional.
+  Position directories_where;
   bool hot_reload = true;
   int default_timeout_ms = 5000;
   bool fail_open = true;

@@ -1,5 +1,8 @@
 #include "config/loader.hpp"
 
+#include <arpa/inet.h>
+#include <net/if.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -91,7 +94,23 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
                               "ipc:///run/hookgate/bus, got " +
                               r.as_written(key, endpoint));
   };
-  if (bus.bind) check_endpoint("bind", *bus.bind);
+  if (bus.bind) {
+    check_endpoint("bind", *bus.bind);
+    // ZeroMQ binds an address, `*` or a network interface, never a host name: `localhost` fails
+    // only when `run` binds, as "No such device".
+    if (bus.bind->rfind("tcp://", 0) == 0) {
+      const std::string_view address = std::string_view(*bus.bind).substr(6);
+      const std::string host(address.substr(0, address.rfind(':')));
+      in6_addr ip{};
+      if (!host.empty() && host != "*" && host.front() != '[' &&
+          inet_pton(AF_INET, host.c_str(), &ip) != 1 &&
+          inet_pton(AF_INET6, host.c_str(), &ip) != 1 && if_nametoindex(host.c_str()) == 0)
+        r.error(r.pos("bind"), "bus.bind: '" + host +
+                                   "' is neither an IP address nor a network interface here; a "
+                                   "bind takes an address (tcp://127.0.0.1:5556), * (every "
+                                   "interface) or an interface name, not a host name");
+    }
+  }
   for (const auto& endpoint : bus.connect) check_endpoint("connect", endpoint);
   if (bus.max_message_bytes < 64 || bus.max_message_bytes > kMaxMessageBytesLimit)
     r.error(r.pos("max_message_bytes"),
@@ -317,8 +336,9 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
     r.error(r.pos("http_client"), context + ".http_client: expected auto or libcurl, got " +
                                       r.as_written("http_client", http_client));
   }
-  if (r.has("tls"))
-    read_tls(MapReader(r.node("tls"), file, context + ".tls", errors), w, base_dir, w.tls);
+  // Asked for even when absent, so an unknown key's hint lists `tls` (a `tsl:` typo).
+  YAML::Node tls = r.node("tls");
+  if (r.has("tls")) read_tls(MapReader(tls, file, context + ".tls", errors), w, base_dir, w.tls);
   validate_webhook(r, w);
   // Here, not in validate_webhook: node() marks a key as read, and the `extensions.webhooks`
   // form has neither key, so there they must stay unknown.
@@ -485,10 +505,12 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   {
     MapReader hooks(r.node("hooks"), file, "hooks", errors);
     explicit_dirs = hooks.has("directories");
+    if (explicit_dirs) cfg.hooks.directories_where = hooks.pos("directories");
     read_hooks(std::move(hooks), cfg.hooks);
   }
   if (r.has("extensions")) {
     MapReader ext(r.node("extensions"), file, "extensions", errors);
+    if (ext.has("directories")) cfg.hooks.directories_where = ext.pos("directories");
     explicit_dirs = explicit_dirs || ext.has("directories");
     read_extensions_alias(std::move(ext), cfg);
   }

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -146,7 +147,9 @@ Result<YAML::Node, Diagnostics> parse_yaml_file(const std::string& path) {
   if (std::filesystem::is_directory(path, ec))
     return Diagnostics{{{path, 0, 0}, "is a directory, not a config file"}};
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Diagnostics{{{path, 0, 0}, "cannot read file"}};
+  // errno says why: a service user that may not read it is the common case.
+  if (!in)
+    return Diagnostics{{{path, 0, 0}, std::string("cannot read file: ") + std::strerror(errno)}};
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_yaml(ss.str(), path);
@@ -168,7 +171,8 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
     }
     size_t close = text.find('}', i + 2);
     if (close == std::string_view::npos) {
-      errors.push_back({where, "unterminated ${ in value"});
+      errors.push_back(
+          {where, "unterminated ${ in value (write $${ for a literal ${, e.g. in a pasted key)"});
       return out;
     }
     std::string_view inner = text.substr(i + 2, close - i - 2);

@@ -3,12 +3,14 @@
 // cmd_*.cpp and receives the arguments after the verb.
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
 #include "gateway/common/result.hpp"
+#include "gateway/hooks/chain.hpp"
 
 namespace hookgate::cli {
 
@@ -37,6 +39,13 @@ class Args {
 // Loads --config FILE, or the embedded defaults (base dir: the working directory) when absent.
 // Prints diagnostics as FILE:LINE:COL: message to stderr.
 std::optional<config::Config> load_config_or_report(const Args& args);
+// Loads the hook chain as `run` would, for `check` and `hooks list`; `warnings` gets what `run`
+// only logs: a #! script that is not executable, a listed hooks directory that is not there.
+std::shared_ptr<const hooks::HookChain> load_hooks_for_tools(const config::HooksConfig& hooks,
+                                                             config::Diagnostics& errors,
+                                                             config::Diagnostics& warnings);
+// Prints each as "FILE:LINE:COL: warning: MESSAGE" on stderr; returns how many.
+size_t print_warnings(const config::Diagnostics& warnings);
 // The value of --NAME (or `fallback` when absent) as a whole positive number; nullopt when it is
 // anything else ("3s", "abc", "0", "-1"), for the caller to report as a usage error.
 std::optional<int64_t> positive_option(const Args& args, const std::string& name,

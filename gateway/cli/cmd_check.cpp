@@ -29,6 +29,7 @@ int cmd_check(const std::vector<std::string>& argv) {
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;
   int problems = 0;
+  size_t warnings = 0;
   if (auto keys = bus::check_curve_files(cfg->bus.curve); !keys) {
     std::fprintf(stderr, "%s\n", keys.error().str().c_str());
     ++problems;
@@ -52,7 +53,11 @@ int cmd_check(const std::vector<std::string>& argv) {
       std::fprintf(stderr, "%s: %sspool.path %s: %s%s\n", at.str().c_str(),
                    fatal ? "" : "warning: ", cfg->spool.path.c_str(), problem.c_str(),
                    fatal ? "" : " (run refuses to start until it is)");
-      if (fatal) ++problems;
+      if (fatal) {
+        ++problems;
+      } else {
+        ++warnings;
+      }
     }
   }
   // What `run` refuses to start on ends here; the rest would leave a hook out or pause a
@@ -76,17 +81,21 @@ int cmd_check(const std::vector<std::string>& argv) {
     }
     // A plain secret works (it is keyed on its bytes), but the Standard Webhooks libraries
     // base64-decode any secret they are given: say how receivers must pass it. Never the value.
-    for (const auto& secret : w.secrets)
-      if (!secret.starts_with(webhooks::kStandardWebhooksSecretPrefix))
-        std::fprintf(stderr,
-                     "%s: warning: webhook %s: a secret without the whsec_ prefix is used as raw "
-                     "bytes; standardwebhooks/svix receivers must pass it as bytes (Python "
-                     "Webhook(secret.encode()), JS {format: \"raw\"}), or use `hookgate keygen "
-                     "--webhook-secret`\n",
-                     w.secrets_where.str().c_str(), w.name.c_str());
+    for (const auto& secret : w.secrets) {
+      if (secret.starts_with(webhooks::kStandardWebhooksSecretPrefix)) continue;
+      ++warnings;
+      std::fprintf(stderr,
+                   "%s: warning: webhook %s: a secret without the whsec_ prefix is used as raw "
+                   "bytes; standardwebhooks/svix receivers must pass it as bytes (Python "
+                   "Webhook(secret.encode()), JS {format: \"raw\"}), or use `hookgate keygen "
+                   "--webhook-secret`\n",
+                   w.secrets_where.str().c_str(), w.name.c_str());
+    }
   }
   config::Diagnostics errors;
-  auto chain = hooks::HookChain::load(cfg->hooks, errors);
+  config::Diagnostics hook_warnings;
+  auto chain = load_hooks_for_tools(cfg->hooks, errors, hook_warnings);
+  warnings += print_warnings(hook_warnings);
   for (const auto& e : errors) {
     std::fprintf(stderr, "%s\n", e.str().c_str());
     ++problems;
@@ -95,8 +104,12 @@ int cmd_check(const std::vector<std::string>& argv) {
     std::fprintf(stderr, "%d problem%s found\n", problems, problems == 1 ? "" : "s");
     return 1;
   }
-  std::printf("%s: ok (%zu webhooks, %zu hooks)\n", cfg->file.c_str(), cfg->webhooks.size(),
-              chain->loaded_count());
+  // "ok" with warnings still exits 0 (`run` starts), but does not read as all clear.
+  std::string note;
+  if (warnings > 0)
+    note = "; " + std::to_string(warnings) + (warnings == 1 ? " warning" : " warnings") + " above";
+  std::printf("%s: ok (%zu webhooks, %zu hooks%s)\n", cfg->file.c_str(), cfg->webhooks.size(),
+              chain->loaded_count(), note.c_str());
   return 0;
 }
 

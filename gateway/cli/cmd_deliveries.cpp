@@ -156,6 +156,12 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       auto replayed = store.replay_all_dead(webhook);
       if (!replayed) return fail(replayed.error().message);
       moved = *replayed;
+      // A mistyped name would otherwise read as "nothing was dead".
+      if (moved == 0 && !webhook.empty() && store.list(std::nullopt, webhook, 1).empty()) {
+        if (auto code = read_failed()) return *code;
+        return fail("no delivery in " + spool_cfg.path + " belongs to webhook '" +
+                    escape_controls(webhook) + "' (`hookgate deliveries list` shows the names)");
+      }
     } else {
       std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
       // One by one, so every ID that was not replayed is named (a typo, or not dead).

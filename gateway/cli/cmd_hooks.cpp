@@ -29,7 +29,9 @@ int hooks_list(const Args& args) {
   if (!cfg) return 1;
   setup_logging("off", "text");
   config::Diagnostics errors;
-  auto chain = hooks::HookChain::load(cfg->hooks, errors);
+  config::Diagnostics warnings;
+  auto chain = load_hooks_for_tools(cfg->hooks, errors, warnings);
+  print_warnings(warnings);
   std::printf("%-5s %-24s %-9s %-11s %-20s %s\n", "ORDER", "NAME", "KIND", "FORM", "EVENTS",
               "SOURCE");
   int order = 0;

@@ -19,6 +19,10 @@ namespace hookgate::cli {
 Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without_value) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (a == "-h") {  // what Fluent Bit's and Envoy's users type
+      options_["help"] = "";
+      continue;
+    }
     if (a.rfind("--", 0) != 0 || a == "--") {
       positional_.push_back(a);
       continue;
@@ -153,6 +157,27 @@ std::optional<config::Config> load_config_or_report(const Args& args) {
     return std::nullopt;
   }
   return std::move(cfg).value();
+}
+
+std::shared_ptr<const hooks::HookChain> load_hooks_for_tools(const config::HooksConfig& hooks,
+                                                             config::Diagnostics& errors,
+                                                             config::Diagnostics& warnings) {
+  // Only directories the config lists: the default user and workspace folders are optional.
+  if (hooks.enabled && hooks.directories_where.line != 0)
+    for (const auto& dir : hooks.directories) {
+      std::error_code ec;
+      if (!std::filesystem::exists(dir, ec))
+        warnings.push_back({hooks.directories_where, "hooks.directories: " + dir +
+                                                         " does not exist, so no hooks load "
+                                                         "from it"});
+    }
+  return hooks::HookChain::load(hooks, errors, nullptr, &warnings);
+}
+
+size_t print_warnings(const config::Diagnostics& warnings) {
+  for (const auto& w : warnings)
+    std::fprintf(stderr, "%s: warning: %s\n", w.where.str().c_str(), w.message.c_str());
+  return warnings.size();
 }
 
 std::optional<int> stay_init_if_pid1() {

@@ -81,10 +81,11 @@ std::shared_ptr<const HookChain> HookChain::build(std::vector<HookEntry> entries
 
 std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& config,
                                                  config::Diagnostics& errors,
-                                                 const std::atomic<bool>* cancel) {
+                                                 const std::atomic<bool>* cancel,
+                                                 config::Diagnostics* warnings) {
   std::vector<HookEntry> entries;
   if (!config.enabled) return build(std::move(entries));
-  for (auto& file : discover_hooks(config, errors)) {
+  for (auto& file : discover_hooks(config, errors, warnings)) {
     if (cancel && cancel->load()) return nullptr;  // the hooks loaded so far stop as they go
     HookEntry entry;
     AttemptedHook attempted;

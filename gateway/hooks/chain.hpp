@@ -62,9 +62,11 @@ class HookChain {
   // hooks section gives an empty chain. `cancel`, when set, is looked at before each hook: once
   // true the load stops there (the gateway is stopping, and a load of hooks that each wait out a
   // handshake timeout must not hold its exit) and returns nullptr.
+  // `warnings` (for `check` and `hooks list`) gets what discovery only logs otherwise.
   static std::shared_ptr<const HookChain> load(const config::HooksConfig& config,
                                                config::Diagnostics& errors,
-                                               const std::atomic<bool>* cancel = nullptr);
+                                               const std::atomic<bool>* cancel = nullptr,
+                                               config::Diagnostics* warnings = nullptr);
   // Builds a chain from entries already in run order (tests, tools). Entries without a hook are
   // listed but never run, except for their stand_in.
   static std::shared_ptr<const HookChain> build(std::vector<HookEntry> entries);

@@ -139,7 +139,8 @@ struct Candidate {
 };
 
 // Hook files of one directory, sorted by file name so "first" and "duplicate" are deterministic.
-std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& errors) {
+std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& errors,
+                                      config::Diagnostics* warnings) {
   std::vector<Candidate> out;
   std::vector<std::string> not_executable;
   std::error_code ec;
@@ -210,12 +211,14 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
   // Not a hook (it cannot run), but said out loud: a ConfigMap volume mounts files 0644, and a
   // redaction hook must not leave the chain without a word. A warning, not an error entry: a
   // helper module with a #! line may sit beside the hooks, and an entry would take a name.
-  for (const auto& path : not_executable)
-    if (!mentioned.count(path))
-      spdlog::warn(
-          "{} starts with #! but is not executable, so it is not loaded as a hook: chmod +x it "
-          "to load it",
-          display_text(path));
+  for (const auto& path : not_executable) {
+    if (mentioned.count(path)) continue;
+    constexpr const char* kWhy =
+        "starts with #! but is not executable, so it is not loaded as a hook: chmod +x it to load "
+        "it";
+    spdlog::warn("{} {}", display_text(path), kWhy);
+    if (warnings) warnings->push_back({{path, 0, 0}, kWhy});
+  }
   std::erase_if(out, [&](const Candidate& c) {
     bool part_of_descriptor = c.file.form != HookForm::Declarative && targets.count(c.file.path);
     if (part_of_descriptor)
@@ -280,7 +283,7 @@ bool runs_before(const HookFile& a, const HookFile& b) {
 }
 
 std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories,
-                                     config::Diagnostics& errors) {
+                                     config::Diagnostics& errors, config::Diagnostics* warnings) {
   // name → the files currently defining it: the first is the one that loads, any others are
   // same-directory duplicates carrying an error.
   std::map<std::string, std::vector<HookFile>> by_name;
@@ -303,7 +306,7 @@ std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories
     }
 
     std::map<std::string, std::vector<HookFile>> here;
-    for (auto& c : scan_directory(dir, errors)) {
+    for (auto& c : scan_directory(dir, errors, warnings)) {
       auto& same = here[c.file.name];
       if (!same.empty() && c.file.error.empty()) {
         c.file.error = "duplicate hook name '" + c.file.name + "' in " + dir.string() +

@@ -86,6 +86,9 @@ TEST(ConfigLoaderTest, UnknownKeyReportedAtItsPosition) {
   EXPECT_NE(first_error(cfg).find("unknown key 'bnid' in bus"), std::string::npos);
   auto top = load("webhook: []\n");
   EXPECT_NE(first_error(top).find("test.yaml:1:1: unknown key 'webhook'"), std::string::npos);
+  // Optional sections are in the hint too, set or not.
+  auto typo = load("webhooks:\n  - name: a\n    url: https://x/\n    tsl: {}\n");
+  EXPECT_NE(first_error(typo).find("tls, url)"), std::string::npos) << first_error(typo);
 }
 
 // Found in review: yaml-cpp keeps both copies of a repeated key and the first one won, so a
@@ -280,6 +283,16 @@ TEST(ConfigLoaderTest, SettingsRunWouldRefuseAreErrorsAtTheirPosition) {
                 .find("bus.connect: expected a ZeroMQ endpoint"),
             std::string::npos);
   EXPECT_TRUE(load("bus: { bind: \"ipc:///run/hookgate/bus\" }\n"));
+  // A bind takes an address, * or an interface: `localhost` failed only at run, "No such device".
+  EXPECT_EQ(first_error(load("bus: { bind: \"tcp://localhost:5556\" }\n"))
+                .rfind("test.yaml:1:14: bus.bind: 'localhost' is neither an IP address nor a "
+                       "network interface here",
+                       0),
+            0u)
+      << first_error(load("bus: { bind: \"tcp://localhost:5556\" }\n"));
+  for (const char* ok : {"tcp://127.0.0.1:5556", "tcp://*:5556", "tcp://[::1]:5556",
+                         "tcp://lo:5556", "tcp://0.0.0.0:*"})
+    EXPECT_TRUE(load(std::string("bus: { bind: \"") + ok + "\" }\n")) << ok;
   EXPECT_NE(first_error(load("hooks: { observer_threads: 100000 }\n"))
                 .find("hooks.observer_threads: expected 1 up to 256"),
             std::string::npos);

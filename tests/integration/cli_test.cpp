@@ -34,6 +34,9 @@ TEST(CliTest, EveryVerbAnswersHelpAndVersion) {
     auto help = with({"--help"});
     EXPECT_EQ(help.exit_code, 0) << help.err;
     EXPECT_NE(help.out.find("Usage: hookgate " + verb[0]), std::string::npos) << help.out;
+    auto short_help = with({"-h"});  // found in review: "unexpected argument '-h'"
+    EXPECT_EQ(short_help.exit_code, 0) << short_help.err;
+    EXPECT_EQ(short_help.out, help.out);
     auto version = with({"--version"});
     EXPECT_EQ(version.exit_code, 0) << version.err;
     EXPECT_EQ(version.out, std::string("hookgate ") + HOOKGATE_VERSION + "\n");

@@ -282,6 +282,27 @@ TEST(GatewayFlowTest, CheckPointsEachWebhookProblemAtItsKey) {
     EXPECT_NE(r.err.find(expected), std::string::npos) << expected << "\n" << r.err;
 }
 
+// Found in review: `check` and `hooks list` said "ok" about what `run` only logs: a #! hook that
+// is not executable (a ConfigMap mounts files 0644) and a mistyped hooks directory.
+TEST(GatewayFlowTest, CheckWarnsAboutHooksRunWouldLeaveOut) {
+  TempDir dir;
+  std::string script = dir.write("hooks/_30_redact.py", "#!/usr/bin/env python3\n");
+  std::string path = dir.write("hookgate.yaml", "hooks:\n  directories: [./hooks, ./hoks]\n");
+  auto r = run_hookgate({"check", "--config", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;  // warnings: `run` starts with this config
+  EXPECT_NE(r.err.find(script + ": warning: starts with #! but is not executable"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(path + ":2:16: warning: hooks.directories: " +
+                       (dir.path() / "hoks").string() + " does not exist"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("ok (0 webhooks, 0 hooks; 2 warnings above)"), std::string::npos) << r.out;
+  auto list = run_hookgate({"hooks", "list", "--config", path});
+  EXPECT_NE(list.err.find("warning: starts with #! but is not executable"), std::string::npos)
+      << list.err;
+}
+
 // `check` reads the CURVE key files as `run` does: a systemd ExecStartPre check that passes and
 // a start that fails on a missing key is the worst of both.
 TEST(GatewayFlowTest, CheckReadsTheCurveKeyFilesLikeRun) {

@@ -516,6 +516,12 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
   EXPECT_EQ(typo.exit_code, 1);
   EXPECT_NE(typo.err.find("msg_0000doesnotexist was not replayed"), std::string::npos) << typo.err;
   EXPECT_NE(typo.out.find("0 dead deliveries queued again"), std::string::npos) << typo.out;
+  // So does a webhook name no delivery has (found in review: "0 dead deliveries queued again").
+  auto no_such = run_hookgate({"deliveries", "replay", "--all-dead", "--webhook", "recieverr",
+                               "--config", gw.config_path()},
+                              "", gw.env());
+  EXPECT_EQ(no_such.exit_code, 1);
+  EXPECT_NE(no_such.err.find("belongs to webhook 'recieverr'"), std::string::npos) << no_such.err;
 
   status = 200;
   auto replay = run_hookgate({"deliveries", "replay", "--all-dead", "--config", gw.config_path()},
