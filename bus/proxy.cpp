@@ -84,6 +84,9 @@ Status Proxy::open_backend() {
   zmq::socket_t backend(ctx_, zmq::socket_type::xpub);
   backend.set(zmq::sockopt::linger, 0);
   backend.set(zmq::sockopt::sndhwm, options_.hwm);
+  // It receives only subscriptions: a longer frame is an attack on memory (config.hpp), which
+  // would also be forwarded to every publisher.
+  backend.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(config::kMaxTopicBytes + 1));
   set_transport_options(backend, {},
                         backend_endpoint_.empty() ? options_.backend : backend_endpoint_);
   if (curve()) make_curve_server(backend, kSubscriberDomain);

@@ -23,8 +23,16 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
     s.set(zmq::sockopt::sndhwm, options.send_hwm);
     s.set(zmq::sockopt::linger, 5000);       // flush queued events on close, but never hang forever
     s.set(zmq::sockopt::xpub_nodrop, true);  // a full queue is reported to the caller, not dropped
+    // It receives only subscriptions: a longer frame is an attack on memory (config.hpp).
+    s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(config::kMaxTopicBytes + 1));
     if (!options.queue_while_disconnected) s.set(zmq::sockopt::immediate, true);
     set_transport_options(s, options.endpoints, options.bind);
+    // Half a CURVE setup would connect in plain text, and the bus would refuse it without a
+    // word to this side.
+    if (options.client_keys.has_value() != !options.server_public_key.empty())
+      return make_error(
+          "CURVE needs both server_public_key (the bus's public key) and client_keys (this "
+          "publisher's keypair)");
     if (options.client_keys) {
       if (auto st = configure_curve_client(s, options.server_public_key, *options.client_keys); !st)
         return st.error();
@@ -80,7 +88,12 @@ bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
   // The lock is taken per slice of at most 10 ms, so publish() on other threads waits at most
   // that long, not the whole timeout.
   constexpr auto kSlice = std::chrono::milliseconds(10);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  // Clamped: milliseconds::max() would overflow the clock and return at once (a century is
+  // "forever" enough).
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::min<std::chrono::milliseconds>(std::max(timeout, std::chrono::milliseconds(0)),
+                                          std::chrono::hours(24 * 365 * 100));
   for (;;) {
     {
       std::lock_guard lock(mu_);

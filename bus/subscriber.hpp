@@ -2,6 +2,8 @@
 // The gateway's SUB socket: binds and/or connects per `bus`, subscribes to `bus.topics`, refuses
 // grossly oversize frames in the socket (ZMQ_MAXMSGSIZE disconnects the sender) and queues at most
 // `receive_hwm` messages (beyond that ZeroMQ drops new messages: PUB/SUB never blocks publishers).
+// ZeroMQ limits frames, not messages: a sender may make it buffer one message of endless frames
+// before the gateway sees any of it, so an untrusted network needs CURVE (docs/operations.md).
 #include <zmq.hpp>
 
 #include <cstdint>

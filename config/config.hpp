@@ -49,6 +49,12 @@ struct CurveConfig {
 // twice it, and both must stay far from overflowing.
 inline constexpr int64_t kMaxMessageBytesLimit = int64_t{256} << 20;
 
+// The longest bus.topics prefix. A subscription travels as one frame (a flag byte and the
+// prefix), and the sockets that receive subscriptions (a publisher's, the proxy's backend) refuse
+// longer frames: libzmq stores a subscription a node per byte, so one hostile 32 MiB frame cost
+// a proxy and every publisher behind it gigabytes.
+inline constexpr size_t kMaxTopicBytes = 1023;
+
 struct BusConfig {
   std::optional<std::string> bind = std::string("tcp://127.0.0.1:5556");
   std::vector<std::string> connect;

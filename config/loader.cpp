@@ -116,6 +116,10 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
     r.error(r.pos("max_message_bytes"),
             "bus.max_message_bytes: expected 64 up to " + std::to_string(kMaxMessageBytesLimit));
   if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
+  for (const auto& topic : bus.topics)
+    if (topic.size() > kMaxTopicBytes)
+      r.error(r.pos("topics"), "bus.topics: a prefix is " + std::to_string(topic.size()) +
+                                   " bytes; at most " + std::to_string(kMaxTopicBytes));
   if (r.has("topics") && bus.topics.empty())
     r.error(r.pos("topics"),
             "bus.topics is empty, so the gateway would receive nothing; list prefixes, or [\"\"] "

@@ -711,6 +711,14 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   if (!sub) return sub.error();
   g.sub = std::move(sub.value());
   g.bus_endpoint = g.sub->bound_endpoint();
+  const std::string& bound = g.bus_endpoint;
+  if (!g.cfg.bus.curve.enabled && bound.rfind("tcp://", 0) == 0 &&
+      bound.rfind("tcp://127.", 0) != 0 && bound.rfind("tcp://[::1]:", 0) != 0)
+    spdlog::warn(
+        "bus: {} takes publishers from the network without CURVE: any peer may publish, and one "
+        "that sends a message of endless frames makes ZeroMQ buffer it all in memory; enable "
+        "bus.curve (docs/operations.md)",
+        bound);
   g.bus_open.store(true, std::memory_order_release);
   g.dispatcher->start();
   g.loader = std::thread([raw] { raw->loader_loop(); });

@@ -91,6 +91,22 @@ TEST(CurveTest, AnAllowListFolderSkipsKeypairFiles) {
 
 // Found in review: a key file path of exactly 40 characters, all in the Z85 alphabet (as
 // /etc/hookgate/keys/proxy-server1.key.pub is), was taken for the key itself.
+// Found in review: a secret key put where its file's path belongs (secret_key_file:
+// "${BUS_SECRET}") was printed by `check` and `run` in "cannot read key file <path>".
+TEST(CurveTest, AKeyGivenAsAPathIsNotShownInTheError) {
+  const auto keys = generate_curve_keypair();
+  auto inline_key = read_key_file("/etc/hookgate/" + keys.secret_key);
+  ASSERT_FALSE(inline_key);
+  EXPECT_EQ(inline_key.error().message.find(keys.secret_key), std::string::npos);
+  EXPECT_NE(inline_key.error().message.find("looks like a Z85 key"), std::string::npos);
+  // An ordinary missing file is named, with the reason.
+  auto missing = read_key_file("/etc/hookgate/keys/proxy-server1.key.pub");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().message.find("/etc/hookgate/keys/proxy-server1.key.pub: No such file"),
+            std::string::npos)
+      << missing.error().message;
+}
+
 TEST(CurveTest, AFortyCharacterKeyFilePathIsReadAsAFile) {
   const std::string base = "/tmp/hg-z85-" + std::to_string(::getpid() % 100000);
   std::string path = base + "/";

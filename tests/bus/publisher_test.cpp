@@ -320,6 +320,58 @@ TEST(PublisherTest, RefusesReservedTypesAndNamesABadEndpoint) {
       << typo.error().message;
 }
 
+// A bound publisher is reached by subscribers directly: the same memory attack as on the proxy
+// (one huge subscription frame), refused the same way.
+TEST(PublisherTest, AnOversizeSubscriptionIsRefused) {
+  testing::TempDir dir;
+  const std::string endpoint = "ipc://" + (dir.path() / "bus").string();
+  auto pub = Publisher::connect({.endpoints = {}, .bind = endpoint});
+  ASSERT_TRUE(pub) << pub.error().message;
+  zmq::context_t ctx;
+  zmq::socket_t hostile(ctx, zmq::socket_type::xsub);
+  hostile.set(zmq::sockopt::linger, 0);
+  hostile.connect(endpoint);
+  std::string big(config::kMaxTopicBytes + 2, 'a');
+  big[0] = 1;
+  hostile.send(zmq::buffer(big));
+  EXPECT_FALSE(pub.value()->wait_for_subscriber(std::chrono::seconds(1)));
+  big.pop_back();
+  zmq::socket_t fine(ctx, zmq::socket_type::xsub);
+  fine.set(zmq::sockopt::linger, 0);
+  fine.connect(endpoint);
+  fine.send(zmq::buffer(big));
+  EXPECT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+}
+
+// Found in review: a server key without client keys connected in plain text (the bus refused it,
+// this side heard nothing), and wait_for_subscriber(milliseconds::max()) returned at once.
+TEST(PublisherTest, HalfACurveSetupIsAnErrorAndAnEndlessWaitWaits) {
+  auto half = Publisher::connect(
+      {.endpoints = {"tcp://127.0.0.1:1"}, .server_public_key = std::string(40, 'a')});
+  ASSERT_FALSE(half);
+  EXPECT_NE(half.error().message.find("CURVE needs both"), std::string::npos);
+  testing::TempDir dir;
+  const std::string endpoint = "ipc://" + (dir.path() / "bus").string();
+  auto pub = Publisher::connect({.endpoints = {}, .bind = endpoint});
+  ASSERT_TRUE(pub) << pub.error().message;
+  std::atomic<bool> returned{false};
+  bool subscribed = false;
+  std::thread waiter([&] {
+    subscribed = pub.value()->wait_for_subscriber(std::chrono::milliseconds::max());
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_FALSE(returned.load());  // still waiting, not "false at once"
+  zmq::context_t ctx;
+  config::BusConfig cfg;
+  cfg.bind.reset();
+  cfg.connect = {endpoint};
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub) << sub.error().message;  // (if not, the waiter never returns: test hangs)
+  waiter.join();
+  EXPECT_TRUE(subscribed);
+}
+
 TEST(PublisherTest, RejectsInvalidData) {
   auto pub = Publisher::connect({.endpoints = {"tcp://127.0.0.1:1"}});
   ASSERT_TRUE(pub);
