@@ -12,6 +12,7 @@
 #include "gateway/common/log.hpp"
 #include "gateway/common/text.hpp"
 #include "gateway/hooks/chain.hpp"
+#include "gateway/hooks/discovery.hpp"
 #include "gateway/router.hpp"
 
 namespace hookgate::cli {
@@ -146,6 +147,14 @@ int hooks_new(const Args& args) {
                     "(for example _30_tag_region)",
                 2);
   std::string form = args.get_or("form", "yaml");
+  // `hooks new _16_x.yaml` means the hook _16_x, not a file _16_x.yaml.yaml.
+  for (std::string_view ext : {".yaml", ".yml", ".py", ".so", ".cpp"})
+    if (name.size() > ext.size() && name.ends_with(ext)) name.resize(name.size() - ext.size());
+  // Discovery's rule: a name after the numeric prefix (a file `_15.yaml` would not load).
+  if (!hooks::parse_hook_file_name(name))
+    return fail(
+        "hook name '" + name + "' has no name after its numeric prefix (for example _15_redact)",
+        2);
   std::string kind = args.get_or("kind", "transform");
   if (kind != "veto" && kind != "transform" && kind != "observe")
     return fail("--kind must be veto, transform or observe", 2);

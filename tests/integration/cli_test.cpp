@@ -171,6 +171,15 @@ TEST(CliTest, HooksNewRefusesNamesThatLeaveTheDirectory) {
   EXPECT_FALSE(std::filesystem::exists("/tmp/hookgate-escape.py"));
   auto ok = run_hookgate({"hooks", "new", "_30_tag.v2", "--form", "yaml", "--dir", hooks});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  // Found in review: files the loader then refused (no name after the number) or misnamed.
+  auto bare = run_hookgate({"hooks", "new", "_15", "--form", "yaml", "--dir", hooks});
+  EXPECT_EQ(bare.exit_code, 2) << bare.out << bare.err;
+  EXPECT_NE(bare.err.find("no name after its numeric prefix"), std::string::npos) << bare.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "hooks/_15.yaml"));
+  auto with_ext = run_hookgate({"hooks", "new", "_16_x.yaml", "--form", "yaml", "--dir", hooks});
+  EXPECT_EQ(with_ext.exit_code, 0) << with_ext.err;
+  EXPECT_TRUE(std::filesystem::exists(dir / "hooks/_16_x.yaml"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "hooks/_16_x.yaml.yaml"));
 }
 
 // Found in review: the native scaffold checked only for its .cpp, so a NAME-src folder holding
