@@ -7,6 +7,7 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/diagnostic_type.hpp"
 #include "gateway/common/ids.hpp"
+#include "gateway/common/text.hpp"
 
 namespace hookgate::bus {
 
@@ -176,6 +177,11 @@ Status Publisher::publish_locked(Event& event) {
     return make_error("event of " + std::to_string(bytes) + " bytes exceeds max_message_bytes " +
                       std::to_string(options_.max_message_bytes) +
                       " (the gateway's bus.max_message_bytes): nothing was sent");
+  // A type or source set from raw bytes: the gateway would refuse the event.
+  if (!valid_utf8(frames[0].to_string_view()) || !valid_utf8(frames[1].to_string_view()))
+    return make_error(
+        "event is not valid UTF-8 (its type, source or another attribute): nothing "
+        "was sent");
   if (!socket_->send(frames[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
       !socket_->send(frames[1], zmq::send_flags::dontwait))
     return make_error("bus send queue is full (send_hwm reached)");

@@ -50,14 +50,23 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
                      (frames.empty() ? std::string("none") : std::string("more"))};
   size_t total = 0;
   for (const auto& f : frames) total += f.size();
-  if (total > max_message_bytes)
-    return Rejection{"message of " + std::to_string(total) + " bytes exceeds max_message_bytes " +
-                     std::to_string(max_message_bytes)};
   std::string_view topic;
   if (frames.size() == 2) topic = frames[0].to_string_view();
   std::string_view json = frames.back().to_string_view();
+  // Refused before its envelope is read, a message still carries its sequence stamp: without it
+  // the gap it leaves counts as a message that never arrived, so it would be counted twice and
+  // send operators looking for a loss on the network. (At most twice max_message_bytes: the
+  // socket refuses larger frames.)
+  auto stamped = [&](Rejection rejection) {
+    auto parsed = Event::parse(json);
+    return parsed ? with_sequence(*parsed, std::move(rejection)) : rejection;
+  };
+  if (total > max_message_bytes)
+    return stamped(Rejection{"message of " + std::to_string(total) +
+                             " bytes exceeds max_message_bytes " +
+                             std::to_string(max_message_bytes)});
   // The topic may become the event's type; a type must be text like the rest of the envelope.
-  if (!valid_utf8(topic)) return Rejection{"topic frame is not valid UTF-8"};
+  if (!valid_utf8(topic)) return stamped(Rejection{"topic frame is not valid UTF-8"});
 
   // What a rejection names (type, id) came from the sender: logs and diagnostics get a short,
   // printable copy, never the raw text (up to 2 MiB, control characters included).

@@ -404,6 +404,8 @@ Result<int> take_owner_lock(const std::string& db_path) {
   const bool writable = fd >= 0;
   // flock needs no write access: someone else's lock file still locks, without the pid.
   if (fd < 0 && errno == EACCES) fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT && !std::filesystem::is_directory(real.parent_path(), ec))
+    return make_error("its folder " + real.parent_path().string() + " does not exist");
   if (fd < 0) return make_error("cannot open " + lock_path + ": " + std::strerror(errno));
   if (writable && ::geteuid() == 0) {
     struct stat owner {};

@@ -314,6 +314,11 @@ TEST(PublisherTest, RefusesReservedTypesAndNamesABadEndpoint) {
   ASSERT_TRUE(next) << next.error().reason;
   EXPECT_EQ(next->type(), "app.after");  // the reserved one was never sent
 
+  // And text that is not UTF-8, which the gateway would refuse (found in review).
+  auto bytes = bus.pub->publish("app.\xff\xfe", "{}");
+  ASSERT_FALSE(bytes);
+  EXPECT_NE(bytes.error().message.find("not valid UTF-8"), std::string::npos);
+
   auto typo = Publisher::connect({.endpoints = {"localhost:5556"}});
   ASSERT_FALSE(typo);
   EXPECT_NE(typo.error().message.find("cannot connect to 'localhost:5556'"), std::string::npos)

@@ -126,5 +126,22 @@ TEST(WireTest, TopicMustBeUtf8) {
   EXPECT_NE(ev.error().reason.find("UTF-8"), std::string::npos);
 }
 
+// Found in review: messages refused before their envelope was read (over max_message_bytes, a
+// topic that is not UTF-8) lost their sequence stamp, so the gap they left was also counted as
+// messages that never arrived.
+TEST(WireTest, MessagesRefusedBeforeTheirEnvelopeKeepTheirSequenceStamp) {
+  const std::string json = R"({"type":"a.b","hookgatestream":"s1","hookgateseq":7,"data":{}})";
+  auto oversize = frames_of({"a.b", json});
+  auto big = decode_message(oversize, 16, 0);
+  ASSERT_FALSE(big);
+  EXPECT_NE(big.error().reason.find("exceeds max_message_bytes"), std::string::npos);
+  EXPECT_EQ(big.error().stream, "s1");
+  EXPECT_EQ(big.error().sequence, std::optional<uint64_t>(7));
+  auto bad_topic = frames_of({"a\xff", json});
+  auto bad = decode_message(bad_topic, 1 << 20, 0);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().sequence, std::optional<uint64_t>(7));
+}
+
 }  // namespace
 }  // namespace hookgate::bus

@@ -146,6 +146,11 @@ TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
   }
   const std::string fine = dir.write("ok.yaml", "webhooks: []\nspool: { path: spool.db }\n");
   EXPECT_EQ(run_hookgate({"check", "--config", fine, "--config-only"}).exit_code, 0);
+  // `run` names the folder too (found in review: it named the spool's .lock file).
+  auto run = run_hookgate({"run", "--config", config});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("its folder /proc/hookgate-nonexistent does not exist"), std::string::npos)
+      << run.err;
 }
 
 // Found in review: `hooks new` printed "created" and exited 0 when it could not write the file.
