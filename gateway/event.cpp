@@ -138,17 +138,29 @@ Event::Event() {
   doc_.SetObject();
 }
 
+namespace {
+// Where a parse error is, for a person: "at offset N" on one line (bus messages), "at line L,
+// column C" in text with line breaks (`hooks test --event`, `publish --data-file`).
+std::string json_error_place(std::string_view json, size_t offset) {
+  const std::string_view before = json.substr(0, std::min(offset, json.size()));
+  const auto newlines = std::count(before.begin(), before.end(), '\n');
+  if (newlines == 0) return "at offset " + std::to_string(offset);
+  return "at line " + std::to_string(newlines + 1) + ", column " +
+         std::to_string(before.size() - before.rfind('\n'));
+}
+}  // namespace
+
 Result<Event> Event::parse(std::string_view json, size_t extra_depth) {
   // RapidJSON's stream reads a NUL as the end of input, so `{...}\0junk` would pass with the rest
   // ignored. JSON text has no raw NUL (inside strings it is escaped). One at the very end is a C
   // publisher sending strlen() + 1 bytes, and is let go; anywhere else it is an error.
   if (!json.empty() && json.back() == '\0') json.remove_suffix(1);
   if (const size_t nul = json.find('\0'); nul != std::string_view::npos)
-    return make_error("invalid JSON at offset " + std::to_string(nul) + ": a NUL byte");
+    return make_error("invalid JSON " + json_error_place(json, nul) + ": a NUL byte");
   Event ev;
   ev.doc_.Parse<kParseFlags>(json.data(), json.size());
   if (ev.doc_.HasParseError()) {
-    return make_error("invalid JSON at offset " + std::to_string(ev.doc_.GetErrorOffset()) + ": " +
+    return make_error("invalid JSON " + json_error_place(json, ev.doc_.GetErrorOffset()) + ": " +
                       rapidjson::GetParseError_En(ev.doc_.GetParseError()));
   }
   if (!ev.doc_.IsObject()) return make_error("event is not a JSON object");

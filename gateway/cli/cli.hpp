@@ -39,6 +39,8 @@ class Args {
 // Loads --config FILE, or the embedded defaults (base dir: the working directory) when absent.
 // Prints diagnostics as FILE:LINE:COL: message to stderr.
 std::optional<config::Config> load_config_or_report(const Args& args);
+// The whole of a file named on the command line (an event, data), or why not (errno's words).
+Result<std::string> read_input_file(const std::string& path);
 // Loads the hook chain as `run` would, for `check` and `hooks list`; `warnings` gets what `run`
 // only logs: a #! script that is not executable, a listed hooks directory that is not there.
 std::shared_ptr<const hooks::HookChain> load_hooks_for_tools(const config::HooksConfig& hooks,

@@ -71,13 +71,11 @@ int hooks_test(const Args& args) {
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;
   setup_logging("off", "text");
-  std::ifstream in(*event_file);
-  if (!in) return fail("cannot read " + *event_file);
-  std::stringstream ss;
-  ss << in.rdbuf();
+  auto read = read_input_file(*event_file);
+  if (!read) return fail(read.error().message);
   // Through the bus's own decoder: what `run` would reject (over max_message_bytes, a reserved
   // hookgate.* type) is rejected here too, not shown as delivered.
-  const std::string text = ss.str();
+  const std::string text = std::move(read).value();
   std::vector<zmq::message_t> frames;
   frames.emplace_back(text.data(), text.size());
   auto ev =

@@ -1,8 +1,5 @@
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "bus/publisher.hpp"
 #include "gateway/cli/cli.hpp"
@@ -32,13 +29,9 @@ int cmd_publish(const std::vector<std::string>& argv) {
   std::string data_from = "--data";
   if (auto file = args.get("data-file")) {
     if (args.has("data")) return fail("use --data or --data-file, not both", 2);
-    std::error_code ec;
-    if (std::filesystem::is_directory(*file, ec)) return fail(*file + " is a directory");
-    std::ifstream in(*file);
-    if (!in) return fail("cannot read " + *file);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    data = ss.str();
+    auto text = read_input_file(*file);
+    if (!text) return fail(text.error().message);
+    data = std::move(text).value();
     data_from = "--data-file " + *file;
   }
   // Before connecting: bad data is the caller's to fix, not a "no subscriber" after a wait.

@@ -202,6 +202,16 @@ TEST(HookToolsTest, HooksTestDryRunPrintsEachStepTheFinalEventAndTheWebhooks) {
   r = run_hookgate({"hooks", "test", "--config", cfg, "--event", forged});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.err.find("the gateway would reject it: "), std::string::npos) << r.err;
+  // A hand-written event file's mistake is placed by line and column, a missing file says why
+  // (found in review: "at offset 24", and a bare "cannot read").
+  std::string typo = dir.write("typo.json", "{\n  \"type\": \"auth.failure\",\n  data: {}\n}\n");
+  r = run_hookgate({"hooks", "test", "--config", cfg, "--event", typo});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("invalid JSON at line 3, column 3: "), std::string::npos) << r.err;
+  r = run_hookgate({"hooks", "test", "--config", cfg, "--event", typo + ".missing"});
+  EXPECT_NE(r.err.find("cannot read " + typo + ".missing: No such file or directory"),
+            std::string::npos)
+      << r.err;
 
   // A dry run: the webhook endpoints (live all along) got nothing. The verb has exited, so
   // nothing can still be on its way.
