@@ -59,6 +59,11 @@ class Publisher {
   // Owns its own ZeroMQ context unless one is passed.
   static Result<std::unique_ptr<Publisher>> connect(PublisherOptions options,
                                                     zmq::context_t* ctx = nullptr);
+  // Waits up to 5 s (ZMQ_LINGER) for queued events to go out. An ok publish() means queued in
+  // this process, not received: events still queued when that wait ends (a gateway that went
+  // away, with queue_while_disconnected) are lost without a word, since ZeroMQ does not say which
+  // were sent. A service that must not lose one keeps running until its gateway is back, or
+  // records what it published and checks the receiving end.
   ~Publisher();
 
   // Blocks until at least one subscriber has subscribed to the bus, or the timeout passes.
