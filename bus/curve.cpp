@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq_utils.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -71,7 +72,9 @@ namespace {
 // Whether `path` ends in what looks like a Z85 key rather than a file name: 40 characters of the
 // alphabet with one that file names rarely hold. ("/etc/hookgate/keys/proxy-server1.key.pub" is
 // 40 characters of the alphabet too; a random key avoids all of these with odds of 1 in 50,000.)
-bool ends_in_key_text(const std::string& path) {
+bool ends_in_key_text(std::string path) {
+  // A key from a file or a Kubernetes secret often ends in a line break.
+  while (!path.empty() && std::isspace(static_cast<unsigned char>(path.back()))) path.pop_back();
   if (path.size() < 40) return false;
   const std::string tail = path.substr(path.size() - 40);
   return valid_z85_key(tail) && tail.find_first_of(":+=^!*?&<>()[]{}@%$#") != std::string::npos;
@@ -81,13 +84,14 @@ bool ends_in_key_text(const std::string& path) {
 Result<CurveKeypair> read_key_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
+    const int error = errno;  // before the key check, whose decoding may set it
     // A key pasted (or put in a ${VAR}) where its file's path belongs ends up here: the path is
     // then a secret, and errors never show one.
     if (ends_in_key_text(path))
       return make_error(
           "cannot read key file (its path looks like a Z85 key, not a file name, so it is not "
           "shown: give the key file's path)");
-    return make_error("cannot read key file " + path + ": " + std::strerror(errno));
+    return make_error("cannot read key file " + path + ": " + std::strerror(error));
   }
   CurveKeypair keys;
   std::string line;

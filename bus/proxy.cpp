@@ -86,7 +86,7 @@ Status Proxy::open_backend() {
   backend.set(zmq::sockopt::sndhwm, options_.hwm);
   // It receives only subscriptions: a longer frame is an attack on memory (config.hpp), which
   // would also be forwarded to every publisher.
-  backend.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(config::kMaxTopicBytes + 1));
+  backend.set(zmq::sockopt::maxmsgsize, config::kMaxSubscriptionFrameBytes);
   set_transport_options(backend, {},
                         backend_endpoint_.empty() ? options_.backend : backend_endpoint_);
   if (curve()) make_curve_server(backend, kSubscriberDomain);

@@ -25,7 +25,7 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
     s.set(zmq::sockopt::linger, 5000);       // flush queued events on close, but never hang forever
     s.set(zmq::sockopt::xpub_nodrop, true);  // a full queue is reported to the caller, not dropped
     // It receives only subscriptions: a longer frame is an attack on memory (config.hpp).
-    s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(config::kMaxTopicBytes + 1));
+    s.set(zmq::sockopt::maxmsgsize, config::kMaxSubscriptionFrameBytes);
     if (!options.queue_while_disconnected) s.set(zmq::sockopt::immediate, true);
     set_transport_options(s, options.endpoints, options.bind);
     // Half a CURVE setup would connect in plain text, and the bus would refuse it without a

@@ -46,7 +46,9 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
       try {
         sub->socket_.bind(*cfg.bind);
       } catch (const zmq::error_t& e) {
-        return make_error("cannot bind bus socket to " + *cfg.bind + ": " + e.what());
+        std::string message = "cannot bind bus socket to " + *cfg.bind + ": " + e.what();
+        if (auto why = bind_host_problem(*cfg.bind)) message += " (" + *why + ")";
+        return make_error(message);
       }
       sub->bound_ = sub->socket_.get(zmq::sockopt::last_endpoint);
     }

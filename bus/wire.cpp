@@ -1,5 +1,8 @@
 #include "bus/wire.hpp"
 
+#include <arpa/inet.h>
+#include <net/if.h>
+
 #include <algorithm>
 
 #include "bus/sequence_gaps.hpp"
@@ -18,6 +21,21 @@ void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>
   socket.set(zmq::sockopt::tcp_keepalive_intvl, kKeepaliveIntervalS);
   socket.set(zmq::sockopt::tcp_keepalive_cnt, kKeepaliveCount);
   socket.set(zmq::sockopt::tcp_maxrt, kUnacknowledgedMaxMs);
+}
+
+std::optional<std::string> bind_host_problem(const std::string& endpoint) {
+  if (endpoint.rfind("tcp://", 0) != 0) return std::nullopt;
+  const std::string_view address = std::string_view(endpoint).substr(6);
+  std::string host(address.substr(0, address.rfind(':')));
+  if (host.empty() || host == "*" || host.front() == '[') return std::nullopt;
+  const std::string without_zone = host.substr(0, host.find('%'));  // fe80::1%eth0
+  in6_addr ip{};
+  if (inet_pton(AF_INET, without_zone.c_str(), &ip) == 1 ||
+      inet_pton(AF_INET6, without_zone.c_str(), &ip) == 1 || if_nametoindex(host.c_str()) != 0)
+    return std::nullopt;
+  return "'" + host +
+         "' is neither an IP address nor a network interface here; a bind takes an address "
+         "(tcp://127.0.0.1:5556), * (every interface) or an interface name, not a host name";
 }
 
 namespace {

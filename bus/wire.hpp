@@ -32,6 +32,11 @@ inline constexpr int kKeepaliveIntervalS = 10;
 inline constexpr int kKeepaliveCount = 3;
 inline constexpr int kUnacknowledgedMaxMs = 90000;
 
+// Why `run` could not bind `endpoint` on this machine, judged without binding: ZeroMQ binds an IP
+// address, `*` or a network interface, never a host name (`tcp://localhost:5556` fails with "No
+// such device"). Nothing for other transports, or when the host is fine.
+std::optional<std::string> bind_host_problem(const std::string& endpoint);
+
 // What every bus socket (subscriber, publisher, proxy) sets before binding or connecting to
 // `connect` and `bind`: the keepalive above, and IPv6 when one of them is a bracketed address
 // (`tcp://[::]:5556`). Only then: with IPv6 on, ZeroMQ binds an IPv4 address as IPv4-mapped

@@ -49,11 +49,13 @@ struct CurveConfig {
 // twice it, and both must stay far from overflowing.
 inline constexpr int64_t kMaxMessageBytesLimit = int64_t{256} << 20;
 
-// The longest bus.topics prefix. A subscription travels as one frame (a flag byte and the
-// prefix), and the sockets that receive subscriptions (a publisher's, the proxy's backend) refuse
-// longer frames: libzmq stores a subscription a node per byte, so one hostile 32 MiB frame cost
-// a proxy and every publisher behind it gigabytes.
+// The longest bus.topics prefix. A subscription travels as one frame (ZMTP 3.1's "\x09SUBSCRIBE"
+// command or the older flag byte, then the prefix), and the sockets that receive subscriptions (a
+// publisher's, the proxy's backend) refuse frames over kMaxSubscriptionFrameBytes: libzmq stores a
+// subscription a node per byte, so one hostile 32 MiB frame cost a proxy and every publisher
+// behind it gigabytes.
 inline constexpr size_t kMaxTopicBytes = 1023;
+inline constexpr int64_t kMaxSubscriptionFrameBytes = kMaxTopicBytes + 16;
 
 struct BusConfig {
   std::optional<std::string> bind = std::string("tcp://127.0.0.1:5556");
@@ -65,6 +67,7 @@ struct BusConfig {
   // messages; see docs/design.md "Bus" for the trade-off with plain PUB publishers.
   int receive_hwm = 20000;
   CurveConfig curve;
+  Position bind_where;  // of `bus.bind`, for what `check` finds about it on this machine
 };
 
 struct HooksConfig {

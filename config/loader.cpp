@@ -1,8 +1,5 @@
 #include "config/loader.hpp"
 
-#include <arpa/inet.h>
-#include <net/if.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -96,20 +93,7 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   };
   if (bus.bind) {
     check_endpoint("bind", *bus.bind);
-    // ZeroMQ binds an address, `*` or a network interface, never a host name: `localhost` fails
-    // only when `run` binds, as "No such device".
-    if (bus.bind->rfind("tcp://", 0) == 0) {
-      const std::string_view address = std::string_view(*bus.bind).substr(6);
-      const std::string host(address.substr(0, address.rfind(':')));
-      in6_addr ip{};
-      if (!host.empty() && host != "*" && host.front() != '[' &&
-          inet_pton(AF_INET, host.c_str(), &ip) != 1 &&
-          inet_pton(AF_INET6, host.c_str(), &ip) != 1 && if_nametoindex(host.c_str()) == 0)
-        r.error(r.pos("bind"), "bus.bind: '" + host +
-                                   "' is neither an IP address nor a network interface here; a "
-                                   "bind takes an address (tcp://127.0.0.1:5556), * (every "
-                                   "interface) or an interface name, not a host name");
-    }
+    bus.bind_where = r.pos("bind");
   }
   for (const auto& endpoint : bus.connect) check_endpoint("connect", endpoint);
   if (bus.max_message_bytes < 64 || bus.max_message_bytes > kMaxMessageBytesLimit)

@@ -13,7 +13,7 @@
 namespace hookgate::config {
 
 std::string Position::str() const {
-  if (line == 0) return file;
+  if (line == 0) return file.empty() ? "(config)" : file;
   return file + ":" + std::to_string(line) + ":" + std::to_string(column);
 }
 

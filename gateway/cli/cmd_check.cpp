@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "bus/curve.hpp"
+#include "bus/wire.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/hooks/chain.hpp"
@@ -52,6 +53,20 @@ int cmd_check(const std::vector<std::string>& argv) {
       const bool fatal = args.has("config-only");
       std::fprintf(stderr, "%s: %sspool.path %s: %s%s\n", at.str().c_str(),
                    fatal ? "" : "warning: ", cfg->spool.path.c_str(), problem.c_str(),
+                   fatal ? "" : " (run refuses to start until it is)");
+      if (fatal) {
+        ++problems;
+      } else {
+        ++warnings;
+      }
+    }
+  }
+  // A bind ZeroMQ cannot make here: as the spool folder, judged on this machine.
+  if (cfg->bus.bind) {
+    if (auto why = bus::bind_host_problem(*cfg->bus.bind)) {
+      const bool fatal = args.has("config-only");
+      std::fprintf(stderr, "%s: %sbus.bind: %s%s\n", cfg->bus.bind_where.str().c_str(),
+                   fatal ? "" : "warning: ", why->c_str(),
                    fatal ? "" : " (run refuses to start until it is)");
       if (fatal) {
         ++problems;

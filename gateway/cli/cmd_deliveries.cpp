@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -157,7 +158,11 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       if (!replayed) return fail(replayed.error().message);
       moved = *replayed;
       // A mistyped name would otherwise read as "nothing was dead".
-      if (moved == 0 && !webhook.empty() && store.list(std::nullopt, webhook, 1).empty()) {
+      const bool configured =
+          config && std::any_of(config->webhooks.begin(), config->webhooks.end(),
+                                [&](const auto& w) { return w.name == webhook; });
+      if (moved == 0 && !webhook.empty() && !configured &&
+          store.list(std::nullopt, webhook, 1).empty()) {
         if (auto code = read_failed()) return *code;
         return fail("no delivery in " + spool_cfg.path + " belongs to webhook '" +
                     escape_controls(webhook) + "' (`hookgate deliveries list` shows the names)");

@@ -582,10 +582,12 @@ class DeclarativeHook final : public Hook {
         case ActionStep::Op::Set:
           for (size_t i = 0; i < a.paths.size(); ++i) {
             const JsonValue& value = (*a.values)[static_cast<rapidjson::SizeType>(i)];
-            if (const JsonValue* now = ev.find(a.paths[i]); now && *now == value) continue;
+            // Written even when equal: rapidjson's == calls 1 and 1.0 equal, and the body the
+            // receiver gets shows the difference.
+            const JsonValue* now = ev.find(a.paths[i]);
+            if (!now || !(*now == value) || now->IsDouble() != value.IsDouble()) any = true;
             if (!ev.set(a.paths[i], value))
               return make_error("set " + a.paths[i] + ": a non-object value is in the way");
-            any = true;
           }
           break;
         case ActionStep::Op::Rename:

@@ -99,6 +99,15 @@ TEST(CurveTest, AKeyGivenAsAPathIsNotShownInTheError) {
   ASSERT_FALSE(inline_key);
   EXPECT_EQ(inline_key.error().message.find(keys.secret_key), std::string::npos);
   EXPECT_NE(inline_key.error().message.find("looks like a Z85 key"), std::string::npos);
+  // Also with the line break a key from a file or a Kubernetes secret ends in.
+  auto with_newline = read_key_file("/etc/hookgate/" + keys.secret_key + "\n");
+  ASSERT_FALSE(with_newline);
+  EXPECT_EQ(with_newline.error().message.find(keys.secret_key), std::string::npos);
+  // A long ordinary path keeps open()'s reason (the key check's decoding set errno).
+  auto long_path = read_key_file("/etc/hookgate/keys/production_gateway_secret.key");
+  ASSERT_FALSE(long_path);
+  EXPECT_NE(long_path.error().message.find("No such file or directory"), std::string::npos)
+      << long_path.error().message;
   // An ordinary missing file is named, with the reason.
   auto missing = read_key_file("/etc/hookgate/keys/proxy-server1.key.pub");
   ASSERT_FALSE(missing);

@@ -47,6 +47,22 @@ void send_stamped(zmq::socket_t& pub, const std::string& topic, const std::strin
 // Found in review: the gateway subscribed to the bus before its admin listener started, so a
 // start that failed on a busy admin port (the old instance still draining) took events from a
 // publisher, which saw a subscriber and sent, and then exited with them.
+// ZeroMQ buffers a message of endless frames in full before the gateway sees any of it: a bus
+// open to the network without CURVE is said out loud at start, a loopback one is not.
+TEST(OperationsTest, ABusOpenToTheNetworkWithoutCurveIsAWarning) {
+  for (const std::string host : {"0.0.0.0", "127.0.0.1"}) {
+    TempDir dir;
+    GatewayProcess gw(dir);
+    ASSERT_TRUE(gw.start("bus: { bind: \"tcp://" + host +
+                         ":${HG_BUS_PORT}\" }\nadmin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+                         "spool: { mode: memory }\n"))
+        << gw.log();
+    EXPECT_EQ(gw.log().find("without CURVE") != std::string::npos, host == "0.0.0.0")
+        << host << "\n"
+        << gw.log();
+  }
+}
+
 TEST(OperationsTest, AStartThatFailsOnTheAdminPortNeverSubscribes) {
   TempDir dir;
   HttpReceiver busy;  // holds the admin port

@@ -587,7 +587,7 @@ TEST_F(SqliteSpoolTest, BoundedCachePagesFiftyThousandInOrder) {
   while (true) {
     auto page = spool->claim_due("backlog", now_unix_ms(), 700);
     if (page.empty()) {
-      // Claims waiting for their outcome are capped (8,192): on a loaded machine the writer
+      // Outcomes waiting for their commit are capped (8,192): on a loaded machine the writer
       // may not have recorded the completions yet. Once it has, an empty page means the end.
       ASSERT_TRUE(spool->flush());
       page = spool->claim_due("backlog", now_unix_ms(), 700);

@@ -232,6 +232,13 @@ TEST_F(DeclarativeHookTest, ATransformSaysWhetherItChangedTheEvent) {
   EXPECT_FALSE(edited(*mover, with));    // data.a is gone and data.n already [1, 2]
   Event without = make_event(R"({"type":"t","data":{"env":"dev"}})");
   EXPECT_TRUE(edited(*setter, without));
+  // Equal numbers of another type are still written (found in review: rapidjson calls 1 and
+  // 1.0 equal, and the set was skipped).
+  auto doubler = load_ok("_40_n.yaml", "kind: transform\nactions:\n  - set: { data.n: 1.0 }\n");
+  ASSERT_TRUE(doubler);
+  Event integer = make_event(R"({"type":"t","data":{"n":1}})");
+  EXPECT_TRUE(edited(*doubler, integer));
+  EXPECT_TRUE(integer.find("data.n")->IsDouble());
 }
 
 // Found in review: remove: on a list element did nothing (no error either), and rename: from one
