@@ -1003,7 +1003,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
       if (op.kind == Op::Kind::Complete) {
         if (auto it = in_flight_.find(op.delivery.id); it != in_flight_.end()) {
           if (auto lane = lanes_.find(it->second.webhook); lane != lanes_.end())
-            --lane->second.in_flight;
+            lane->second.claimed.erase(op.delivery.id);
           if (it->second.completing) --completing_;
           in_flight_.erase(it);
         }
@@ -1310,7 +1310,7 @@ bool SqliteSpool::resync_locked() {
   pending_ = pending;
   ++resync_gen_;  // pending_ recounted from the file (see submit_add)
   std::erase_if(lanes_, [](const auto& kv) {
-    return !kv.second.disk && kv.second.in_flight == 0 && kv.second.cached.empty();
+    return !kv.second.disk && kv.second.claimed.empty() && kv.second.cached.empty();
   });
   return true;
 }
@@ -1441,7 +1441,7 @@ void SqliteSpool::hand_out_locked(Lane& lane, const std::string& webhook, int64_
   // is already spooled can get here (its savepoint will refuse it): it must not go out beside
   // the real delivery. One hash lookup serves both the check and the claim.
   if (!in_flight_.try_emplace(delivery.id, InFlight{webhook, rowid}).second) return;
-  ++lane.in_flight;
+  lane.claimed.insert(delivery.id);
   out.push_back(std::move(delivery));
 }
 
@@ -1462,10 +1462,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
       return out;
     }
     if (it->second.disk_next_due > now_ms) return out;
-    if (it->second.in_flight > 0) {
-      for (const auto& [id, claim] : in_flight_)
-        if (claim.webhook == webhook) busy.insert(id);
-    }
+    busy.insert(it->second.claimed.begin(), it->second.claimed.end());
     for (const auto& [rowid, d] : it->second.page) busy.insert(d.id);
     if (page_bytes_ + tuning_.read_ahead_bytes > tuning_.max_page_bytes)
       drop_idle_pages_locked(webhook);
@@ -1625,7 +1622,7 @@ void SqliteSpool::release(const Delivery& delivery) {
   const InFlight claim = it->second;
   in_flight_.erase(it);
   Lane& lane = lanes_[claim.webhook];
-  --lane.in_flight;
+  lane.claimed.erase(delivery.id);
   Delivery d = delivery;
   d.state = DeliveryState::Pending;
   cache_locked(lane, std::move(d), claim.rowid);

@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -174,7 +175,9 @@ class SqliteSpool final : public DeliveryStore {
     std::deque<std::pair<int64_t, Delivery>> page;
     size_t page_bytes = 0;     // cached_size() of the page's rows
     int64_t page_used_ns = 0;  // steady clock: the page was last filled or claimed from
-    size_t in_flight = 0;
+    // Ids of this lane's deliveries in in_flight_: a disk-mode claim skips them without walking
+    // every webhook's claims (thousands when endpoints hang).
+    std::unordered_set<std::string> claimed;
   };
   struct InFlight {
     std::string webhook;
