@@ -236,7 +236,7 @@ const JsonValue* Event::find(std::string_view path) const {
   return v;
 }
 
-bool Event::set(std::string_view path, const JsonValue& value) {
+bool Event::set(std::string_view path, const JsonValue& value, bool* changed) {
   auto& a = doc_.GetAllocator();
   JsonValue* v = &doc_;
   while (true) {
@@ -246,10 +246,12 @@ bool Event::set(std::string_view path, const JsonValue& value) {
     JsonValue* next = child(v, seg);
     if (last) {
       if (next) {
+        if (changed) *changed = !(*next == value) || next->IsDouble() != value.IsDouble();
         next->CopyFrom(value, a);
         return true;
       }
       if (!v->IsObject()) return false;
+      if (changed) *changed = true;
       v->AddMember(JsonValue(seg.data(), static_cast<rapidjson::SizeType>(seg.size()), a),
                    JsonValue(value, a), a);
       return true;

@@ -30,14 +30,20 @@ int cmd_check(const std::vector<std::string>& argv) {
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;
   int problems = 0;
-  size_t warnings = 0;
+  int warnings = 0;
   if (auto keys = bus::check_curve_files(cfg->bus.curve); !keys) {
     std::fprintf(stderr, "%s\n", keys.error().str().c_str());
     ++problems;
   }
-  // `run` cannot open a spool in a folder that is not there or not writable: an error for
-  // --config-only (a service's ExecStartPre, on the machine that runs it), a warning for the full
-  // check, which also validates configs away from their machine (in CI, say).
+  // What `run` refuses to start on but only this machine can tell (a spool folder, a bind
+  // host): an error for --config-only (a service's ExecStartPre, on the machine that runs it), a
+  // warning for the full check, which also validates configs away from their machine (in CI).
+  auto on_this_machine = [&](const config::Position& at, const std::string& what) {
+    const bool fatal = args.has("config-only");
+    std::fprintf(stderr, "%s: %s%s%s\n", at.str().c_str(), fatal ? "" : "warning: ", what.c_str(),
+                 fatal ? "" : " (run refuses to start until it is)");
+    ++(fatal ? problems : warnings);
+  };
   if (cfg->spool.mode == config::SpoolConfig::Mode::Sqlite) {
     const std::filesystem::path spool(cfg->spool.path);
     std::error_code ec;
@@ -48,33 +54,12 @@ int cmd_check(const std::vector<std::string>& argv) {
       problem = "it is a folder";
     else if (::access(spool.parent_path().c_str(), W_OK) != 0)
       problem = "its folder " + spool.parent_path().string() + " is not writable";
-    if (!problem.empty()) {
-      const auto& at = cfg->spool.path_where;
-      const bool fatal = args.has("config-only");
-      std::fprintf(stderr, "%s: %sspool.path %s: %s%s\n", at.str().c_str(),
-                   fatal ? "" : "warning: ", cfg->spool.path.c_str(), problem.c_str(),
-                   fatal ? "" : " (run refuses to start until it is)");
-      if (fatal) {
-        ++problems;
-      } else {
-        ++warnings;
-      }
-    }
+    if (!problem.empty())
+      on_this_machine(cfg->spool.path_where, "spool.path " + cfg->spool.path + ": " + problem);
   }
-  // A bind ZeroMQ cannot make here: as the spool folder, judged on this machine.
-  if (cfg->bus.bind) {
-    if (auto why = bus::bind_host_problem(*cfg->bus.bind)) {
-      const bool fatal = args.has("config-only");
-      std::fprintf(stderr, "%s: %sbus.bind: %s%s\n", cfg->bus.bind_where.str().c_str(),
-                   fatal ? "" : "warning: ", why->c_str(),
-                   fatal ? "" : " (run refuses to start until it is)");
-      if (fatal) {
-        ++problems;
-      } else {
-        ++warnings;
-      }
-    }
-  }
+  if (cfg->bus.bind)
+    if (auto why = bus::bind_host_problem(*cfg->bus.bind))
+      on_this_machine(cfg->bus.bind_where, "bus.bind: " + *why);
   // What `run` refuses to start on ends here; the rest would leave a hook out or pause a
   // webhook, and a service manager that refused to start for those would lose every event.
   if (args.has("config-only")) {
@@ -110,7 +95,7 @@ int cmd_check(const std::vector<std::string>& argv) {
   config::Diagnostics errors;
   config::Diagnostics hook_warnings;
   auto chain = load_hooks_for_tools(cfg->hooks, errors, hook_warnings);
-  warnings += print_warnings(hook_warnings);
+  warnings += static_cast<int>(print_warnings(hook_warnings));
   for (const auto& e : errors) {
     std::fprintf(stderr, "%s\n", e.str().c_str());
     ++problems;

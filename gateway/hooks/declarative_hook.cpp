@@ -569,7 +569,7 @@ class DeclarativeHook final : public Hook {
   }
 
   // `changed` (when given) is set when an action changed the event: a remove that found its
-  // field, a set to another value, a rename or copy whose source is there.
+  // field, a rename whose source is there, a set or copy that wrote another value.
   Status apply(Event& ev, bool* changed = nullptr) const {
     bool ignored = false;
     bool& any = changed ? *changed : ignored;
@@ -581,13 +581,10 @@ class DeclarativeHook final : public Hook {
           break;
         case ActionStep::Op::Set:
           for (size_t i = 0; i < a.paths.size(); ++i) {
-            const JsonValue& value = (*a.values)[static_cast<rapidjson::SizeType>(i)];
-            // Written even when equal: rapidjson's == calls 1 and 1.0 equal, and the body the
-            // receiver gets shows the difference.
-            const JsonValue* now = ev.find(a.paths[i]);
-            if (!now || !(*now == value) || now->IsDouble() != value.IsDouble()) any = true;
-            if (!ev.set(a.paths[i], value))
+            bool differs = false;
+            if (!ev.set(a.paths[i], (*a.values)[static_cast<rapidjson::SizeType>(i)], &differs))
               return make_error("set " + a.paths[i] + ": a non-object value is in the way");
+            any |= differs;
           }
           break;
         case ActionStep::Op::Rename:
@@ -605,10 +602,11 @@ class DeclarativeHook final : public Hook {
             if (!src) continue;
             // Copy first: setting `to` may reallocate the member storage `src` points into.
             JsonValue copy(*src, ev.allocator());
-            any = true;
-            if (!ev.set(to, copy))
+            bool differs = false;
+            if (!ev.set(to, copy, &differs))
               return make_error("copy " + from + " to " + to +
                                 ": a non-object value is in the way");
+            any |= differs;
           }
           break;
         case ActionStep::Op::Log:

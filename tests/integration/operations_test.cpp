@@ -121,14 +121,7 @@ TEST(OperationsTest, AsPid1TheGatewayReapsTheOrphansOfTimedOutHooks) {
                    HOOKGATE_BINARY, "run", "--config", config},
                   (dir.path() / "pid1.log").string());
   ASSERT_TRUE(gw.started());
-  const auto timeouts = [&] {
-    const std::string log = gw.log();
-    size_t n = 0;
-    for (size_t at = log.find("timed out"); at != std::string::npos;
-         at = log.find("timed out", at + 1))
-      ++n;
-    return n;
-  };
+  const auto timeouts = [&] { return count_occurrences(gw.log(), "timed out"); };
   for (size_t i = 1; i <= 3; ++i) {  // one event at a time: each hook run times out on its own
     ASSERT_FALSE(publish(endpoint, "app.event", "{}").empty()) << gw.log();
     ASSERT_TRUE(wait_until([&] { return timeouts() >= i; }, 10s)) << gw.log();
@@ -425,13 +418,7 @@ TEST(OperationsTest, CommandLineLogLevelSurvivesAReload) {
   ASSERT_TRUE(gw.start(config_with("log: { level: warn }\nhooks: { directories: [./absent] }\n" +
                                    webhook_rx(rx.url()))))
       << gw.log();
-  const std::string line = "hooks directory";
-  auto count = [&] {
-    const std::string log = gw.log();
-    size_t n = 0;
-    for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
-    return n;
-  };
+  auto count = [&] { return count_occurrences(gw.log(), "hooks directory"); };
   ASSERT_TRUE(wait_until([&] { return count() == 1; }, 10s)) << gw.log();
   gw.signal(SIGHUP);
   EXPECT_TRUE(wait_until([&] { return count() == 2; }, 10s)) << gw.log();
@@ -809,12 +796,7 @@ TEST(OperationsTest, AReloadMovesTheWatcherToTheNewDirectories) {
   ASSERT_TRUE(gw.wait_for_log("reload: configuration reloaded", 10s)) << gw.log();
   ASSERT_TRUE(wait_until(
       [&] {
-        const std::string log = gw.log();
-        size_t n = 0;
-        for (size_t at = log.find("hooks: 0 loaded"); at != std::string::npos;
-             at = log.find("hooks: 0 loaded", at + 1))
-          ++n;
-        return n >= 2;  // start, then the reload's chain
+        return count_occurrences(gw.log(), "hooks: 0 loaded") >= 2;  // start, then the reload's
       },
       10s))
       << gw.log();

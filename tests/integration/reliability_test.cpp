@@ -383,14 +383,7 @@ TEST(ReliabilityTest, SighupChangesAddsAndRemovesWebhooksKeepingTheQueue) {
   ASSERT_TRUE(wait_until([&] { return received_event_ids(moved).count(after_add) == 1; }, 10s));
 
   // Remove the second webhook again.
-  auto reloads = [&] {
-    const std::string log = gw.log();
-    size_t n = 0;
-    for (size_t at = log.find("configuration reloaded"); at != std::string::npos;
-         at = log.find("configuration reloaded", at + 1))
-      ++n;
-    return n;
-  };
+  auto reloads = [&] { return count_occurrences(gw.log(), "configuration reloaded"); };
   ASSERT_EQ(reloads(), 1u) << gw.log();
   dir.write("hookgate.yaml", config_for(moved.url(), retry));
   gw.signal(SIGHUP);

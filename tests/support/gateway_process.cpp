@@ -98,6 +98,13 @@ TempDir::~TempDir() {
   if (!std::getenv("HOOKGATE_KEEP_TEST_DIRS")) fs::remove_all(path_, ec);
 }
 
+size_t count_occurrences(std::string_view text, std::string_view needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string_view::npos; at = text.find(needle, at + 1))
+    ++n;
+  return n;
+}
+
 std::string TempDir::write(const std::string& rel, const std::string& text, bool executable) const {
   fs::path p = path_ / rel;
   fs::create_directories(p.parent_path());

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace hookgate::testing {
@@ -31,6 +32,9 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// How many times `needle` occurs in `text` (log lines a test waits to see repeated).
+size_t count_occurrences(std::string_view text, std::string_view needle);
 
 // Runs `hookgate` with `args`; the exit code (or 128+signal).
 struct CommandResult {
