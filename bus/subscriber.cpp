@@ -1,5 +1,7 @@
 #include "bus/subscriber.hpp"
 
+#include <cerrno>
+
 #include "bus/curve.hpp"
 #include "bus/wire.hpp"
 #include "gateway/common/metrics.hpp"
@@ -65,16 +67,39 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
   }
 }
 
+namespace {
+
+// A signal handler anywhere in the process (a native hook's SIGALRM, a profiler's SIGPROF) makes
+// libzmq's poll and receive fail with EINTR even under SA_RESTART; cppzmq throws it. It only
+// means "try again", so it must not end the ingest thread.
+bool interrupted(const zmq::error_t& e) {
+  return e.num() == EINTR;
+}
+
+}  // namespace
+
 bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags) {
   for (;;) {
     frames.clear();
     zmq::message_t msg;
-    if (!socket_.recv(msg, flags)) return false;
+    try {
+      if (!socket_.recv(msg, flags)) return false;
+    } catch (const zmq::error_t& e) {
+      if (!interrupted(e)) throw;
+      return false;
+    }
     bool more = msg.more();
     frames.push_back(std::move(msg));
     while (more) {
       zmq::message_t part;
-      (void)socket_.recv(part);  // parts of one message arrive together
+      for (;;) {  // parts of one message arrive together, so this never waits
+        try {
+          (void)socket_.recv(part);
+          break;
+        } catch (const zmq::error_t& e) {
+          if (!interrupted(e)) throw;
+        }
+      }
       more = part.more();
       // A message of more than two frames is rejected whatever they hold: keep one too many to
       // say so, not millions of empty frames a hostile sender strung together.
@@ -88,7 +113,12 @@ bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags f
 
 bool Subscriber::receive(std::vector<zmq::message_t>& frames, std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-  if (zmq::poll(&item, 1, timeout) <= 0) return false;
+  try {
+    if (zmq::poll(&item, 1, timeout) <= 0) return false;
+  } catch (const zmq::error_t& e) {
+    if (!interrupted(e)) throw;
+    return false;  // the caller's loop polls again
+  }
   return read_all(frames, zmq::recv_flags::dontwait);
 }
 

@@ -1,0 +1,78 @@
+#include "bus/subscriber.hpp"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "bus/publisher.hpp"
+
+namespace hookgate::bus {
+namespace {
+
+void ignore_signal(int) {}
+
+// Found in review: a signal handler anywhere in the process (a native hook's SIGALRM, a profiler)
+// made libzmq's poll fail with EINTR, cppzmq threw it, and the uncaught exception ended the
+// gateway from its ingest thread.
+TEST(SubscriberTest, ASignalDuringTheWaitIsNotAnError) {
+  struct sigaction handler {
+  }, before{};
+  handler.sa_handler = ignore_signal;
+  handler.sa_flags = SA_RESTART;  // libzmq's poll is interrupted even so
+  sigemptyset(&handler.sa_mask);
+  ASSERT_EQ(::sigaction(SIGUSR1, &handler, &before), 0);
+
+  zmq::context_t ctx;
+  config::BusConfig cfg;
+  cfg.bind = "tcp://127.0.0.1:*";
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub) << sub.error().message;
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> received{0};
+  std::atomic<bool> threw{false};
+  std::string failure;  // read after the join
+  std::thread receiver([&] {
+    try {
+      std::vector<zmq::message_t> frames;
+      while (!stop)
+        if (sub.value()->receive(frames, std::chrono::milliseconds(200))) ++received;
+    } catch (const std::exception& e) {
+      failure = e.what();
+      threw = true;
+    }
+  });
+  const pthread_t target = receiver.native_handle();
+  for (int i = 0; i < 300 && !threw; ++i) {
+    ::pthread_kill(target, SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+
+  auto finish = [&] {
+    stop = true;
+    receiver.join();
+    ::sigaction(SIGUSR1, &before, nullptr);
+  };
+  if (threw) {
+    finish();
+    FAIL() << "receive() threw: " << failure;
+  }
+
+  // Still receiving after the signals.
+  auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
+  EXPECT_TRUE(pub && pub.value()->wait_for_subscriber(std::chrono::seconds(5)) &&
+              pub.value()->publish("app.event", "{}"));
+  for (int waited = 0; received == 0 && !threw && waited < 5000; waited += 10)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  finish();
+  EXPECT_EQ(failure, "");
+  EXPECT_EQ(received, 1);
+}
+
+}  // namespace
+}  // namespace hookgate::bus
