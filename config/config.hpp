@@ -82,6 +82,10 @@ struct HooksConfig {
   bool fail_open = true;
   int observer_queue = 10000;  // observer work items queued before new ones are dropped
   int observer_threads = 2;
+  // Not a key of its own: bus.max_message_bytes, copied by the loader. A transform's replacement
+  // may not be larger than the bus would accept (a hook bug must not grow events past what the
+  // spool, memory bounds and receivers were sized for).
+  int64_t max_event_bytes = 1 << 20;
 };
 
 struct RetryConfig {

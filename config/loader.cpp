@@ -510,6 +510,7 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   read_admin(MapReader(r.node("admin"), file, "admin", errors), cfg.admin);
   read_log(MapReader(r.node("log"), file, "log", errors), cfg.log);
   r.finish();
+  cfg.hooks.max_event_bytes = cfg.bus.max_message_bytes;
 
   std::set<std::string> names;
   for (const auto& w : cfg.webhooks) {

@@ -312,6 +312,25 @@ bool Event::rename(std::string_view from, std::string_view to) {
   return set(to, copy);
 }
 
+namespace {
+
+// A RapidJSON output stream that only counts what it is given.
+struct CountingStream {
+  using Ch = char;
+  size_t bytes = 0;
+  void Put(char) { ++bytes; }
+  void Flush() {}
+};
+
+}  // namespace
+
+size_t Event::json_bytes() const {
+  CountingStream counter;
+  rapidjson::Writer<CountingStream> w(counter);
+  doc_.Accept(w);
+  return counter.bytes;
+}
+
 std::string Event::to_json() const {
   return hookgate::to_json(doc_);
 }

@@ -45,6 +45,8 @@ class Event {
   Event clone() const;
   // Bytes of memory the parsed event holds (its DOM and strings): what queueing it pins.
   size_t memory_bytes() const;
+  // Length of to_json(), counted without building the string.
+  size_t json_bytes() const;
 
   std::string_view type() const { return string_member("type"); }
   std::string_view id() const { return string_member("id"); }

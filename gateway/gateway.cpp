@@ -125,6 +125,9 @@ struct Gateway::Impl {
                        "Events lost because the spool refused them (disk full, I/O error)");
   metrics::Counter& routed =
       metrics::counter("hookgate_deliveries_created_total", "Deliveries created by routing");
+  metrics::Counter& diagnostic_deliveries =
+      metrics::counter("hookgate_diagnostic_deliveries_created_total",
+                       "Deliveries created for hookgate.* diagnostic events");
   metrics::Counter& unrouted =
       metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
   metrics::Counter& reloads =
@@ -142,18 +145,26 @@ struct Gateway::Impl {
   // the spool without waiting for the commit, so a burst of failed attempts never holds the
   // dispatcher (and every other webhook) on the disk. A failed commit is logged by the spool.
   void emit_async(DiagnosticEvent d) {
-    metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
-        .inc();
     std::shared_ptr<const Router> r;
     {
       std::lock_guard lock(mu);
       r = router;
     }
-    if (!r || r->empty()) return;
-    Event ev = make_diagnostic_event(d, now_unix_ms());
     std::vector<webhooks::Delivery> out;
-    if (r->route(ev, schedule_now_ms(), out, own_failure_skips(d)) == 0) return;
+    if (route_diagnostic(r.get(), d, out) == 0) return;
     (void)store->add_async(std::move(out));
+  }
+
+  // Counts a diagnostic and appends the deliveries it routes to; returns how many.
+  size_t route_diagnostic(const Router* r, const DiagnosticEvent& d,
+                          std::vector<webhooks::Delivery>& out) {
+    metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
+        .inc();
+    if (!r || r->empty()) return 0;
+    Event ev = make_diagnostic_event(d, now_unix_ms());
+    const size_t n = r->route(ev, schedule_now_ms(), out, own_failure_skips(d));
+    diagnostic_deliveries.inc(n);
+    return n;
   }
 
   // Reloads build the next chain on their own thread (hg-hook-loader): a program hook's
@@ -362,6 +373,7 @@ struct Gateway::Impl {
       spdlog::warn("reload: log.format changed; it takes effect on restart");
     n.log.format = cfg.log.format;
     cfg.webhooks = n.webhooks;
+    n.hooks.max_event_bytes = cfg.hooks.max_event_bytes;  // the running bus limit, as above
     cfg.hooks = n.hooks;
     cfg.log = n.log;
     start_watcher();  // the directories, or hot_reload, may have changed
@@ -438,13 +450,7 @@ struct Gateway::Impl {
     std::tie(ch, rt) = snapshot();  // not a structured binding: lambdas below capture rt
     // From the same snapshot as the chain: a flag read apart could belong to the next chain.
     const bool observers_on = ch->has_observers();
-    DiagnosticSink sink = [&](DiagnosticEvent d) {
-      metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
-          .inc();
-      if (rt->empty()) return;
-      Event diag_ev = make_diagnostic_event(d, now_unix_ms());
-      rt->route(diag_ev, schedule_now_ms(), batch, own_failure_skips(d));
-    };
+    DiagnosticSink sink = [&](DiagnosticEvent d) { route_diagnostic(rt.get(), d, batch); };
     size_t messages = 0;
     size_t events = 0;  // messages that decoded into events (vetoed ones included)
     size_t routed_events = 0;

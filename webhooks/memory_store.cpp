@@ -12,14 +12,19 @@ MemoryDeliveryStore::MemoryDeliveryStore(size_t keep_delivered, size_t keep_dead
       keep_dead_(keep_dead),
       max_pending_per_webhook_(max_pending_per_webhook) {}
 
+void MemoryDeliveryStore::register_dropped_counter(const std::string& webhook,
+                                                   WebhookQueue& queue) {
+  if (queue.dropped_counter != nullptr) return;
+  queue.dropped_counter =
+      &metrics::counter("hookgate_deliveries_dropped_total",
+                        "Deliveries a memory-mode spool dropped: the webhook's queue was full",
+                        {{"webhook", webhook}});
+}
+
 void MemoryDeliveryStore::drop_locked(const std::string& webhook, WebhookQueue& queue) {
   ++dropped_;
   ++queue.dropped_while_full;
-  if (queue.dropped_counter == nullptr)
-    queue.dropped_counter =
-        &metrics::counter("hookgate_deliveries_dropped_total",
-                          "Deliveries a memory-mode spool dropped: the webhook's queue was full",
-                          {{"webhook", webhook}});
+  register_dropped_counter(webhook, queue);
   queue.dropped_counter->inc();
   if (queue.full) return;
   queue.full = true;
@@ -113,6 +118,7 @@ Status MemoryDeliveryStore::add(std::vector<Delivery> batch) {
       std::string id = delivery.id;
       // Node-based map: the reference survives the insertions below.
       WebhookQueue* queue = pending ? &queues_[delivery.webhook] : nullptr;
+      if (queue != nullptr) register_dropped_counter(delivery.webhook, *queue);
       if (queue != nullptr && max_pending_per_webhook_ > 0 &&
           queue->pending >= max_pending_per_webhook_) {
         drop_locked(delivery.webhook, *queue);

@@ -77,7 +77,8 @@ class MemoryDeliveryStore final : public DeliveryStore {
     // the queue is below the bound; the flag only spaces out the log.)
     bool full = false;
     uint64_t dropped_while_full = 0;
-    metrics::Counter* dropped_counter = nullptr;  // looked up on the first drop
+    // Looked up on the webhook's first delivery: the series shows at 0 before the first drop.
+    metrics::Counter* dropped_counter = nullptr;
   };
 
   // Puts a pending, unclaimed record in its webhook's ready FIFO (or delayed heap).
@@ -88,6 +89,7 @@ class MemoryDeliveryStore final : public DeliveryStore {
   void retire_locked(const std::string& id, DeliveryState state);
   // Counts and reports one delivery refused by the per-webhook bound.
   void drop_locked(const std::string& webhook, WebhookQueue& queue);
+  static void register_dropped_counter(const std::string& webhook, WebhookQueue& queue);
   void notify_ready();
 
   const size_t keep_delivered_;

@@ -54,6 +54,12 @@ int cmd_check(const std::vector<std::string>& argv) {
       problem = "it is a folder";
     else if (::access(spool.parent_path().c_str(), W_OK) != 0)
       problem = "its folder " + spool.parent_path().string() + " is not writable";
+    // A file left by another user (a first start as root) opens read-only, which `run` refuses.
+    for (const char* suffix : {"", "-wal", "-shm"}) {
+      const std::string file = spool.string() + suffix;
+      if (problem.empty() && std::filesystem::exists(file, ec) && ::access(file.c_str(), W_OK) != 0)
+        problem = file + " is not writable for this user";
+    }
     if (!problem.empty())
       on_this_machine(cfg->spool.path_where, "spool.path " + cfg->spool.path + ": " + problem);
   }

@@ -264,9 +264,14 @@ int hooks_new(const Args& args) {
     if (ec) return fail("cannot make " + path.string() + " executable: " + ec.message());
   }
   std::printf("created %s\n", path.string().c_str());
+  // Install by rename: overwriting a library a running gateway has loaded can crash it.
   if (form == "native")
     std::printf(
-        "build it with the CMakeLists.txt beside it and copy the .so into a hook directory\n");
+        "build and install it (by rename, never by overwriting a loaded library):\n"
+        "  cd %s && cmake -S . -B build && cmake --build build\n"
+        "  cp build/%s.so ../.%s.so.new && mv ../.%s.so.new ../%s.so\n",
+        path.parent_path().string().c_str(), name.c_str(), name.c_str(), name.c_str(),
+        name.c_str());
   return 0;
 }
 

@@ -174,15 +174,6 @@ Result<std::string> read_input_file(const std::string& path) {
 std::shared_ptr<const hooks::HookChain> load_hooks_for_tools(const config::HooksConfig& hooks,
                                                              config::Diagnostics& errors,
                                                              config::Diagnostics& warnings) {
-  // Only directories the config lists: the default user and workspace folders are optional.
-  if (hooks.enabled && hooks.directories_where.line != 0)
-    for (const auto& dir : hooks.directories) {
-      std::error_code ec;
-      if (!std::filesystem::exists(dir, ec))
-        warnings.push_back({hooks.directories_where, "hooks.directories: " + dir +
-                                                         " does not exist, so no hooks load "
-                                                         "from it"});
-    }
   return hooks::HookChain::load(hooks, errors, nullptr, &warnings);
 }
 

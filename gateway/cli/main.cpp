@@ -17,7 +17,7 @@ constexpr const char* kUsage = R"(hookgate — event-bus and webhook fan-out gat
 Usage: hookgate <verb> [options]
 
 Verbs:
-  run --config FILE                   run the gateway in the foreground (embedded defaults without --config)
+  run [--config FILE]                 run the gateway in the foreground (embedded defaults without --config)
   publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] [--source S]
   check --config FILE [--config-only] validate config and hooks (FILE:LINE:COL: message; exit 1 on error)
   hooks list --config FILE            the resolved hook chain in run order

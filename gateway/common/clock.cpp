@@ -14,6 +14,11 @@ int64_t now_unix_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+ScheduleClock::ScheduleClock()
+    : steps_back_(metrics::counter("hookgate_clock_steps_back_total",
+                                   "Times the wall clock went back by more than a second; "
+                                   "delivery schedules carried on from where they were")) {}
+
 ClockReading ScheduleClock::read() {
   std::lock_guard lock(mu_);
   const int64_t wall = now_unix_ms();
@@ -31,10 +36,7 @@ int64_t ScheduleClock::advance_locked(int64_t wall_ms) {
     const int64_t step = last_ - t;
     skew_ += step;
     t = last_;
-    metrics::counter("hookgate_clock_steps_back_total",
-                     "Times the wall clock went back by more than a second; delivery schedules "
-                     "carried on from where they were")
-        .inc();
+    steps_back_.inc();
     spdlog::warn(
         "clock: the wall clock went back by {} ms; deliveries stay on schedule (hookgate's "
         "schedule clock is now {} ms ahead of the wall clock)",

@@ -4,6 +4,8 @@
 #include <mutex>
 #include <string>
 
+#include "gateway/common/metrics.hpp"
+
 namespace hookgate {
 
 // Wall-clock milliseconds since the Unix epoch: event times, signature timestamps, HTTP dates.
@@ -26,6 +28,8 @@ struct ClockReading {
 class ScheduleClock {
  public:
   static constexpr int64_t kStepMs = 1000;
+  // Registers hookgate_clock_steps_back_total at 0, so an alert on its increase() sees the first.
+  ScheduleClock();
   // The wall and schedule times now. The wall clock is read under the lock: a reading taken
   // before a stall and used after another thread moved the clock on would look like a step back.
   ClockReading read();
@@ -40,6 +44,7 @@ class ScheduleClock {
  private:
   int64_t advance_locked(int64_t wall_ms);
 
+  metrics::Counter& steps_back_;
   mutable std::mutex mu_;
   int64_t last_ = INT64_MIN;
   int64_t skew_ = 0;

@@ -17,7 +17,8 @@ namespace {
 // A replacement is the same event, modified: attributes it leaves out keep the original's values
 // (a program may answer with just type and data), so the event keeps its identity (id) for
 // delivery and deduplication. Then the envelope rules must hold, as for a published event.
-Status accept_replacement(std::optional<Event>& replacement, const Event& original) {
+Status accept_replacement(std::optional<Event>& replacement, const Event& original,
+                          int64_t max_event_bytes) {
   if (!replacement) return make_error("no event in the answer");
   Event& r = *replacement;
   if (r.type().empty()) return make_error("event \"type\" must be a non-empty string");
@@ -31,6 +32,11 @@ Status accept_replacement(std::optional<Event>& replacement, const Event& origin
   }
   if (Status st = r.normalize(now_unix_ms()); !st) return st;
   if (is_diagnostic_type(r.type())) return make_error(kReservedTypeReason);
+  // As the bus refuses an oversize message: a transform must not grow an event past what the
+  // spool, the memory bounds and the receivers were sized for.
+  if (const size_t bytes = r.json_bytes(); static_cast<int64_t>(bytes) > max_event_bytes)
+    return make_error(std::to_string(bytes) + " bytes, over bus.max_message_bytes (" +
+                      std::to_string(max_event_bytes) + ")");
   return {};
 }
 
@@ -57,8 +63,9 @@ HookPtr make_failed_load_stand_in(const AttemptedHook& attempted, const std::str
   return std::make_shared<FailedLoadStandIn>(std::move(spec), error);
 }
 
-HookChain::HookChain(std::vector<HookEntry> entries)
+HookChain::HookChain(std::vector<HookEntry> entries, int64_t max_event_bytes)
     : entries_(std::move(entries)),
+      max_event_bytes_(max_event_bytes),
       vetoed_total_(metrics::counter("hookgate_events_vetoed_total",
                                      "Events dropped by a veto hook or a closed hook failure")) {
   for (const auto& e : entries_) {
@@ -75,8 +82,9 @@ HookChain::HookChain(std::vector<HookEntry> entries)
   }
 }
 
-std::shared_ptr<const HookChain> HookChain::build(std::vector<HookEntry> entries) {
-  return std::shared_ptr<const HookChain>(new HookChain(std::move(entries)));
+std::shared_ptr<const HookChain> HookChain::build(std::vector<HookEntry> entries,
+                                                  int64_t max_event_bytes) {
+  return std::shared_ptr<const HookChain>(new HookChain(std::move(entries), max_event_bytes));
 }
 
 std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& config,
@@ -84,7 +92,7 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
                                                  const std::atomic<bool>* cancel,
                                                  config::Diagnostics* warnings) {
   std::vector<HookEntry> entries;
-  if (!config.enabled) return build(std::move(entries));
+  if (!config.enabled) return build(std::move(entries), config.max_event_bytes);
   for (auto& file : discover_hooks(config, errors, warnings)) {
     if (cancel && cancel->load()) return nullptr;  // the hooks loaded so far stop as they go
     HookEntry entry;
@@ -123,7 +131,7 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
     if (!e.error.empty())
       spdlog::warn("hook {} ({}) not loaded: {}", e.file.name, e.file.path, e.error);
   }
-  auto chain = build(std::move(entries));
+  auto chain = build(std::move(entries), config.max_event_bytes);
   spdlog::info("hooks: {} loaded, {} failed to load", chain->loaded_count(), chain->failed_count());
   return chain;
 }
@@ -186,7 +194,8 @@ ChainOutcome HookChain::run(Event& event, const DiagnosticSink& diagnostics,
           slot.stats->runs(RunResult::Continue).inc();
           record(slot, "continue", inv.duration_ns,
                  "replacement ignored (veto hooks cannot modify events)");
-        } else if (auto st = accept_replacement(verdict.replacement, event); !st) {
+        } else if (auto st = accept_replacement(verdict.replacement, event, max_event_bytes_);
+                   !st) {
           HookFailure failure{HookFailure::Kind::Error,
                               "replacement is not a valid event: " + st.error().message};
           record(slot, "failed", inv.duration_ns, failure.reason);

@@ -69,7 +69,8 @@ class HookChain {
                                                config::Diagnostics* warnings = nullptr);
   // Builds a chain from entries already in run order (tests, tools). Entries without a hook are
   // listed but never run, except for their stand_in.
-  static std::shared_ptr<const HookChain> build(std::vector<HookEntry> entries);
+  static std::shared_ptr<const HookChain> build(std::vector<HookEntry> entries,
+                                                int64_t max_event_bytes = 1 << 20);
 
   // Every discovered file in run order, loaded or not.
   const std::vector<HookEntry>& entries() const { return entries_; }
@@ -92,7 +93,7 @@ class HookChain {
     std::shared_ptr<const HookStats> stats;
     bool stand_in = false;  // HookEntry::stand_in: its failures are load failures
   };
-  explicit HookChain(std::vector<HookEntry> entries);
+  HookChain(std::vector<HookEntry> entries, int64_t max_event_bytes);
 
   // Applies a hook failure's policy; returns true when it vetoed the event.
   bool on_failure(const Slot& slot, const HookFailure& failure, const Event& event,
@@ -103,7 +104,8 @@ class HookChain {
   std::vector<HookEntry> entries_;
   std::vector<Slot> sequential_;  // veto + transform, in run order
   std::vector<Slot> observers_;
-  size_t loaded_ = 0;  // entries with a hook (stand-ins not counted)
+  size_t loaded_ = 0;        // entries with a hook (stand-ins not counted)
+  int64_t max_event_bytes_;  // HooksConfig::max_event_bytes
   metrics::Counter& vetoed_total_;
 };
 

@@ -337,6 +337,21 @@ std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories
   return out;
 }
 
+std::vector<HookFile> discover_hooks(const config::HooksConfig& config, config::Diagnostics& errors,
+                                     config::Diagnostics* warnings) {
+  // Only directories the config lists: the default user and workspace folders are optional.
+  if (config.directories_where.line != 0)
+    for (const auto& dir : config.directories) {
+      std::error_code ec;
+      if (fs::exists(normalized_directory(dir), ec)) continue;
+      const std::string why =
+          "hooks.directories: " + display_text(dir) + " does not exist, so no hooks load from it";
+      spdlog::warn("{}: {}", config.directories_where.str(), why);
+      if (warnings) warnings->push_back({config.directories_where, why});
+    }
+  return discover_hooks(config.directories, errors, warnings);
+}
+
 std::string hook_files_fingerprint(const std::vector<std::string>& directories) {
   std::string out;
   auto append_identity = [&out](const struct stat& st) {

@@ -54,18 +54,18 @@ bool runs_before(const HookFile& a, const HookFile& b);
 std::filesystem::path normalized_directory(const std::string& configured);
 
 // Scans `directories` in order (built-in → user → workspace), non-recursively. Missing directories
-// are skipped silently; unreadable ones are reported in `errors`. Hidden files, subfolders, files
+// are skipped (the default user and workspace folders are optional); unreadable ones are reported
+// in `errors`. Hidden files, subfolders, files
 // that are not hooks, and programs/libraries a YAML descriptor of the same directory names (run:,
 // command:, library:) are not listed. Returns the surviving files in run order. `warnings`, when
 // given, also gets what is only logged otherwise (a #! script that is not executable).
 std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories,
                                      config::Diagnostics& errors,
                                      config::Diagnostics* warnings = nullptr);
-inline std::vector<HookFile> discover_hooks(const config::HooksConfig& config,
-                                            config::Diagnostics& errors,
-                                            config::Diagnostics* warnings = nullptr) {
-  return discover_hooks(config.directories, errors, warnings);
-}
+// The same for a config's hook directories, plus a warning for each directory the config lists
+// (`hooks.directories`) that does not exist: a typo there leaves, say, a redaction hook out.
+std::vector<HookFile> discover_hooks(const config::HooksConfig& config, config::Diagnostics& errors,
+                                     config::Diagnostics* warnings = nullptr);
 
 // What hot reload compares to tell a change of the chain from other writes in a hook directory:
 // the identity (device, inode, size, mtime, ctime, mode; links followed; ctime because `cp -p`

@@ -376,7 +376,10 @@ class NativeHook final : public Hook {
  public:
   NativeHook(HookSpec spec, std::string path, void* lib, const hookgate_hook_descriptor* desc,
              std::optional<LibraryFile> file)
-      : Hook(std::move(spec)), path_(std::move(path)), lib_(lib), desc_(desc), file_(file) {}
+      : Hook(std::move(spec)), path_(std::move(path)), lib_(lib), desc_(desc), file_(file) {
+    (void)
+        quarantines();  // the series shows at 0 before the first quarantine, so increase() sees it
+  }
 
   ~NativeHook() override {
     if (initialized_ && desc_->destroy != nullptr && !worker_.quarantined()) {

@@ -366,9 +366,10 @@ class OneShotHook final : public Hook {
     }
     forward_stderr(err.data);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      // stderr stays in the log: the reason travels in hookgate.hook.failed to webhooks, and a
+      // failing tool may quote the event (jq does), even the value a redaction hook was to remove.
       std::string reason = "command " + describe_wait_status(status);
-      std::string_view detail = trim(err.data);
-      if (!detail.empty()) reason += ": " + excerpt(detail);
+      if (!trim(err.data).empty()) reason += " (its stderr is in the log)";
       return failure(HookFailure::Kind::Error, std::move(reason));
     }
     if (out.overflow) {

@@ -1,6 +1,7 @@
 // The command line's common contract (PRODUCT.md "Command line"): --help and --version on every
 // verb, through the real binary.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -176,6 +177,37 @@ TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.err.find("its folder /proc/hookgate-nonexistent does not exist"), std::string::npos)
       << run.err;
+}
+
+// Found in review: a spool file left by another user (a first start as root) passed `check
+// --config-only` in a writable folder, and `run` then refused it as read-only: under systemd a
+// restart loop instead of a clear pre-start error.
+TEST(CliTest, CheckReportsASpoolFileThisUserCannotWrite) {
+  TempDir dir;
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
+  const std::string config = dir.write("hookgate.yaml", "spool: { path: ./spool.db }\n");
+  const std::string spool = dir.write("spool.db", "");
+  std::filesystem::permissions(spool, std::filesystem::perms::owner_read |
+                                          std::filesystem::perms::group_read |
+                                          std::filesystem::perms::others_read);
+  std::vector<std::string> check{HOOKGATE_BINARY, "check", "--config", config, "--config-only"};
+  if (::geteuid() == 0) {  // root writes any file: check as nobody
+    if (!std::filesystem::exists("/usr/bin/setpriv")) GTEST_SKIP() << "no setpriv to drop root";
+    const std::vector<std::string> as_nobody{"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
+                                             "--clear-groups"};
+    std::vector<std::string> version = as_nobody;
+    version.insert(version.end(), {HOOKGATE_BINARY, "--version"});
+    if (run_program(version).exit_code != 0)
+      GTEST_SKIP() << "nobody cannot run " << HOOKGATE_BINARY
+                   << " (a folder on its path is private)";
+    check.insert(check.begin(), as_nobody.begin(), as_nobody.end());
+  }
+  auto r = run_program(check);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find(config + ":1:16: spool.path " + spool + ": " + spool +
+                       " is not writable for this user"),
+            std::string::npos)
+      << r.err;
 }
 
 // Found in review: `hooks new` printed "created" and exited 0 when it could not write the file.

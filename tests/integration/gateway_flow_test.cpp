@@ -206,6 +206,13 @@ TEST(GatewayFlowTest, MalformedBusMessagesAreSurvivedAndCounted) {
   std::string metrics = http_get(gw.admin_port(), "/metrics", &status);
   EXPECT_EQ(status, 200);
   EXPECT_NE(metrics.find("hookgate_events_rejected_total 7"), std::string::npos) << metrics;
+  // Found in review: deliveries made for diagnostics were in no "created" count, so created and
+  // delivered did not add up exactly when things went wrong.
+  EXPECT_NE(metrics.find("hookgate_diagnostic_deliveries_created_total 7"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("hookgate_deliveries_created_total 1\n"), std::string::npos) << metrics;
+  // A counter an alert watches with increase() shows at 0 before its first step.
+  EXPECT_NE(metrics.find("hookgate_clock_steps_back_total 0\n"), std::string::npos) << metrics;
   EXPECT_NE(gw.log().find("exceeds max_message_bytes 1048576"), std::string::npos) << gw.log();
   // Each rejection is also a hookgate.event.rejected diagnostic, delivered like any event.
   ASSERT_TRUE(diagnostics.wait_for(7, 10s)) << gw.log();

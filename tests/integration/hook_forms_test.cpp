@@ -198,7 +198,7 @@ std::string expected_reason(const Cell& c) {
     case Outcome::Error:
       if (c.form == Form::Declarative) return "a non-object value is in the way";
       if (c.form == Form::Program) return "hook process exited with status 1";
-      if (c.form == Form::OneShot) return "command exited with status 3: fixture error in m.";
+      if (c.form == Form::OneShot) return "command exited with status 3 (its stderr is in the log)";
       return "fixture error";
     case Outcome::Crash:
       if (c.form == Form::Native)

@@ -63,6 +63,31 @@ TEST(OperationsTest, ABusOpenToTheNetworkWithoutCurveIsAWarning) {
   }
 }
 
+// Found in review: `run` logged a mistyped hooks directory at debug level only, so a redaction
+// hook left out by a typo went unnoticed at the default log level. The default folders stay quiet.
+TEST(OperationsTest, AListedHooksDirectoryThatIsMissingIsAWarningAtRun) {
+  TempDir dir;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(
+      gw.start("bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
+               "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+               "spool: { mode: memory }\nhooks: { directories: [./hoks] }\n"))
+      << gw.log();
+  EXPECT_NE(gw.log().find("hooks.directories: " + (dir.path() / "hoks").string() +
+                          " does not exist, so no hooks load from it"),
+            std::string::npos)
+      << gw.log();
+
+  TempDir plain;
+  GatewayProcess defaults(plain);
+  ASSERT_TRUE(
+      defaults.start("bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
+                     "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+                     "spool: { mode: memory }\n"))
+      << defaults.log();
+  EXPECT_EQ(defaults.log().find("does not exist"), std::string::npos) << defaults.log();
+}
+
 TEST(OperationsTest, AStartThatFailsOnTheAdminPortNeverSubscribes) {
   TempDir dir;
   HttpReceiver busy;  // holds the admin port

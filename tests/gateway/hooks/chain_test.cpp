@@ -20,7 +20,8 @@ using testing::TempDir;
 using testing::time_out;
 using testing::write_file;
 
-std::shared_ptr<const HookChain> chain_of(std::vector<HookPtr> hooks) {
+std::shared_ptr<const HookChain> chain_of(std::vector<HookPtr> hooks,
+                                          int64_t max_event_bytes = 1 << 20) {
   std::vector<HookEntry> entries;
   for (auto& h : hooks) {
     HookEntry e;
@@ -29,7 +30,7 @@ std::shared_ptr<const HookChain> chain_of(std::vector<HookPtr> hooks) {
     e.hook = std::move(h);
     entries.push_back(std::move(e));
   }
-  return HookChain::build(std::move(entries));
+  return HookChain::build(std::move(entries), max_event_bytes);
 }
 
 std::vector<std::string> results(const std::vector<ChainStep>& trace) {
@@ -296,6 +297,40 @@ TEST(HookChainRun, InvalidReplacementIsAHookFailure) {
   EXPECT_EQ(trace[0].detail.rfind("replacement is not a valid event", 0), 0u) << trace[0].detail;
   ASSERT_EQ(diags.events().size(), 1u);
   EXPECT_EQ(diags.events()[0].type, diag::kHookFailed);
+}
+
+// Found in review: a program hook's answer (up to 16 MiB) was taken whatever its size, so a hook
+// bug could grow events past bus.max_message_bytes, which the spool, memory bounds and receivers
+// (Splunk HEC takes 1 MB by default) were sized for. Now it is a hook failure, under on_error.
+TEST(HookChainRun, AReplacementLargerThanTheBusAcceptsIsAHookFailure) {
+  const std::string blob(300, 'x');
+  auto grower = fake("chain_grow", HookKind::Transform, [&](Event&) {
+    HookVerdict v;
+    v.action = Action::Replace;
+    v.replacement =
+        Event::parse(R"({"type":"t","data":{"blob":")" + blob + R"("}})").value().clone();
+    return HookResult(std::move(v));
+  });
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"t","id":"e1","data":{"x":1}})");
+  const std::string before = ev.to_json();
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain_of({grower}, 256)->run(ev, diags.sink(), &trace).vetoed);  // on_error: open
+  EXPECT_EQ(ev.to_json(), before);
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_EQ(trace[0].result, "failed");
+  EXPECT_NE(trace[0].detail.find("bytes, over bus.max_message_bytes (256)"), std::string::npos)
+      << trace[0].detail;
+  ASSERT_EQ(diags.events().size(), 1u);
+  EXPECT_EQ(diags.events()[0].type, diag::kHookFailed);
+
+  // The same answer within the limit is taken.
+  Event fits = make_event(R"({"type":"t","id":"e1","data":{"x":1}})");
+  trace.clear();
+  EXPECT_FALSE(chain_of({grower}, 1024)->run(fits, {}, &trace).vetoed);
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_EQ(trace[0].result, "replace");
+  EXPECT_EQ(fits.to_json().size(), fits.json_bytes());
 }
 
 TEST(HookChainRun, VetoHookReplaceIsIgnored) {
