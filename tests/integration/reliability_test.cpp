@@ -497,8 +497,15 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
   std::string event_id = pub->last_id();
   ASSERT_TRUE(rx.wait_for(2, 10s));
   ASSERT_TRUE(gw.wait_for_log("dead", 10s)) << gw.log();
-  auto dead = run_hookgate({"deliveries", "list", "--config", gw.config_path(), "--state", "dead"},
-                           "", gw.env());
+  // The log line comes as the outcome is handed to the spool writer, not after its commit.
+  CommandResult dead;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        dead = run_hookgate({"deliveries", "list", "--config", gw.config_path(), "--state", "dead"},
+                            "", gw.env());
+        return dead.exit_code == 0 && dead.out.find(event_id) != std::string::npos;
+      },
+      10s));
   ASSERT_EQ(dead.exit_code, 0) << dead.err;
   ASSERT_NE(dead.out.find(event_id), std::string::npos) << dead.out;
   EXPECT_NE(dead.out.find("503"), std::string::npos) << dead.out;
