@@ -9,9 +9,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 extern char** environ;
@@ -31,8 +33,15 @@ pid_t spawn(const std::vector<std::string>& args, const std::string& out_path,
             const std::string& err_path, const std::string& in_path,
             const std::vector<std::string>& extra_env) {
   // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
+  // An added variable replaces the inherited one: getenv() returns the first of two.
   std::vector<std::string> env;
-  for (char** e = environ; *e; ++e) env.emplace_back(*e);
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('=') + 1);
+    if (std::none_of(extra_env.begin(), extra_env.end(),
+                     [&](const std::string& added) { return added.starts_with(name); }))
+      env.emplace_back(entry);
+  }
   for (const auto& e : extra_env) env.push_back(e);
   std::vector<char*> argv, envp;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -108,10 +117,20 @@ size_t count_occurrences(std::string_view text, std::string_view needle) {
 std::string TempDir::write(const std::string& rel, const std::string& text, bool executable) const {
   fs::path p = path_ / rel;
   fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary) << text;
+  // Whole or not at all, as docs/hooks.md tells users to deploy hooks: a hot-reload watcher may
+  // read the folder at any moment, and a file caught between truncation and its last byte (or
+  // before its chmod) once made a reload test fail under CI load. The temporary name is hidden,
+  // which discovery and the watcher skip. A symlink is written through, as before.
+  std::error_code ec;
+  const bool in_place = fs::is_symlink(p, ec);
+  const fs::path target = in_place ? p : p.parent_path() / ("." + p.filename().string() + ".tmp");
+  std::ofstream(target, std::ios::binary | std::ios::trunc) << text;
+  if (!in_place && fs::exists(p, ec))  // a rewrite keeps the file's mode, as writing in place did
+    fs::permissions(target, fs::status(p, ec).permissions(), ec);
   if (executable)
-    fs::permissions(p, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
+    fs::permissions(target, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec,
                     fs::perm_options::add);
+  if (!in_place) fs::rename(target, p);
   return p.string();
 }
 
@@ -243,8 +262,11 @@ bool GatewayProcess::running() {
 }
 
 std::vector<std::string> GatewayProcess::env() const {
+  // The user hook folder is a default hook directory: this machine's user's hooks must not run
+  // in a test (it points at a folder no test makes).
   return {"HG_BUS_PORT=" + std::to_string(bus_port_),
-          "HG_ADMIN_PORT=" + std::to_string(admin_port_)};
+          "HG_ADMIN_PORT=" + std::to_string(admin_port_),
+          "XDG_CONFIG_HOME=" + (dir_.path() / "no-user-config").string()};
 }
 
 std::string GatewayProcess::admin_url(const std::string& path) const {

@@ -26,7 +26,8 @@ class TempDir {
   ~TempDir();
   const std::filesystem::path& path() const { return path_; }
   std::filesystem::path operator/(const std::string& rel) const { return path_ / rel; }
-  // Writes `text` to path()/rel (creating folders); returns the full path.
+  // Writes `text` to path()/rel (creating folders) by renaming a hidden temporary file into place,
+  // so a watcher never reads it half written; returns the full path.
   std::string write(const std::string& rel, const std::string& text, bool executable = false) const;
 
  private:
