@@ -703,12 +703,21 @@ TEST(OperationsTest, ASighupDuringStartReloadsOnceTheGatewayRuns) {
   // Silent until killed: the start waits out its 3 s handshake timeout.
   dir.write("hooks/_10_silent.sh", "#!/bin/sh\nexec sleep 60\n", /*executable=*/true);
   GatewayProcess gw(dir);
+  std::atomic<bool> start_returned{false};
+  // Once per start attempt under way (start() tries again on a port another test took).
   std::thread hup([&] {
-    if (gw.wait_for_log("spool: ", 10s)) gw.signal(SIGHUP);  // the start is under way
+    for (size_t signalled = 0; !start_returned;) {
+      if (const size_t starts = count_occurrences(gw.log(), "spool: "); starts > signalled) {
+        signalled = starts;
+        gw.signal(SIGHUP);
+      }
+      std::this_thread::sleep_for(10ms);
+    }
   });
   const bool started = gw.start(config_with(
       "hooks: { directories: [./hooks], hot_reload: false, default_timeout_ms: 3000 }\n" +
       webhook_rx(rx.url())));
+  start_returned = true;
   hup.join();
   ASSERT_TRUE(started) << gw.log();
   ASSERT_TRUE(gw.wait_for_log("once the gateway has started", 1s)) << gw.log();

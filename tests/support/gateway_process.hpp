@@ -4,6 +4,7 @@
 #include <rapidjson/document.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -98,8 +99,8 @@ class GatewayProcess {
   std::string log_path_;
   int bus_port_;
   int admin_port_;
-  pid_t pid_ = -1;
-  size_t log_offset_ = 0;  // where the current run's log begins
+  std::atomic<pid_t> pid_{-1};  // a test's helper thread may signal() while start() retries
+  size_t log_offset_ = 0;       // where the current run's log begins
   std::vector<std::string> run_args_;
 };
 
