@@ -185,6 +185,11 @@ TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
   GatewayProcess gw(dir), snoop(other);
   ASSERT_TRUE(gw.start(gateway_config("gateway.key", rx))) << gw.log();
   ASSERT_TRUE(snoop.start(gateway_config("publisher.key", snooped))) << snoop.log();
+  // The snooper did try (found in review: without this, a snooper that had not connected yet
+  // when the event went out would pass the check below too).
+  ASSERT_TRUE(wait_until(
+      [&] { return proxy.process->log().find("bus: refused") != std::string::npos; }, 10s))
+      << proxy.process->log();
   auto sent = run_hookgate({"publish", "--endpoint", frontend, "--type", "app.secret", "--data",
                             "{}", "--server-key", (dir / "proxy.key.pub").string(), "--client-key",
                             (dir / "publisher.key").string(), "--wait-ms", "5000"});

@@ -102,6 +102,9 @@ TEST(OperationsTest, AStartThatFailsOnTheAdminPortNeverSubscribes) {
   auto r = run_hookgate({"run", "--config", config});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("admin endpoint"), std::string::npos) << r.err;
+  // A subscription the exiting process sent may still be in this side's I/O thread: give it time.
+  zmq::pollitem_t item{publisher.handle(), 0, ZMQ_POLLIN, 0};
+  (void)zmq::poll(&item, 1, std::chrono::milliseconds(500));
   zmq::message_t subscription;
   EXPECT_FALSE(publisher.recv(subscription, zmq::recv_flags::dontwait))
       << "the failed start subscribed: " << subscription.to_string();
