@@ -113,11 +113,18 @@ bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags f
 
 bool Subscriber::receive(std::vector<zmq::message_t>& frames, std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-  try {
-    if (zmq::poll(&item, 1, timeout) <= 0) return false;
-  } catch (const zmq::error_t& e) {
-    if (!interrupted(e)) throw;
-    return false;  // the caller's loop polls again
+  // The whole timeout, signals or not: the shutdown drain reads "nothing within it" as quiet.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto left = timeout;;) {
+    try {
+      if (zmq::poll(&item, 1, left) <= 0) return false;
+      break;
+    } catch (const zmq::error_t& e) {
+      if (!interrupted(e)) throw;
+      left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+    }
   }
   return read_all(frames, zmq::recv_flags::dontwait);
 }

@@ -30,8 +30,8 @@ class Subscriber {
   static Result<std::unique_ptr<Subscriber>> open(zmq::context_t& ctx,
                                                   const config::BusConfig& cfg);
 
-  // Waits up to `timeout` for one message; false when none arrived (or a signal cut the wait
-  // short: EINTR is not an error here). Frames beyond 2 are still
+  // Waits up to `timeout` for one message; false when none arrived (a signal does not end the
+  // wait: EINTR is not an error here). Frames beyond 2 are still
   // received whole (so the next message starts clean) and left to the decoder to refuse.
   [[nodiscard]] bool receive(std::vector<zmq::message_t>& frames,
                              std::chrono::milliseconds timeout);

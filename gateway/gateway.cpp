@@ -53,6 +53,12 @@ constexpr size_t kMaxOpenDeliveries = 2048;
 constexpr size_t kMaxBatchBytes = 16u << 20;
 constexpr size_t kMaxOpenBytes = 32u << 20;
 
+// Once per loaded config (start, SIGHUP), not on every hot reload of the hooks.
+void log_missing_hook_directories(const config::HooksConfig& hooks) {
+  for (const auto& missing : hooks::missing_hook_directories(hooks))
+    spdlog::warn("{}", missing.str());
+}
+
 // The webhook a diagnostic must not be routed to: a hookgate.delivery.failed is raised on every
 // failed attempt, and sent to the failing webhook itself it would queue behind the failure it
 // reports, once per attempt. Its hookgate.delivery.dead (once per delivery) still goes to it, so
@@ -373,6 +379,7 @@ struct Gateway::Impl {
       spdlog::warn("reload: log.format changed; it takes effect on restart");
     n.log.format = cfg.log.format;
     cfg.webhooks = n.webhooks;
+    log_missing_hook_directories(n.hooks);
     n.hooks.max_event_bytes = cfg.hooks.max_event_bytes;  // the running bus limit, as above
     cfg.hooks = n.hooks;
     cfg.log = n.log;
@@ -691,6 +698,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   // The watcher first: a hook changed while the chain loads (program hooks' handshakes can take
   // seconds) then reloads it once the ingest loop runs.
   g.start_watcher();
+  log_missing_hook_directories(g.cfg.hooks);
   g.load_chain(g.cfg.hooks, false);  // before the bus opens: the first event sees the hooks
 
   const auto& topics = g.cfg.bus.topics;

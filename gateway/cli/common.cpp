@@ -174,6 +174,7 @@ Result<std::string> read_input_file(const std::string& path) {
 std::shared_ptr<const hooks::HookChain> load_hooks_for_tools(const config::HooksConfig& hooks,
                                                              config::Diagnostics& errors,
                                                              config::Diagnostics& warnings) {
+  for (auto& w : hooks::missing_hook_directories(hooks)) warnings.push_back(std::move(w));
   return hooks::HookChain::load(hooks, errors, nullptr, &warnings);
 }
 

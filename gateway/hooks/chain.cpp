@@ -33,10 +33,14 @@ Status accept_replacement(std::optional<Event>& replacement, const Event& origin
   if (Status st = r.normalize(now_unix_ms()); !st) return st;
   if (is_diagnostic_type(r.type())) return make_error(kReservedTypeReason);
   // As the bus refuses an oversize message: a transform must not grow an event past what the
-  // spool, the memory bounds and the receivers were sized for.
-  if (const size_t bytes = r.json_bytes(); static_cast<int64_t>(bytes) > max_event_bytes)
-    return make_error(std::to_string(bytes) + " bytes, over bus.max_message_bytes (" +
-                      std::to_string(max_event_bytes) + ")");
+  // spool, the memory bounds and the receivers were sized for. Only growth: the attributes the
+  // gateway fills in (id, time, ...) can take an event the bus accepted past the limit, and a
+  // redaction hook's same-size answer must not be refused for that (found in review: the
+  // unredacted event went on under on_error: open).
+  if (const size_t bytes = r.json_bytes();
+      static_cast<int64_t>(bytes) > max_event_bytes && bytes > original.json_bytes())
+    return make_error(std::to_string(bytes) + " bytes, larger than the event and over " +
+                      "bus.max_message_bytes (" + std::to_string(max_event_bytes) + ")");
   return {};
 }
 
@@ -165,7 +169,7 @@ ChainOutcome HookChain::run(Event& event, const DiagnosticSink& diagnostics,
       clock_ns.reset();
       const HookFailure& failure = inv.result.error();
       record(slot, failure.kind == HookFailure::Kind::Timeout ? "timeout" : "failed",
-             inv.duration_ns, failure.reason);
+             inv.duration_ns, failure.tool_detail.empty() ? failure.reason : failure.tool_detail);
       if (on_failure(slot, failure, event, diagnostics, outcome)) return outcome;
       continue;
     }

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -337,19 +339,21 @@ std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories
   return out;
 }
 
-std::vector<HookFile> discover_hooks(const config::HooksConfig& config, config::Diagnostics& errors,
-                                     config::Diagnostics* warnings) {
-  // Only directories the config lists: the default user and workspace folders are optional.
-  if (config.directories_where.line != 0)
-    for (const auto& dir : config.directories) {
-      std::error_code ec;
-      if (fs::exists(normalized_directory(dir), ec)) continue;
-      const std::string why =
-          "hooks.directories: " + display_text(dir) + " does not exist, so no hooks load from it";
-      spdlog::warn("{}: {}", config.directories_where.str(), why);
-      if (warnings) warnings->push_back({config.directories_where, why});
-    }
-  return discover_hooks(config.directories, errors, warnings);
+config::Diagnostics missing_hook_directories(const config::HooksConfig& config) {
+  config::Diagnostics out;
+  if (!config.enabled || config.directories_where.line == 0) return out;
+  for (const auto& dir : config.directories) {
+    struct stat st {};
+    if (::stat(normalized_directory(dir).c_str(), &st) == 0) continue;
+    const int err = errno;
+    out.push_back({config.directories_where,
+                   "hooks.directories: " + display_text(dir) +
+                       (err == ENOENT || err == ENOTDIR
+                            ? std::string(" does not exist")
+                            : std::string(" cannot be looked at (") + std::strerror(err) + ")") +
+                       ", so no hooks load from it"});
+  }
+  return out;
 }
 
 std::string hook_files_fingerprint(const std::vector<std::string>& directories) {

@@ -62,10 +62,17 @@ std::filesystem::path normalized_directory(const std::string& configured);
 std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories,
                                      config::Diagnostics& errors,
                                      config::Diagnostics* warnings = nullptr);
-// The same for a config's hook directories, plus a warning for each directory the config lists
-// (`hooks.directories`) that does not exist: a typo there leaves, say, a redaction hook out.
-std::vector<HookFile> discover_hooks(const config::HooksConfig& config, config::Diagnostics& errors,
-                                     config::Diagnostics* warnings = nullptr);
+inline std::vector<HookFile> discover_hooks(const config::HooksConfig& config,
+                                            config::Diagnostics& errors,
+                                            config::Diagnostics* warnings = nullptr) {
+  return discover_hooks(config.directories, errors, warnings);
+}
+
+// A warning for each directory the config lists (`hooks.directories`) that does not exist or
+// cannot be looked at: a typo there leaves, say, a redaction hook out. The default user and
+// workspace folders are optional and never reported. Said once per loaded config (`run` at start
+// and on SIGHUP, `check`, `hooks list`), not on every hot reload.
+config::Diagnostics missing_hook_directories(const config::HooksConfig& config);
 
 // What hot reload compares to tell a change of the chain from other writes in a hook directory:
 // the identity (device, inode, size, mtime, ctime, mode; links followed; ctime because `cp -p`

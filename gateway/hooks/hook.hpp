@@ -43,7 +43,10 @@ inline constexpr size_t kMaxVetoReason = 1024;
 struct HookFailure {
   enum class Kind { Error, Timeout };
   Kind kind = Kind::Error;
-  std::string reason;
+  std::string reason;  // logged and sent in diagnostics: never the event's content
+  // Shown only by `hookgate hooks test` (a hook author's own dry run, whose logging is off): what
+  // the hook wrote to stderr, which may quote the event and so stays out of `reason`.
+  std::string tool_detail;
 };
 
 using HookResult = Result<HookVerdict, HookFailure>;

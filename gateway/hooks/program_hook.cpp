@@ -369,8 +369,11 @@ class OneShotHook final : public Hook {
       // stderr stays in the log: the reason travels in hookgate.hook.failed to webhooks, and a
       // failing tool may quote the event (jq does), even the value a redaction hook was to remove.
       std::string reason = "command " + describe_wait_status(status);
-      if (!trim(err.data).empty()) reason += " (its stderr is in the log)";
-      return failure(HookFailure::Kind::Error, std::move(reason));
+      const std::string_view said = trim(err.data);
+      if (said.empty()) return failure(HookFailure::Kind::Error, std::move(reason));
+      HookFailure f = failure(HookFailure::Kind::Error, reason + " (its stderr is in the log)");
+      f.tool_detail = reason + ": " + excerpt(said);
+      return f;
     }
     if (out.overflow) {
       return failure(HookFailure::Kind::Error, "garbage output: stdout exceeds " +

@@ -145,7 +145,11 @@ CommandResult run_program(const std::vector<std::string>& args, const std::strin
                           const std::vector<std::string>& env) {
   TempDir dir;
   std::string in = stdin_text.empty() ? "" : dir.write("stdin", stdin_text);
-  pid_t pid = spawn(args, (dir / "out").string(), (dir / "err").string(), in, env);
+  // As for a GatewayProcess: no hooks from this machine's user folder (the caller's env, first,
+  // wins: getenv() takes the first of two).
+  std::vector<std::string> full_env = env;
+  full_env.push_back("XDG_CONFIG_HOME=" + (dir / "no-user-config").string());
+  pid_t pid = spawn(args, (dir / "out").string(), (dir / "err").string(), in, full_env);
   CommandResult r;
   if (pid < 0) return r;
   r.exit_code = wait_pid(pid, std::chrono::seconds(60));

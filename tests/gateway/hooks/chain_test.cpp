@@ -319,7 +319,9 @@ TEST(HookChainRun, AReplacementLargerThanTheBusAcceptsIsAHookFailure) {
   EXPECT_EQ(ev.to_json(), before);
   ASSERT_EQ(trace.size(), 1u);
   EXPECT_EQ(trace[0].result, "failed");
-  EXPECT_NE(trace[0].detail.find("bytes, over bus.max_message_bytes (256)"), std::string::npos)
+  EXPECT_NE(
+      trace[0].detail.find("bytes, larger than the event and over bus.max_message_bytes (256)"),
+      std::string::npos)
       << trace[0].detail;
   ASSERT_EQ(diags.events().size(), 1u);
   EXPECT_EQ(diags.events()[0].type, diag::kHookFailed);
@@ -331,6 +333,24 @@ TEST(HookChainRun, AReplacementLargerThanTheBusAcceptsIsAHookFailure) {
   ASSERT_EQ(trace.size(), 1u);
   EXPECT_EQ(trace[0].result, "replace");
   EXPECT_EQ(fits.to_json().size(), fits.json_bytes());
+
+  // An event already past the limit (the gateway fills in id, time, ...: the bus measured it
+  // before) may be replaced by one no larger: a redaction hook's answer must not be refused.
+  auto redactor = fake("chain_redact", HookKind::Transform, [&](Event&) {
+    HookVerdict v;
+    v.action = Action::Replace;
+    v.replacement =
+        Event::parse(R"({"type":"t","data":{"blob":")" + std::string(300, '*') + R"("}})")
+            .value()
+            .clone();
+    return HookResult(std::move(v));
+  });
+  Event big = make_event(R"({"type":"t","id":"e1","data":{"blob":")" + blob + R"("}})");
+  trace.clear();
+  EXPECT_FALSE(chain_of({redactor}, 256)->run(big, {}, &trace).vetoed);
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_EQ(trace[0].result, "replace") << trace[0].detail;
+  EXPECT_NE(big.to_json().find(std::string(300, '*')), std::string::npos);
 }
 
 TEST(HookChainRun, VetoHookReplaceIsIgnored) {
