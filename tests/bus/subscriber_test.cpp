@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "bus/publisher.hpp"
+#include "tests/support/gateway_process.hpp"
 
 namespace hookgate::bus {
 namespace {
@@ -67,8 +68,7 @@ TEST(SubscriberTest, ASignalDuringTheWaitIsNotAnError) {
   auto pub = Publisher::connect({.endpoints = {sub.value()->bound_endpoint()}});
   EXPECT_TRUE(pub && pub.value()->wait_for_subscriber(std::chrono::seconds(5)) &&
               pub.value()->publish("app.event", "{}"));
-  for (int waited = 0; received == 0 && !threw && waited < 5000; waited += 10)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  (void)testing::wait_until([&] { return received > 0 || threw; }, std::chrono::seconds(5));
   finish();
   EXPECT_EQ(failure, "");
   EXPECT_EQ(received, 1);

@@ -130,21 +130,25 @@ TEST(CliTest, FlagValuesStrayHookArgumentsAndLoneClientKeysAreUsageErrors) {
 // ExecStartPre), and `run` then refused to start.
 TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
   TempDir dir;
+  // What run refuses to start on but only this machine can tell: an error for --config-only, a
+  // warning in the full check, which also runs away from the config's machine.
+  auto expect_judged_here = [](const std::string& config, const std::string& where,
+                               const std::string& message) {
+    for (bool config_only : {true, false}) {
+      std::vector<std::string> args{"check", "--config", config};
+      if (config_only) args.push_back("--config-only");
+      auto r = run_hookgate(args);
+      EXPECT_EQ(r.exit_code, config_only ? 1 : 0) << r.err;
+      EXPECT_NE(r.err.find(config + where + (config_only ? "" : "warning: ") + message),
+                std::string::npos)
+          << r.err;
+    }
+  };
   const std::string config = dir.write(
       "hookgate.yaml", "webhooks: []\nspool:\n  path: /proc/hookgate-nonexistent/spool.db\n");
-  // An error for what run refuses to start on; a warning in the full check, which also runs
-  // away from the config's machine.
-  for (bool config_only : {true, false}) {
-    std::vector<std::string> args{"check", "--config", config};
-    if (config_only) args.push_back("--config-only");
-    auto r = run_hookgate(args);
-    EXPECT_EQ(r.exit_code, config_only ? 1 : 0) << r.err;
-    EXPECT_NE(r.err.find(config + ":3:9: " + (config_only ? "" : "warning: ") +
-                         "spool.path /proc/hookgate-nonexistent/spool.db: its folder "
-                         "/proc/hookgate-nonexistent does not exist"),
-              std::string::npos)
-        << r.err;
-  }
+  expect_judged_here(config, ":3:9: ",
+                     "spool.path /proc/hookgate-nonexistent/spool.db: its folder "
+                     "/proc/hookgate-nonexistent does not exist");
   const std::string fine = dir.write("ok.yaml", "webhooks: []\nspool: { path: spool.db }\n");
   EXPECT_EQ(run_hookgate({"check", "--config", fine, "--config-only"}).exit_code, 0);
   // A bind host ZeroMQ cannot bind (found in review: check said ok, run failed with "No such
@@ -152,16 +156,8 @@ TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
   const std::string host = dir.write(
       "host.yaml",
       "bus:\n  bind: tcp://localhost:5556\nadmin: { enabled: false }\nspool: { mode: memory }\n");
-  for (bool config_only : {true, false}) {
-    std::vector<std::string> args{"check", "--config", host};
-    if (config_only) args.push_back("--config-only");
-    auto r = run_hookgate(args);
-    EXPECT_EQ(r.exit_code, config_only ? 1 : 0) << r.err;
-    EXPECT_NE(r.err.find(host + ":2:9: " + (config_only ? "" : "warning: ") +
-                         "bus.bind: 'localhost' is neither an IP address nor a network interface"),
-              std::string::npos)
-        << r.err;
-  }
+  expect_judged_here(
+      host, ":2:9: ", "bus.bind: 'localhost' is neither an IP address nor a network interface");
   for (const char* fine_bind : {"tcp://127.0.0.1:0", "tcp://*:0", "tcp://lo:0", "tcp://::1%lo:0"}) {
     const std::string ok_bind =
         dir.write("bind.yaml", std::string("bus:\n  bind: \"") + fine_bind + "\"\n");
