@@ -336,8 +336,12 @@ std::string Event::to_json() const {
 }
 
 std::string Event::data_json() const {
-  const JsonValue* data = member(doc_, "data");
-  return data == nullptr ? std::string("null") : hookgate::to_json(*data);
+  if (const JsonValue* data = member(doc_, "data")) return hookgate::to_json(*data);
+  // A binary payload goes as its base64 text, a JSON string: the body stays JSON, as the
+  // webhook's Content-Type says, and the bytes are not lost.
+  if (const JsonValue* binary = member(doc_, "data_base64"); binary && binary->IsString())
+    return hookgate::to_json(*binary);
+  return "null";
 }
 
 std::string to_json(const JsonValue& value) {

@@ -72,7 +72,8 @@ class Event {
   JsonDocument::AllocatorType& allocator() { return doc_.GetAllocator(); }
 
   std::string to_json() const;
-  // The `data` member alone ("null" when absent): the body of a webhook with `body: data`.
+  // The `data` member alone: the body of a webhook with `body: data`. A binary event's
+  // `data_base64` is sent as that JSON string; "null" when the event has neither.
   std::string data_json() const;
 
  private:

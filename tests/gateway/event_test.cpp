@@ -91,6 +91,17 @@ TEST(EventTest, DottedPathsSetRemoveRename) {
   EXPECT_EQ(copy.to_json(), ev->to_json());
 }
 
+// `body: data` sends JSON: a binary event's payload goes as its base64 string, not as null.
+TEST(EventTest, DataBodyOfABinaryEventIsItsBase64Text) {
+  auto binary = Event::parse_envelope(
+      R"({"type":"blob.stored","datacontenttype":"image/png","data_base64":"iVBORw0K"})", 0);
+  ASSERT_TRUE(binary);
+  EXPECT_EQ(binary->data_json(), R"("iVBORw0K")");
+  auto empty = Event::parse_envelope(R"({"type":"ping"})", 0);
+  ASSERT_TRUE(empty);
+  EXPECT_EQ(empty->data_json(), "null");
+}
+
 // A second member of one name would slip past a redaction (edits act on the first, receivers
 // read the last) or re-type an event after routing: such text is not an event.
 TEST(EventTest, RejectsDuplicateKeysAtAnyDepth) {
