@@ -3,7 +3,10 @@
 a two-frame message [event type, CloudEvents JSON]. The gateway fills id/time/specversion if absent.
 """
 import json, sys, time, uuid
-import zmq
+try:
+    import zmq
+except ImportError:
+    sys.exit("needs pyzmq: apt install python3-zmq (Debian's /usr/bin/python3), or pip install pyzmq")
 
 endpoint = sys.argv[1] if len(sys.argv) > 1 else "tcp://127.0.0.1:5556"
 ctx = zmq.Context()

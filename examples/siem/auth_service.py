@@ -2,7 +2,10 @@
 """A stand-in "auth service": publishes auth.failure events on the hookgate bus with pyzmq, some
 carrying secrets the gateway must strip, some health-check noise it must drop."""
 import json, random, sys, time, uuid
-import zmq
+try:
+    import zmq
+except ImportError:
+    sys.exit("needs pyzmq: apt install python3-zmq (Debian's /usr/bin/python3), or pip install pyzmq")
 
 endpoint = sys.argv[1] if len(sys.argv) > 1 else "tcp://127.0.0.1:5566"
 count = int(sys.argv[2]) if len(sys.argv) > 2 else 5

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """A second subscriber on the proxy's backend: prints every event it sees (a debugging tap)."""
 import json, sys
-import zmq
+try:
+    import zmq
+except ImportError:
+    sys.exit("needs pyzmq: apt install python3-zmq (Debian's /usr/bin/python3), or pip install pyzmq")
 
 ctx = zmq.Context()
 sub = ctx.socket(zmq.SUB)

@@ -7,7 +7,8 @@ for it (and counts its timeout) while Python would otherwise sit on a full buffe
 
 Config (`config:` beside `kind` in a YAML descriptor, or none): {"path": "/var/log/hookgate/audit.jsonl"}
 appends one JSON line per event to that file; without a path the lines go to stderr, which the
-gateway forwards to its log.
+gateway forwards to its log at most 20 lines a second per hook (the rest are only counted, in
+hookgate_hook_stderr_lines_total): give a path for an audit trail that keeps up.
 """
 import json
 import os

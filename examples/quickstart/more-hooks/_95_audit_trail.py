@@ -2,6 +2,9 @@
 """PROGRAM observe hook in Python: one audit line per event on stderr, which the gateway writes to
 its log as `hook audit_trail stderr: ...`. Observers get a copy of the final event after the chain,
 run in parallel with delivery and cannot change or stop anything: the answer is always continue.
+A demo, not an audit trail: the gateway logs at most 20 stderr lines a second per hook and only
+counts the rest (hookgate_hook_stderr_lines_total); write to a file for a trail that keeps up
+(examples/hooks/program/_40_audit.py takes a path).
 """
 import json
 import os
