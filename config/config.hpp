@@ -147,6 +147,9 @@ struct SpoolConfig {
   std::string path = "hookgate-spool.db";  // resolved against the config file's folder
   std::string synchronous = "NORMAL";  // NORMAL survives process crashes; FULL survives power loss
   int64_t retention_ms = 24LL * 3600 * 1000;  // delivered rows kept this long, then pruned
+  // Dead letters kept this long after their last attempt, then pruned; 0 = until replayed or
+  // purged (`hookgate deliveries purge`).
+  int64_t dead_retention_ms = 0;
   int64_t shutdown_grace_ms = 5000;
   // Memory mode only: pending deliveries one webhook may hold before its new ones are dropped
   // (counted in hookgate_deliveries_dropped_total); 0 = no bound.

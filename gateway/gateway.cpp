@@ -86,6 +86,7 @@ struct Gateway::Impl {
     uint64_t router_generation = 0;  // of the webhooks that routed it (read before the snapshot)
   };
   uint64_t backlogs_reported_generation = 0;  // ingest thread only
+  uint64_t external_changes_seen = 0;         // ingest thread only: store->external_changes()
   std::deque<AddInFlight> adds;
   size_t open_deliveries = 0;  // sum over `adds`
   size_t open_bytes = 0;       // sum over `adds`
@@ -315,6 +316,15 @@ struct Gateway::Impl {
     report_unconfigured_backlogs(*snapshot().second);
   }
 
+  // A replay from the command line (`--spool FILE`: it cannot know the config) may have made
+  // deliveries of a removed webhook pending again: the gateway names them, as at start.
+  void report_backlogs_after_external_change() {
+    const uint64_t changes = store->external_changes();
+    if (changes == external_changes_seen) return;
+    external_changes_seen = changes;
+    report_unconfigured_backlogs(*snapshot().second);
+  }
+
   void do_reload_config() {
     if (cfg.file.empty()) {
       spdlog::info("reload: running on embedded defaults, reloading hooks only");
@@ -350,10 +360,11 @@ struct Gateway::Impl {
     if (n.spool.path != cfg.spool.path || n.spool.mode != cfg.spool.mode ||
         n.spool.memory_max_pending != cfg.spool.memory_max_pending ||
         n.spool.synchronous != cfg.spool.synchronous ||
-        n.spool.retention_ms != cfg.spool.retention_ms)
+        n.spool.retention_ms != cfg.spool.retention_ms ||
+        n.spool.dead_retention_ms != cfg.spool.dead_retention_ms)
       spdlog::warn(
-          "reload: spool settings (path, mode, synchronous, memory_max_pending, retention_ms) "
-          "changed; they take effect on restart");
+          "reload: spool settings (path, mode, synchronous, memory_max_pending, retention_ms, "
+          "dead_retention_ms) changed; they take effect on restart");
     // Read only when stopping, on this thread: the next stop uses the new grace.
     cfg.spool.shutdown_grace_ms = n.spool.shutdown_grace_ms;
     if (n.admin.enabled != cfg.admin.enabled)
@@ -528,6 +539,7 @@ struct Gateway::Impl {
       if (reload_config.exchange(false)) do_reload_config();
       if (reload_hooks.exchange(false)) request_chain_load(cfg.hooks);
       report_backlogs_after_reload();
+      report_backlogs_after_external_change();
       spool_depth.set(static_cast<int64_t>(store->pending_count()));
       // While adds are open, look at them every millisecond even if the bus is quiet, so the
       // accepted/refused counters follow the commits closely.

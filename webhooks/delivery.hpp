@@ -72,7 +72,7 @@ class DeliveryStore {
   // Called (from any thread) whenever new deliveries become claimable; the dispatcher wakes up.
   virtual void set_on_ready(std::function<void()> on_ready) = 0;
 
-  // Operator views (hookgate deliveries ...).
+  // Operator views (hookgate deliveries ...). list() may leave bodies out; get() has them.
   virtual std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,
                                      size_t limit) = 0;
   virtual std::optional<Delivery> get(const std::string& id) = 0;
@@ -81,6 +81,9 @@ class DeliveryStore {
   // Pending deliveries per webhook name (committed ones, for a durable store), so the gateway
   // can name those of webhooks the config no longer has. A store that cannot tell returns none.
   virtual std::map<std::string, size_t> pending_by_webhook() { return {}; }
+  // How many changes another process made (`hookgate deliveries replay` beside the gateway):
+  // when it moves, the gateway names again the pending deliveries no webhook takes.
+  [[nodiscard]] virtual uint64_t external_changes() const { return 0; }
   // The gateway is stopping: what is still written may wait a short while for a lock, not as
   // long as during normal operation (a service manager's stop timeout is near). Safe to call
   // from any thread, any number of times.

@@ -82,10 +82,12 @@ constexpr const char* kMigrateFrom1 =
 // A LEFT JOIN keeps deliveries the outer loop (walked through their own indexes), and keeps a
 // delivery whose payload is gone visible (read_row: body null, dead-lettered on its attempt)
 // instead of pending forever and never claimable.
-#define HG_COLUMNS                                                                       \
-  "SELECT d.rowid, d.id, d.webhook, p.event_id, p.event_type, d.attempts, "              \
-  "d.next_attempt_ms, p.created_ms, d.state, d.last_error, p.body FROM deliveries AS d " \
+#define HG_SELECT(body)                                                     \
+  "SELECT d.rowid, d.id, d.webhook, p.event_id, p.event_type, d.attempts, " \
+  "d.next_attempt_ms, p.created_ms, d.state, d.last_error, " body           \
+  " FROM deliveries AS d "                                                  \
   "LEFT JOIN payloads AS p ON p.rowid = d.payload "
+#define HG_COLUMNS HG_SELECT("p.body")
 
 // Rowids are chosen by add() (see there), not by SQLite.
 constexpr const char* kInsertPayload =
@@ -116,6 +118,22 @@ constexpr const char* kReplayDead =
 constexpr const char* kPrune =
     "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
     "deliveries_prune WHERE state = 1 AND updated_ms < ?1 LIMIT ?2) RETURNING payload";
+// Dead letters past spool.dead_retention_ms, through deliveries_dead_age, which the gateway
+// creates at open only when that setting is on (no cost to a spool that keeps them).
+constexpr const char* kDeadAgeIndex =
+    "CREATE INDEX IF NOT EXISTS deliveries_dead_age ON deliveries(updated_ms) WHERE state = 2";
+constexpr const char* kPruneDead =
+    "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
+    "deliveries_dead_age WHERE state = 2 AND updated_ms < ?1 LIMIT ?2) RETURNING payload";
+// `hookgate deliveries purge`: dead letters only (a pending delivery is an accepted event).
+constexpr const char* kPurgeOne =
+    "DELETE FROM deliveries WHERE id = ?1 AND state = 2 RETURNING payload";
+// Up to ?3 dead letters of ?1 ('' = every webhook) with rowids up to ?2: the ceiling, read when
+// the purge starts, ends it even while the gateway keeps dead-lettering new deliveries.
+constexpr const char* kPurgeDead =
+    "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
+    "deliveries_dead WHERE state = 2 AND (?1 = '' OR webhook = ?1) AND rowid <= ?2 LIMIT ?3) "
+    "RETURNING payload";
 // A payload goes with the last of its deliveries.
 constexpr const char* kPrunePayload =
     "DELETE FROM payloads WHERE rowid = ?1 AND NOT EXISTS (SELECT 1 FROM deliveries WHERE "
@@ -130,8 +148,13 @@ constexpr const char* kPendingKeys =
     "ORDER BY next_attempt_ms, rowid LIMIT ?2";
 constexpr const char* kByRowid = HG_COLUMNS "WHERE d.rowid = ?1 AND d.state = 0";
 constexpr const char* kById = HG_COLUMNS "WHERE d.id = ?1";
-constexpr const char* kList = HG_COLUMNS
-    "WHERE (?1 < 0 OR d.state = ?1) AND (?2 = '' OR d.webhook = ?2) ORDER BY d.id LIMIT ?3";
+// The operator's listing: no bodies (up to 1 MiB each, and never printed), and each state a
+// literal, so the planner can walk that state's partial index instead of the whole table.
+#define HG_LIST(where) \
+  HG_SELECT("NULL") "WHERE " where "(?1 = '' OR d.webhook = ?1) ORDER BY d.id LIMIT ?2"
+constexpr const char* kListAny = HG_LIST("");
+constexpr const char* kListByState[] = {HG_LIST("d.state = 0 AND "), HG_LIST("d.state = 1 AND "),
+                                        HG_LIST("d.state = 2 AND ")};
 constexpr const char* kLanes =
     "SELECT webhook, MIN(next_attempt_ms), COUNT(*) FROM deliveries WHERE state = 0 "
     "GROUP BY webhook";
@@ -567,6 +590,9 @@ Status SqliteSpool::init(bool tools) {
   reader_ = std::move(reader);
   reader_->exec("PRAGMA query_only=1");
   writer_ = std::move(main);
+  // Building it walks the dead letters once (a large backlog of them: a moment at start).
+  if (cfg_.dead_retention_ms > 0 && !writer_->exec(kDeadAgeIndex))
+    return fail(*writer_, "cannot create the index for spool.dead_retention_ms");
 
   // SQLite's automatic checkpoint runs inside the commit that crosses 1,000 WAL pages, so every
   // ~1,000th commit paid for copying pages and (synchronous=NORMAL) both fsyncs: 2.5–10 ms
@@ -1139,44 +1165,61 @@ bool SqliteSpool::replay_dead_chunk(Conn& c, const std::string& webhook, int64_t
   return true;
 }
 
-size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more) {
-  *more = false;
-  sqlite3_stmt* s = c.stmt(kPrune);
+bool SqliteSpool::delete_rows(Conn& c, sqlite3_stmt* s, size_t& deleted) {
+  std::vector<int64_t> payloads;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    ++deleted;
+    payloads.push_back(sqlite3_column_int64(s, 0));
+  }
+  sqlite3_reset(s);
+  if (rc != SQLITE_DONE) return false;
   sqlite3_stmt* ps = c.stmt(kPrunePayload);
+  if (ps == nullptr) return false;
+  std::sort(payloads.begin(), payloads.end());
+  payloads.erase(std::unique(payloads.begin(), payloads.end()), payloads.end());
+  for (int64_t payload : payloads) {
+    StmtScope scope(ps);
+    sqlite3_bind_int64(ps, 1, payload);
+    if (sqlite3_step(ps) != SQLITE_DONE) return false;
+  }
+  return true;
+}
+
+size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dead) {
+  *more = false;
+  if (dead != nullptr) *dead = 0;
+  sqlite3_stmt* s = c.stmt(kPrune);
+  sqlite3_stmt* ds = cfg_.dead_retention_ms > 0 ? c.stmt(kPruneDead) : nullptr;
   // One transaction: the payloads go with their last deliveries or not at all. IMMEDIATE waits
   // (busy_timeout) for the other process's writer instead of failing halfway.
-  if (s == nullptr || ps == nullptr || !c.exec("BEGIN IMMEDIATE")) {
+  if (s == nullptr || (cfg_.dead_retention_ms > 0 && ds == nullptr) || !c.exec("BEGIN IMMEDIATE")) {
     spdlog::warn("spool {}: pruning failed: {}", path_, c.error());
     return 0;
   }
-  size_t n = 0;
-  std::vector<int64_t> payloads;
-  bool ok = true;
+  size_t delivered = 0, dead_rows = 0;
+  bool ok;
   {
     StmtScope scope(s);
     sqlite3_bind_int64(s, 1, now_ms - std::max<int64_t>(cfg_.retention_ms, 0));
     sqlite3_bind_int64(s, 2, kPruneChunk);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      ++n;
-      payloads.push_back(sqlite3_column_int64(s, 0));
-    }
-    ok = rc == SQLITE_DONE;
+    ok = delete_rows(c, s, delivered);
   }
-  std::sort(payloads.begin(), payloads.end());
-  payloads.erase(std::unique(payloads.begin(), payloads.end()), payloads.end());
-  for (size_t i = 0; ok && i < payloads.size(); ++i) {
-    StmtScope scope(ps);
-    sqlite3_bind_int64(ps, 1, payloads[i]);
-    ok = sqlite3_step(ps) == SQLITE_DONE;
+  if (ok && ds != nullptr) {
+    StmtScope scope(ds);
+    sqlite3_bind_int64(ds, 1, now_ms - cfg_.dead_retention_ms);
+    sqlite3_bind_int64(ds, 2, kPruneChunk);
+    ok = delete_rows(c, ds, dead_rows);
   }
   if (!ok || !c.exec("COMMIT")) {
     spdlog::warn("spool {}: pruning failed: {}", path_, c.error());
     c.exec("ROLLBACK");
     return 0;
   }
-  *more = n == static_cast<size_t>(kPruneChunk);
-  return n;
+  *more = delivered == static_cast<size_t>(kPruneChunk) ||
+          dead_rows == static_cast<size_t>(kPruneChunk);
+  if (dead != nullptr) *dead = dead_rows;
+  return delivered + dead_rows;
 }
 
 void SqliteSpool::tick(int64_t now_ms) {
@@ -1190,6 +1233,7 @@ void SqliteSpool::tick(int64_t now_ms) {
       resync_pending_ = !resync_locked();
       spool_metrics().depth.set(static_cast<int64_t>(pending_));
     }
+    if (external) external_changes_.fetch_add(1, std::memory_order_release);
     notify_ready();
   }
   bool announce = false;
@@ -1200,9 +1244,14 @@ void SqliteSpool::tick(int64_t now_ms) {
   if (announce && pending_count() > 0) notify_ready();
 
   if (prune_more_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
-    const size_t n = prune_chunk(*writer_, now_ms, &prune_more_);
+    size_t dead = 0;
+    const size_t n = prune_chunk(*writer_, now_ms, &prune_more_, &dead);
     last_prune_ms_ = now_ms;
-    if (n > 0) spdlog::debug("spool {}: pruned {} delivered rows", path_, n);
+    if (n > dead) spdlog::debug("spool {}: pruned {} delivered rows", path_, n - dead);
+    // Dropping dead letters is dropping events for good: an operator should see it.
+    if (dead > 0)
+      spdlog::info("spool {}: removed {} dead letters older than spool.dead_retention_ms ({} ms)",
+                   path_, dead, cfg_.dead_retention_ms);
   }
 }
 
@@ -1683,15 +1732,14 @@ std::vector<Delivery> SqliteSpool::list(std::optional<DeliveryState> state,
   std::vector<Delivery> out;
   std::lock_guard rl(read_mu_);
   if (!reader_) return out;
-  sqlite3_stmt* s = reader_->stmt(kList);
+  sqlite3_stmt* s = reader_->stmt(state ? kListByState[state_code(*state)] : kListAny);
   if (s == nullptr) {
     note_read_error_locked();
     return out;
   }
   StmtScope scope(s);
-  sqlite3_bind_int(s, 1, state ? state_code(*state) : -1);
-  bind_text(s, 2, webhook);
-  sqlite3_bind_int64(s, 3, limit == 0 ? -1 : static_cast<int64_t>(limit));
+  bind_text(s, 1, webhook);
+  sqlite3_bind_int64(s, 2, limit == 0 ? -1 : static_cast<int64_t>(limit));
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) out.push_back(read_row(s).second);
   if (rc != SQLITE_DONE) note_read_error_locked();
@@ -1807,6 +1855,52 @@ Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, b
       return failed();
     moved += changed;
     if (changed < chunk) return moved;
+  }
+}
+
+Result<size_t> SqliteSpool::purge_dead(const std::vector<std::string>& ids, bool all_dead,
+                                       const std::string& webhook) {
+  if (!tools_) return make_error("spool " + path_ + ": purge is for `hookgate deliveries` only");
+  std::lock_guard rl(read_mu_);
+  if (!reader_) return make_error("spool " + path_ + " is closed");
+  Conn& c = *reader_;
+  size_t deleted = 0;
+  auto failed = [&] {
+    auto error =
+        make_error("spool " + path_ + ": purge: " + c.error() +
+                   (deleted > 0 ? " (" + std::to_string(deleted) + " deleted before)" : ""));
+    if (!sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
+    return error;
+  };
+  if (!all_dead) {
+    sqlite3_stmt* s = c.stmt(kPurgeOne);
+    if (s == nullptr || !c.exec("BEGIN IMMEDIATE")) return failed();
+    for (const auto& id : ids) {
+      StmtScope scope(s);
+      bind_text(s, 1, id);
+      if (!delete_rows(c, s, deleted)) return failed();
+    }
+    if (!c.exec("COMMIT")) return failed();
+    return deleted;
+  }
+  // In chunks, as replay: one DELETE of a large backlog would hold the write lock for seconds.
+  auto ceiling = c.scalar(kMaxRowid);
+  sqlite3_stmt* s = c.stmt(kPurgeDead);
+  if (!ceiling || s == nullptr) return failed();
+  const size_t chunk = std::max<size_t>(tuning_.replay_chunk_rows, 1);
+  for (;;) {
+    size_t changed = 0;
+    if (!c.exec("BEGIN IMMEDIATE")) return failed();
+    {
+      StmtScope scope(s);
+      bind_text(s, 1, webhook);
+      sqlite3_bind_int64(s, 2, *ceiling);
+      sqlite3_bind_int64(s, 3, static_cast<int64_t>(chunk));
+      if (!delete_rows(c, s, changed)) return failed();
+    }
+    if (!c.exec("COMMIT")) return failed();
+    deleted += changed;
+    if (changed < chunk) return deleted;
   }
 }
 

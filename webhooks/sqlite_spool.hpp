@@ -108,7 +108,8 @@ class SqliteSpool final : public DeliveryStore {
   // it on the writer thread fails instead of deadlocking.
   void set_on_ready(std::function<void()> on_ready) override;
 
-  // Ordered by id (time-ordered, so oldest first); limit 0 = no limit; webhook "" = all.
+  // Ordered by id (time-ordered, so oldest first); limit 0 = no limit; webhook "" = all. Bodies
+  // are not read (body stays null): get() has them.
   std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,
                              size_t limit) override;
   std::optional<Delivery> get(const std::string& id) override;
@@ -120,15 +121,25 @@ class SqliteSpool final : public DeliveryStore {
   // as "no dead delivery with that id".
   Result<size_t> replay_ids(const std::vector<std::string>& ids);
   std::map<std::string, size_t> pending_by_webhook() override;
+  [[nodiscard]] uint64_t external_changes() const override {
+    return external_changes_.load(std::memory_order_acquire);
+  }
   // From here on a foreign write lock is waited out for one busy timeout, not busy_retries more.
   void begin_stop() override { stop_requested_.store(true, std::memory_order_relaxed); }
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
   // replay could not be written (no write permission, the file locked beyond busy_timeout).
   Result<size_t> replay_all_dead(const std::string& webhook = "");
 
-  // Deletes delivered rows last updated before now_ms - retention_ms, and each payload whose
-  // last delivery that was; returns how many deliveries. The writer also does this on its own
-  // every prune_interval_ms and right after open.
+  // `hookgate deliveries purge ID... | --all-dead [--webhook NAME]` (tools mode only): deletes
+  // those dead letters for good, and each payload whose last delivery that was; a pending or
+  // delivered id is left alone. Chunked like replay_all_dead(). An error when it could not write.
+  Result<size_t> purge_dead(const std::vector<std::string>& ids, bool all_dead,
+                            const std::string& webhook = "");
+
+  // Deletes delivered rows last updated before now_ms - retention_ms (and dead ones before
+  // now_ms - dead_retention_ms, when that is set), and each payload whose last delivery that
+  // was; returns how many deliveries. The writer also does this on its own every
+  // prune_interval_ms and right after open.
   size_t prune(int64_t now_ms);
   // Waits until everything queued so far (including complete()) is committed.
   Status flush();
@@ -195,7 +206,11 @@ class SqliteSpool final : public DeliveryStore {
   void writer_loop();
   void run_batch(std::vector<std::unique_ptr<Op>>& ops);
   void tick(int64_t now_ms);
-  size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more);
+  // `dead`, if given, gets how many of the deleted rows were dead letters.
+  size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more, size_t* dead = nullptr);
+  // Steps `s`, a DELETE ... RETURNING payload, inside the caller's transaction; counts the rows
+  // into `deleted` and deletes each payload that has no delivery left.
+  static bool delete_rows(Conn& conn, sqlite3_stmt* s, size_t& deleted);
   // Dead → pending for `ids` (or every dead delivery of `webhook`, all webhooks if empty, when
   // `all_dead`), inside the caller's transaction; adds the rows moved to `moved`.
   static bool replay_rows(Conn& conn, const std::vector<std::string>& ids, bool all_dead,
@@ -306,6 +321,7 @@ class SqliteSpool final : public DeliveryStore {
   int64_t data_version_ = -1;
   int64_t latest_recorded_ms_ = 0;
   std::atomic<bool> stop_requested_{false};
+  std::atomic<uint64_t> external_changes_{0};  // bumped by the writer after it resyncs
   int64_t last_prune_ms_ = 0;
   bool prune_more_ = false;
   bool resync_pending_ = false;

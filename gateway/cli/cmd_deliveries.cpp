@@ -33,6 +33,9 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       "       hookgate deliveries show ID [--config FILE | --spool FILE]\n"
       "       hookgate deliveries replay ID... | --all-dead [--webhook NAME] [--config FILE | "
       "--spool FILE]\n"
+      "       hookgate deliveries purge ID... | --all-dead [--webhook NAME] [--config FILE | "
+      "--spool FILE]\n"
+      "replay queues dead deliveries again (same ids); purge deletes them for good.\n"
       "Works on the spool file of --config (or ./hookgate-spool.db), also while the gateway "
       "runs.\n"
       "--spool names the file directly: the config is not read, so its ${VAR}s (secrets) need not "
@@ -45,16 +48,25 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   // Every usage error before the spool is opened: a typo must not read as a spool problem.
   const std::string& sub = args.positional()[0];
   const size_t operands = args.positional().size() - 1;
-  if (sub != "list" && sub != "show" && sub != "replay")
+  if (sub != "list" && sub != "show" && sub != "replay" && sub != "purge")
     return fail("unknown sub-verb '" + sub + "'\n" + usage, 2);
   if (sub == "list" && operands > 0)
     return fail("list takes no arguments (did you mean --state " + args.positional()[1] + "?)", 2);
   if (sub == "show" && operands != 1) return fail("usage: hookgate deliveries show ID", 2);
-  if (sub == "replay" && (operands > 0) == args.has("all-dead"))
-    return fail("usage: hookgate deliveries replay ID... | --all-dead", 2);
+  if ((sub == "replay" || sub == "purge") && (operands > 0) == args.has("all-dead"))
+    return fail("usage: hookgate deliveries " + sub + " ID... | --all-dead", 2);
+  // An option a sub-verb does not read is a usage error: `replay --all-dead --limit 5` replayed
+  // every dead letter, not five.
+  std::vector<std::string> takes = {"config", "spool"};
+  if (sub == "list") takes.insert(takes.end(), {"state", "webhook", "limit"});
+  if ((sub == "replay" || sub == "purge") && args.has("all-dead"))
+    takes.insert(takes.end(), {"all-dead", "webhook"});
+  if (auto stray = args.unknown(takes); !stray.empty())
+    return fail(stray.front() + " is not an option of `deliveries " + sub +
+                    (sub == "list" || sub == "show" ? "" : " ID...") + "`\n" + usage,
+                2);
   std::optional<webhooks::DeliveryState> state;
   if (auto s = args.get("state")) {
-    if (sub != "list") return fail("--state is for list", 2);
     if (*s == "pending")
       state = webhooks::DeliveryState::Pending;
     else if (*s == "dead")
@@ -119,6 +131,9 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                   escape_controls(d.last_error).c_str());
     }
     std::printf("%zu shown; %zu pending in all\n", rows.size(), pending);
+    // Oldest first: the newest rows are the ones a cut-off listing leaves out.
+    if (rows.size() == limit)
+      std::printf("(the %zu oldest that match; --limit N shows more)\n", limit);
     return 0;
   }
   if (sub == "show") {
@@ -128,82 +143,94 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     std::printf(
         "id:           %s\nstate:        %s\nwebhook:      %s\nevent:        %s (%s)\nattempts:    "
         " %d\n"
-        "created:      %s\nnext attempt: %s\nlast error:   %s\nbody:         %s\n",
+        "created:      %s\nnext attempt: %s\nlast error:   %s\nbody bytes:   %s\nbody:         "
+        "%s\n",
         d->id.c_str(), state_name(d->state), d->webhook.c_str(),
         escape_controls(d->event_id).c_str(), escape_controls(d->event_type).c_str(), d->attempts,
-        format_rfc3339(d->created_ms).c_str(), format_rfc3339(d->next_attempt_ms).c_str(),
+        format_rfc3339(d->created_ms).c_str(),
+        d->state == webhooks::DeliveryState::Pending ? format_rfc3339(d->next_attempt_ms).c_str()
+                                                     : "-",
         escape_controls(d->last_error).c_str(),
-        d->body ? d->body->c_str() : "(missing from the spool file)");
+        d->body ? std::to_string(d->body->size()).c_str() : "-",
+        // A body is the publisher's bytes: a NUL must not cut it short, nor an escape sequence
+        // reach the terminal (JSON never holds either raw, so valid JSON prints unchanged).
+        d->body ? escape_controls(*d->body).c_str() : "(missing from the spool file)");
     return 0;
   }
-  if (sub == "replay") {
-    // Replayed deliveries of a webhook the config no longer has (renamed, removed) are pending
-    // under a name no dispatcher claims: say so, or they wait unseen.
-    auto warn_unconfigured = [&] {
-      if (!config) return;
-      for (const auto& [name, count] : store.pending_by_webhook()) {
-        bool configured = false;
-        for (const auto& w : config->webhooks) configured |= w.name == name;
-        if (!configured)
-          std::fprintf(stderr,
-                       "hookgate: warning: %zu pending deliveries belong to webhook '%s', which "
-                       "%s does not configure: they wait until a webhook of that name is "
-                       "configured again\n",
-                       count, escape_controls(name).c_str(), config->file.c_str());
-      }
-    };
-    size_t moved;
-    if (args.has("all-dead")) {
-      auto replayed = store.replay_all_dead(webhook);
-      if (!replayed) return fail(replayed.error().message);
-      moved = *replayed;
-      // A mistyped name would otherwise read as "nothing was dead".
-      const bool configured =
-          config && std::any_of(config->webhooks.begin(), config->webhooks.end(),
-                                [&](const auto& w) { return w.name == webhook; });
-      if (moved == 0 && !webhook.empty() && !configured &&
-          store.list(std::nullopt, webhook, 1).empty()) {
-        if (auto code = read_failed()) return *code;
-        return fail("no delivery in " + spool_cfg.path + " belongs to webhook '" +
-                    escape_controls(webhook) + "' (`hookgate deliveries list` shows the names)");
-      }
-    } else {
-      std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
-      // One by one, so every ID that was not replayed is named (a typo, or not dead).
-      moved = 0;
-      std::vector<std::string> missed;
-      std::optional<std::string> error;
-      size_t tried = 0;
-      for (const auto& id : ids) {
-        // A file locked past the busy timeout, or read-only, is not "no such delivery": stop
-        // there, with the cause (the next ids would each wait out the timeout again).
-        auto replayed = store.replay_ids({id});
-        if (!replayed) {
-          error = replayed.error().message;
-          break;
-        }
-        ++tried;
-        if (*replayed == 1) {
-          ++moved;
-        } else {
-          missed.push_back(id);
-        }
-      }
-      std::printf("%zu dead deliveries queued again\n", moved);
-      if (moved > 0) warn_unconfigured();
-      for (const auto& id : missed)
-        std::fprintf(stderr, "hookgate: %s was not replayed: no dead delivery with that id\n",
-                     id.c_str());
-      if (error)
-        return fail(*error + " (" + std::to_string(ids.size() - tried) + " of " +
-                    std::to_string(ids.size()) + " ids not replayed)");
-      return missed.empty() ? 0 : 1;
+  // replay and purge: each acts on dead letters only, by id or --all-dead [--webhook NAME].
+  const bool purge = sub == "purge";
+  const char* done = purge ? "dead deliveries deleted" : "dead deliveries queued again";
+  auto act = [&](const std::vector<std::string>& ids) {
+    return purge ? store.purge_dead(ids, false) : store.replay_ids(ids);
+  };
+  // Replayed deliveries of a webhook the config no longer has (renamed, removed) are pending
+  // under a name no dispatcher claims: say so, or they wait unseen.
+  auto warn_unconfigured = [&] {
+    if (!config || purge) return;
+    for (const auto& [name, count] : store.pending_by_webhook()) {
+      bool configured = false;
+      for (const auto& w : config->webhooks) configured |= w.name == name;
+      if (!configured)
+        std::fprintf(stderr,
+                     "hookgate: warning: %zu pending deliveries belong to webhook '%s', which "
+                     "%s does not configure: they wait until a webhook of that name is "
+                     "configured again\n",
+                     count, escape_controls(name).c_str(), config->file.c_str());
     }
-    std::printf("%zu dead deliveries queued again\n", moved);
+  };
+  size_t moved;
+  if (args.has("all-dead")) {
+    auto acted = purge ? store.purge_dead({}, true, webhook) : store.replay_all_dead(webhook);
+    if (!acted) return fail(acted.error().message);
+    moved = *acted;
+    // A mistyped name would otherwise read as "nothing was dead".
+    const bool configured = config && std::any_of(config->webhooks.begin(), config->webhooks.end(),
+                                                  [&](const auto& w) { return w.name == webhook; });
+    if (moved == 0 && !webhook.empty() && !configured &&
+        store.list(std::nullopt, webhook, 1).empty()) {
+      if (auto code = read_failed()) return *code;
+      return fail("no delivery in " + spool_cfg.path + " belongs to webhook '" +
+                  escape_controls(webhook) + "' (`hookgate deliveries list` shows the names)");
+    }
+    std::printf("%zu %s\n", moved, done);
     if (moved > 0) warn_unconfigured();
     return 0;
   }
-  return fail("unknown sub-verb '" + sub + "'\n" + usage, 2);
+  std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
+  // One by one, so every ID that was not acted on is named (a typo, or not dead).
+  moved = 0;
+  std::vector<std::string> missed;
+  std::optional<std::string> error;
+  size_t tried = 0;
+  for (const auto& id : ids) {
+    // A file locked past the busy timeout, or read-only, is not "no such delivery": stop
+    // there, with the cause (the next ids would each wait out the timeout again).
+    auto acted = act({id});
+    if (!acted) {
+      error = acted.error().message;
+      break;
+    }
+    ++tried;
+    if (*acted == 1) {
+      ++moved;
+    } else {
+      missed.push_back(id);
+    }
+  }
+  std::printf("%zu %s\n", moved, done);
+  if (moved > 0) warn_unconfigured();
+  for (const auto& id : missed) {
+    // Say what the id is when it is not a typo: a pending one is already on its way.
+    auto found = store.get(id);
+    std::fprintf(stderr, "hookgate: %s was not %s: %s\n", escape_controls(id).c_str(),
+                 purge ? "deleted" : "replayed",
+                 found ? (std::string("it is ") + state_name(found->state) + ", not dead").c_str()
+                       : "no dead delivery with that id");
+  }
+  if (error)
+    return fail(*error + " (" + std::to_string(ids.size() - tried) + " of " +
+                std::to_string(ids.size()) + " ids not " + (purge ? "deleted" : "replayed") + ")");
+  return missed.empty() ? 0 : 1;
 }
 
 }  // namespace hookgate::cli

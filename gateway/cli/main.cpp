@@ -27,6 +27,8 @@ Verbs:
   deliveries list [--state pending|dead|delivered] [--webhook NAME] [--limit N]
   deliveries show ID
   deliveries replay ID... | --all-dead [--webhook NAME]
+  deliveries purge ID... | --all-dead [--webhook NAME]
+                                      (purge deletes dead deliveries for good)
                                       (deliveries: --config FILE or --spool FILE names the spool)
   bus --frontend EP --backend EP      XSUB/XPUB proxy for many publishers and subscribers
   keygen [--out FILE [--force]]       CURVE keypair for the bus

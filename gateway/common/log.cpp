@@ -65,21 +65,37 @@ class RedactingTextFormatter final : public spdlog::formatter {
 }  // namespace
 
 // One record, one line: control characters that came from outside (an event's source, a hook's
-// output) are written as \n, \r or \xNN, so they cannot forge or hide log lines. Tabs stay.
+// output) are written as \n, \r, \xNN or (C1) \u00NN, so they cannot forge or hide log lines.
+// Tabs stay.
 std::string escape_controls(std::string text) {
-  auto is_control = [](unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7f; };
+  // 0xc2 leads the UTF-8 of U+0080–U+009F, the C1 controls (U+009B starts a terminal escape
+  // sequence as ESC [ does); it is checked with the byte after it below.
+  auto is_control = [](unsigned char c) {
+    return (c < 0x20 && c != '\t') || c == 0x7f || c == 0xc2;
+  };
   if (std::none_of(text.begin(), text.end(), [&](char c) { return is_control(c); })) return text;
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size() + 16);
-  for (unsigned char c : text) {
-    if (!is_control(c)) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == 0xc2) {
+      const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+      if (next >= 0x80 && next <= 0x9f) {
+        out += "\\u00";
+        out.push_back(kHex[next >> 4]);
+        out.push_back(kHex[next & 0xf]);
+        ++i;
+      } else {
+        out.push_back(static_cast<char>(c));
+      }
+    } else if (!is_control(c)) {
       out.push_back(static_cast<char>(c));
     } else if (c == '\n') {
       out += "\\n";
     } else if (c == '\r') {
       out += "\\r";
     } else {
-      static constexpr char kHex[] = "0123456789abcdef";
       out += "\\x";
       out.push_back(kHex[c >> 4]);
       out.push_back(kHex[c & 0xf]);

@@ -20,6 +20,7 @@ const std::vector<std::vector<std::string>> kVerbs = {{"run"},
                                                       {"deliveries", "list"},
                                                       {"deliveries", "show"},
                                                       {"deliveries", "replay"},
+                                                      {"deliveries", "purge"},
                                                       {"bus"},
                                                       {"keygen"}};
 
@@ -79,6 +80,15 @@ TEST(CliTest, MissingValuesAndSubVerbMistakesAreUsageErrorsBeforeAnyIo) {
            {"deliveries", "list", "--state", "gone", "--spool", spool},
            {"deliveries", "show", "--spool", spool},
            {"deliveries", "replay", "msg_1", "--all-dead", "--spool", spool},
+           // Found in review: options a sub-verb does not read were ignored, so `--limit 5`
+           // replayed every dead letter.
+           {"deliveries", "replay", "--all-dead", "--limit", "5", "--spool", spool},
+           {"deliveries", "replay", "msg_1", "--webhook", "pager", "--spool", spool},
+           {"deliveries", "show", "msg_1", "--limit", "5", "--spool", spool},
+           {"deliveries", "show", "msg_1", "--state", "dead", "--spool", spool},
+           {"deliveries", "list", "--all-dead", "--spool", spool},
+           {"deliveries", "purge", "--spool", spool},
+           {"deliveries", "purge", "msg_1", "--all-dead", "--spool", spool},
            {"keygen", "--out"},
            // Bad data is refused before connecting (no gateway listens on port 1).
            {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data", "1,\"x\":2"},

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "bus/publisher.hpp"
@@ -533,6 +534,88 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
   EXPECT_EQ(event_id_of(last.body), event_id);
   EXPECT_EQ(last.header("x-hookgate-delivery"),
             rx.requests().front().header("x-hookgate-delivery"));
+  // Replaying it again names its state rather than calling the id unknown.
+  CommandResult again;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        again = run_hookgate({"deliveries", "replay", last.header("x-hookgate-delivery"),
+                              "--config", gw.config_path()},
+                             "", gw.env());
+        return again.err.find("it is delivered, not dead") != std::string::npos;
+      },
+      10s))
+      << again.err;
+  EXPECT_EQ(again.exit_code, 1);
+}
+
+// Dead letters stay until replayed or purged: `deliveries purge` deletes them for good, by id or
+// all of a webhook's, beside the running gateway, and never a pending one.
+TEST(ReliabilityTest, PurgeDeletesDeadLettersForGood) {
+  TempDir dir;
+  HttpReceiver rx;
+  rx.set_handler([&](const HttpReceiver::Request&) {
+    HttpReceiver::Response r;
+    r.status = 400;  // final: dead after one attempt
+    return r;
+  });
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(rx.url()))) << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  // U+009B is a terminal's CSI: `deliveries show` must not print it raw.
+  ASSERT_TRUE(pub->publish("app.event", R"({"note":"\u009b31m red"})"));
+  ASSERT_TRUE(pub->publish("app.event", R"({"note":"\u009b31m red"})"));
+  ASSERT_TRUE(rx.wait_for(2, 10s));
+  // Delivery ids, from the list's first column, once both dead rows are committed.
+  std::vector<std::string> dead_ids;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        auto dead = run_hookgate(
+            {"deliveries", "list", "--config", gw.config_path(), "--state", "dead"}, "", gw.env());
+        dead_ids.clear();
+        std::istringstream lines(dead.out);
+        for (std::string line; std::getline(lines, line);)
+          if (line.rfind("msg_", 0) == 0) dead_ids.push_back(line.substr(0, line.find(' ')));
+        return dead_ids.size() == 2;
+      },
+      10s));
+  ASSERT_EQ(dead_ids.size(), 2u);
+  auto shown =
+      run_hookgate({"deliveries", "show", dead_ids[1], "--config", gw.config_path()}, "", gw.env());
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find(R"("note":"\u009b31m red")"), std::string::npos) << shown.out;
+  EXPECT_EQ(shown.out.find("\xc2\x9b"), std::string::npos);
+  EXPECT_NE(shown.out.find("next attempt: -\n"), std::string::npos) << shown.out;
+
+  auto usage = run_hookgate({"deliveries", "purge", "--config", gw.config_path()}, "", gw.env());
+  EXPECT_EQ(usage.exit_code, 2) << usage.err;
+  auto one = run_hookgate({"deliveries", "purge", dead_ids[0], "--config", gw.config_path()}, "",
+                          gw.env());
+  EXPECT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_NE(one.out.find("1 dead deliveries deleted"), std::string::npos) << one.out;
+  auto again = run_hookgate({"deliveries", "purge", dead_ids[0], "--config", gw.config_path()}, "",
+                            gw.env());
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find(dead_ids[0] + " was not deleted: no dead delivery with that id"),
+            std::string::npos)
+      << again.err;
+  auto typo = run_hookgate(
+      {"deliveries", "purge", "--all-dead", "--webhook", "snik", "--config", gw.config_path()}, "",
+      gw.env());
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_NE(typo.err.find("belongs to webhook 'snik'"), std::string::npos) << typo.err;
+  auto all = run_hookgate(
+      {"deliveries", "purge", "--all-dead", "--webhook", "sink", "--config", gw.config_path()}, "",
+      gw.env());
+  EXPECT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_NE(all.out.find("1 dead deliveries deleted"), std::string::npos) << all.out;
+  auto show =
+      run_hookgate({"deliveries", "show", dead_ids[1], "--config", gw.config_path()}, "", gw.env());
+  EXPECT_EQ(show.exit_code, 1);
+  EXPECT_NE(show.err.find("no delivery " + dead_ids[1]), std::string::npos) << show.err;
+  // The gateway goes on: a later event is still delivered (and dead-lettered, by the 400).
+  ASSERT_TRUE(pub->publish("app.event", "{}"));
+  EXPECT_TRUE(rx.wait_for(3, 10s)) << gw.log();
 }
 
 // Found in review: a batch took up to 512 queued messages before any of their deliveries went
@@ -560,23 +643,27 @@ TEST(ReliabilityTest, ASlowHookDoesNotHoldABurstsFirstDeliveries) {
   ASSERT_TRUE(rx.wait_for(20, 30s)) << gw.log();
 }
 
-// Found in review: replaying the dead letters of a webhook the config no longer has made them
-// pending under a name nothing claims, and the CLI said only "queued again".
-TEST(ReliabilityTest, ReplayWarnsAboutDeliveriesOfAnUnconfiguredWebhook) {
-  TempDir dir;
-  HttpReceiver rx;
+// Starts `gw` with webhook "sink" at `rx`, which answers 404 (final), and dead-letters one event.
+void start_with_one_dead_letter(GatewayProcess& gw, HttpReceiver& rx) {
   rx.set_handler([](const HttpReceiver::Request&) {
     HttpReceiver::Response r;
     r.status = 404;  // final: dead at once
     return r;
   });
-  GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(config_for(rx.url()))) << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
   ASSERT_TRUE(pub->publish("app.event", "{}"));
   ASSERT_TRUE(gw.wait_for_log("dead", 10s)) << gw.log();
-  pub.reset();
+}
+
+// Found in review: replaying the dead letters of a webhook the config no longer has made them
+// pending under a name nothing claims, and the CLI said only "queued again".
+TEST(ReliabilityTest, ReplayWarnsAboutDeliveriesOfAnUnconfiguredWebhook) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_NO_FATAL_FAILURE(start_with_one_dead_letter(gw, rx));
   gw.signal(SIGTERM);
   ASSERT_EQ(gw.wait_exit(15s), 0) << gw.log();
 
@@ -590,6 +677,34 @@ TEST(ReliabilityTest, ReplayWarnsAboutDeliveriesOfAnUnconfiguredWebhook) {
   EXPECT_NE(replay.err.find("1 pending deliveries belong to webhook 'sink', which"),
             std::string::npos)
       << replay.err;
+}
+
+// Found in review: with --spool the CLI cannot know the config, so such a replay warned no one;
+// the running gateway notices the other process's change and names the backlog itself.
+TEST(ReliabilityTest, TheGatewayNamesAnUnconfiguredBacklogAReplayMade) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_NO_FATAL_FAILURE(start_with_one_dead_letter(gw, rx));
+  std::string renamed = config_for(rx.url());
+  renamed.replace(renamed.find("name: sink"), 10, "name: siem");
+  dir.write("hookgate.yaml", renamed);
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("reload: configuration reloaded", 10s)) << gw.log();
+  const std::string warning = "pending deliveries for webhook 'sink', which is not configured";
+  EXPECT_EQ(gw.log().find(warning), std::string::npos) << gw.log();  // dead is not pending
+
+  const std::string spool = (dir.path() / "hookgate-spool.db").string();
+  CommandResult replay;
+  EXPECT_TRUE(wait_until(  // the dead row's commit follows the log line
+      [&] {
+        replay = run_hookgate({"deliveries", "replay", "--all-dead", "--spool", spool});
+        return replay.exit_code == 0 &&
+               replay.out.find("1 dead deliveries queued again") != std::string::npos;
+      },
+      10s))
+      << replay.out << replay.err;
+  EXPECT_TRUE(gw.wait_for_log("1 " + warning, 10s)) << gw.log();
 }
 
 // Deliveries recorded by a clock an hour ahead (then set back while the gateway was stopped)

@@ -9,6 +9,19 @@
 namespace hookgate {
 namespace {
 
+// Found in review: `deliveries show` printed a body's ESC and C1 (U+009B, a terminal's CSI)
+// bytes as they were. Other UTF-8, tabs included, stays as it is.
+TEST(EscapeControlsTest, EscapesC0AndC1ControlsOnly) {
+  EXPECT_EQ(escape_controls("plain\ttext \xc2\xa9 caf\xc3\xa9"),
+            "plain\ttext \xc2\xa9 caf\xc3\xa9");
+  EXPECT_EQ(escape_controls("a\nb\x1b[2J\x7f"), "a\\nb\\x1b[2J\\x7f");
+  EXPECT_EQ(escape_controls("csi \xc2\x9b"
+                            "31m, nel \xc2\x85"),
+            "csi \\u009b31m, nel \\u0085");
+  EXPECT_EQ(escape_controls(std::string("nul\0end", 7)), "nul\\x00end");
+  EXPECT_EQ(escape_controls("cut \xc2"), "cut \xc2");  // a lone lead byte is not a control
+}
+
 // Found in review: a hook printing garbage to stderr in a loop logged every line.
 TEST(LogLimiterTest, LetsThroughItsRateAndSuppressesTheRest) {
   // Start right after a second boundary, so the 20 calls fall in one second.
