@@ -11,8 +11,10 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <map>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "bus/curve.hpp"
 #include "bus/sequence_gaps.hpp"
@@ -87,6 +89,7 @@ struct Gateway::Impl {
   };
   uint64_t backlogs_reported_generation = 0;  // ingest thread only
   uint64_t external_changes_seen = 0;         // ingest thread only: store->external_changes()
+  std::map<std::string, size_t> unconfigured_named;  // backlogs last named (ingest thread)
   std::deque<AddInFlight> adds;
   size_t open_deliveries = 0;  // sum over `adds`
   size_t open_bytes = 0;       // sum over `adds`
@@ -192,6 +195,10 @@ struct Gateway::Impl {
   // for the old chain's users (stopping must not wait out a reload's handshakes).
   std::atomic<bool> loader_cancel{false};
   std::thread loader;
+  // Replaced chains someone (an event in a slow hook, an observer) still holds: the loader
+  // stops them once it holds the last reference, so their co-processes (up to ~300 ms each to
+  // stop) are never stopped on the ingest thread. Loader thread only.
+  std::vector<std::shared_ptr<const hooks::HookChain>> retiring;
 
   void request_chain_load(const config::HooksConfig& hooks,
                           std::optional<std::vector<config::WebhookConfig>> webhooks = {}) {
@@ -207,15 +214,26 @@ struct Gateway::Impl {
     name_this_thread("hg-hook-loader");
     std::unique_lock lock(loader_mu);
     for (;;) {
-      loader_cv.wait(lock, [this] { return loader_stopping || loader_request.has_value(); });
-      if (loader_stopping) return;
-      LoadRequest request = std::move(*loader_request);
-      loader_request.reset();
+      auto woken = [this] { return loader_stopping || loader_request.has_value(); };
+      if (retiring.empty()) {
+        loader_cv.wait(lock, woken);
+      } else {  // look at the retiring chains' users again soon
+        loader_cv.wait_for(lock, std::chrono::milliseconds(10), woken);
+      }
+      if (loader_stopping) break;
+      std::optional<LoadRequest> request = std::exchange(loader_request, std::nullopt);
       lock.unlock();
-      spdlog::info("hooks: reloading (events flow through the running chain meanwhile)");
-      load_chain(request.hooks, true, request.webhooks ? &*request.webhooks : nullptr);
+      // Unlocked: stopping co-processes takes a while, and request_chain_load() takes the lock.
+      std::erase_if(retiring, [](const auto& old) { return old.use_count() == 1; });
+      if (request) {
+        spdlog::info("hooks: reloading (events flow through the running chain meanwhile)");
+        load_chain(request->hooks, true, request->webhooks ? &*request->webhooks : nullptr);
+      }
       lock.lock();
     }
+    lock.unlock();
+    // Stopping: nobody waits for the users of a replaced chain; the last one stops it.
+    retiring.clear();
   }
 
   // Idempotent. A load in progress finishes first (bounded by the hooks' timeouts).
@@ -272,12 +290,10 @@ struct Gateway::Impl {
                  std::to_string(next->failed_count()) + " failed to load";
       emit_async(std::move(d));
     }
-    // Stopping the old chain's co-processes takes up to ~300 ms per hook: done here, not on the
-    // ingest thread, which may still hold the old chain for the batch it is in. Observers
-    // holding it past the wait release it wherever they finish.
-    for (int waited_ms = 0; old && old.use_count() > 1 && waited_ms < 2000 && !loader_cancel;
-         waited_ms += 10)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    // Stopping the old chain's co-processes takes up to ~300 ms per hook: done on the loader
+    // thread (loader_loop, once nobody else holds it), not on the ingest thread, which may still
+    // hold the old chain for the batch it is in, however long its hooks take.
+    if (old && old.use_count() > 1) retiring.push_back(std::move(old));
     old.reset();
   }
 
@@ -291,17 +307,26 @@ struct Gateway::Impl {
   }
 
   // Deliveries stay with the webhook name they were made for; after a rename or a removal they
-  // wait in the spool for that name to come back, which an operator must hear about.
-  void report_unconfigured_backlogs(const Router& configured) {
-    for (const auto& backlog : store->pending_by_webhook()) {
-      const std::string& name = backlog.first;
+  // wait in the spool for that name to come back, which an operator must hear about. With
+  // `only_growth`, a backlog already named is named again only when it grew.
+  void report_unconfigured_backlogs(const Router& configured,
+                                    const std::map<std::string, size_t>& pending,
+                                    bool only_growth = false) {
+    std::map<std::string, size_t> unconfigured;
+    for (const auto& [name, count] : pending) {
       if (configured.has_webhook(name)) continue;
+      unconfigured[name] = count;
+      if (only_growth) {
+        auto named = unconfigured_named.find(name);
+        if (named != unconfigured_named.end() && named->second >= count) continue;
+      }
       spdlog::warn(
           "spool holds {} pending deliveries for webhook '{}', which is not configured: they "
           "wait there until a webhook of that name is configured again (hookgate deliveries "
           "list --webhook {})",
-          backlog.second, name, name);
+          count, name, name);
     }
+    unconfigured_named = std::move(unconfigured);
   }
 
   // After a reload replaced the webhooks, says once which pending deliveries no configured
@@ -313,16 +338,19 @@ struct Gateway::Impl {
     for (const auto& add : adds)
       if (add.router_generation != current) return;
     backlogs_reported_generation = current;
-    report_unconfigured_backlogs(*snapshot().second);
+    report_unconfigured_backlogs(*snapshot().second, store->pending_by_webhook());
   }
 
   // A replay from the command line (`--spool FILE`: it cannot know the config) may have made
-  // deliveries of a removed webhook pending again: the gateway names them, as at start.
+  // deliveries of a removed webhook pending again: the gateway names them, as at start, from the
+  // counts the spool read anyway (a purge, which adds nothing, says nothing).
   void report_backlogs_after_external_change() {
     const uint64_t changes = store->external_changes();
     if (changes == external_changes_seen) return;
     external_changes_seen = changes;
-    report_unconfigured_backlogs(*snapshot().second);
+    report_unconfigured_backlogs(*snapshot().second,
+                                 store->pending_by_webhook_after_external_change(),
+                                 /*only_growth=*/true);
   }
 
   void do_reload_config() {
@@ -706,7 +734,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
       [raw](DiagnosticEvent d) { raw->emit_async(std::move(d)); });
   g.router = std::make_shared<const Router>(g.cfg.webhooks);
   g.dispatcher->set_webhooks(g.cfg.webhooks);
-  g.report_unconfigured_backlogs(*g.router);
+  g.report_unconfigured_backlogs(*g.router, g.store->pending_by_webhook());
   // The watcher first: a hook changed while the chain loads (program hooks' handshakes can take
   // seconds) then reloads it once the ingest loop runs.
   g.start_watcher();

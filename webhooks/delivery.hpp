@@ -81,9 +81,12 @@ class DeliveryStore {
   // Pending deliveries per webhook name (committed ones, for a durable store), so the gateway
   // can name those of webhooks the config no longer has. A store that cannot tell returns none.
   virtual std::map<std::string, size_t> pending_by_webhook() { return {}; }
-  // How many changes another process made (`hookgate deliveries replay` beside the gateway):
-  // when it moves, the gateway names again the pending deliveries no webhook takes.
+  // How many changes another process made (`hookgate deliveries replay` beside the gateway), and
+  // the pending deliveries per webhook as the store counted them after the last one: when the
+  // count moves, the gateway names the backlogs no webhook takes without reading the file again
+  // on its ingest thread.
   [[nodiscard]] virtual uint64_t external_changes() const { return 0; }
+  virtual std::map<std::string, size_t> pending_by_webhook_after_external_change() { return {}; }
   // The gateway is stopping: what is still written may wait a short while for a lock, not as
   // long as during normal operation (a service manager's stop timeout is near). Safe to call
   // from any thread, any number of times.

@@ -82,12 +82,11 @@ constexpr const char* kMigrateFrom1 =
 // A LEFT JOIN keeps deliveries the outer loop (walked through their own indexes), and keeps a
 // delivery whose payload is gone visible (read_row: body null, dead-lettered on its attempt)
 // instead of pending forever and never claimable.
-#define HG_SELECT(body)                                                     \
-  "SELECT d.rowid, d.id, d.webhook, p.event_id, p.event_type, d.attempts, " \
-  "d.next_attempt_ms, p.created_ms, d.state, d.last_error, " body           \
-  " FROM deliveries AS d "                                                  \
+#define HG_SELECT(body, index)                                                                   \
+  "SELECT d.rowid, d.id, d.webhook, p.event_id, p.event_type, d.attempts, "                      \
+  "d.next_attempt_ms, p.created_ms, d.state, d.last_error, " body " FROM deliveries AS d " index \
   "LEFT JOIN payloads AS p ON p.rowid = d.payload "
-#define HG_COLUMNS HG_SELECT("p.body")
+#define HG_COLUMNS HG_SELECT("p.body", "")
 
 // Rowids are chosen by add() (see there), not by SQLite.
 constexpr const char* kInsertPayload =
@@ -148,13 +147,16 @@ constexpr const char* kPendingKeys =
     "ORDER BY next_attempt_ms, rowid LIMIT ?2";
 constexpr const char* kByRowid = HG_COLUMNS "WHERE d.rowid = ?1 AND d.state = 0";
 constexpr const char* kById = HG_COLUMNS "WHERE d.id = ?1";
-// The operator's listing: no bodies (up to 1 MiB each, and never printed), and each state a
-// literal, so the planner can walk that state's partial index instead of the whole table.
-#define HG_LIST(where) \
-  HG_SELECT("NULL") "WHERE " where "(?1 = '' OR d.webhook = ?1) ORDER BY d.id LIMIT ?2"
-constexpr const char* kListAny = HG_LIST("");
-constexpr const char* kListByState[] = {HG_LIST("d.state = 0 AND "), HG_LIST("d.state = 1 AND "),
-                                        HG_LIST("d.state = 2 AND ")};
+// The operator's listing: no bodies (up to 1 MiB each, and never printed), each state a literal.
+// Dead letters walk their own partial index and sort what they find: without it the planner
+// walks the id index to skip the sort, through every delivered row (seconds on a large spool).
+// Pending and delivered rows may be most of the file, where the id walk is the quick one.
+#define HG_LIST(where, index) \
+  HG_SELECT("NULL", index) "WHERE " where "(?1 = '' OR d.webhook = ?1) ORDER BY d.id LIMIT ?2"
+constexpr const char* kListAny = HG_LIST("", "");
+constexpr const char* kListByState[] = {HG_LIST("d.state = 0 AND ", ""),
+                                        HG_LIST("d.state = 1 AND ", ""),
+                                        HG_LIST("d.state = 2 AND ", "INDEXED BY deliveries_dead ")};
 constexpr const char* kLanes =
     "SELECT webhook, MIN(next_attempt_ms), COUNT(*) FROM deliveries WHERE state = 0 "
     "GROUP BY webhook";
@@ -1190,10 +1192,12 @@ size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dea
   *more = false;
   if (dead != nullptr) *dead = 0;
   sqlite3_stmt* s = c.stmt(kPrune);
-  sqlite3_stmt* ds = cfg_.dead_retention_ms > 0 ? c.stmt(kPruneDead) : nullptr;
+  // Dead letters only where open() created their age index: the gateway, not the CLI's tools mode.
+  const bool prune_dead = cfg_.dead_retention_ms > 0 && !tools_;
+  sqlite3_stmt* ds = prune_dead ? c.stmt(kPruneDead) : nullptr;
   // One transaction: the payloads go with their last deliveries or not at all. IMMEDIATE waits
   // (busy_timeout) for the other process's writer instead of failing halfway.
-  if (s == nullptr || (cfg_.dead_retention_ms > 0 && ds == nullptr) || !c.exec("BEGIN IMMEDIATE")) {
+  if (s == nullptr || (prune_dead && ds == nullptr) || !c.exec("BEGIN IMMEDIATE")) {
     spdlog::warn("spool {}: pruning failed: {}", path_, c.error());
     return 0;
   }
@@ -1344,12 +1348,16 @@ bool SqliteSpool::resync_locked() {
   }
   StmtScope scope(s);
   size_t pending = 0;
+  resync_counts_.clear();
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    Lane& lane = lanes_[column_text(s, 0)];
+    std::string name = column_text(s, 0);
+    const auto count = static_cast<size_t>(sqlite3_column_int64(s, 2));
+    Lane& lane = lanes_[name];
     lane.disk = true;
     lane.disk_next_due = sqlite3_column_int64(s, 1);
-    pending += static_cast<size_t>(sqlite3_column_int64(s, 2));
+    pending += count;
+    resync_counts_[std::move(name)] = count;
   }
   if (rc != SQLITE_DONE) {
     spdlog::warn("spool {}: cannot read pending deliveries: {}", path_, writer_->error());
@@ -1774,6 +1782,11 @@ std::map<std::string, size_t> SqliteSpool::pending_by_webhook() {
   return out;
 }
 
+std::map<std::string, size_t> SqliteSpool::pending_by_webhook_after_external_change() {
+  std::lock_guard lock(mu_);
+  return resync_counts_;
+}
+
 std::optional<Delivery> SqliteSpool::get(const std::string& id) {
   std::lock_guard rl(read_mu_);
   if (!reader_) return std::nullopt;
@@ -1873,15 +1886,17 @@ Result<size_t> SqliteSpool::purge_dead(const std::vector<std::string>& ids, bool
     return error;
   };
   if (!all_dead) {
+    // Counted apart until the commit: a rolled-back delete must not read "N deleted before".
+    size_t in_transaction = 0;
     sqlite3_stmt* s = c.stmt(kPurgeOne);
     if (s == nullptr || !c.exec("BEGIN IMMEDIATE")) return failed();
     for (const auto& id : ids) {
       StmtScope scope(s);
       bind_text(s, 1, id);
-      if (!delete_rows(c, s, deleted)) return failed();
+      if (!delete_rows(c, s, in_transaction)) return failed();
     }
     if (!c.exec("COMMIT")) return failed();
-    return deleted;
+    return in_transaction;
   }
   // In chunks, as replay: one DELETE of a large backlog would hold the write lock for seconds.
   auto ceiling = c.scalar(kMaxRowid);

@@ -124,6 +124,7 @@ class SqliteSpool final : public DeliveryStore {
   [[nodiscard]] uint64_t external_changes() const override {
     return external_changes_.load(std::memory_order_acquire);
   }
+  std::map<std::string, size_t> pending_by_webhook_after_external_change() override;
   // From here on a foreign write lock is waited out for one busy timeout, not busy_retries more.
   void begin_stop() override { stop_requested_.store(true, std::memory_order_relaxed); }
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
@@ -295,6 +296,7 @@ class SqliteSpool final : public DeliveryStore {
   size_t page_bytes_ = 0;    // sum of the lanes' page_bytes, at most tuning_.max_page_bytes
   int64_t next_rowid_ = 1;   // add() picks rowids, so it can publish before the writer inserts
   uint64_t resync_gen_ = 0;  // bumped when resync_locked() recounts pending_
+  std::map<std::string, size_t> resync_counts_;  // pending per webhook, as resync_locked() read
 
   std::mutex q_mu_;
   std::condition_variable q_cv_;

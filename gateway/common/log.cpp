@@ -65,8 +65,8 @@ class RedactingTextFormatter final : public spdlog::formatter {
 }  // namespace
 
 // One record, one line: control characters that came from outside (an event's source, a hook's
-// output) are written as \n, \r, \xNN or (C1) \u00NN, so they cannot forge or hide log lines.
-// Tabs stay.
+// output) are written as \n, \r or \u00NN, so they cannot forge or hide log lines; the JSON
+// spellings, so a JSON body `deliveries show` prints stays JSON. Tabs stay.
 std::string escape_controls(std::string text) {
   // 0xc2 leads the UTF-8 of U+0080–U+009F, the C1 controls (U+009B starts a terminal escape
   // sequence as ESC [ does); it is checked with the byte after it below.
@@ -96,7 +96,7 @@ std::string escape_controls(std::string text) {
     } else if (c == '\r') {
       out += "\\r";
     } else {
-      out += "\\x";
+      out += "\\u00";
       out.push_back(kHex[c >> 4]);
       out.push_back(kHex[c & 0xf]);
     }

@@ -25,8 +25,8 @@ std::string redact_secrets(std::string_view text);
 // Whether `value` is a registered secret, or contains one of 16 characters or more (shorter ones
 // would match ordinary text, such as a PATH). Hook children do not inherit such variables.
 bool holds_secret(std::string_view value);
-// `text` with control characters (tabs aside) written as \n, \r or \xNN, and the UTF-8 C1
-// controls (U+0080–U+009F) as \u00NN: text from outside
+// `text` with control characters (tabs aside), the UTF-8 C1 controls (U+0080–U+009F) among
+// them, written as \n, \r or \u00NN (JSON's spellings): text from outside
 // (an event's type, a hook's output) cannot forge or hide lines in a log or a terminal.
 std::string escape_controls(std::string text);
 // JSON string escaping for hand-built JSON log lines and diagnostics.

@@ -10,9 +10,11 @@
 #include <rapidjson/document.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -632,6 +634,86 @@ TEST(HookFormsTest, RebuiltNativeHookTakesEffectOnReload) {
   EXPECT_EQ(parse_json(R"(["native"])"),
             parse_json(deliveries_of(rig.events(), after)[0].request.body)["data"]["trail"])
       << "the reload kept running the old library";
+}
+
+// Found in review: a reload waited 2 s for the old chain's users and then let go, so when an event
+// held the old chain longer (a slow hook), the ingest thread finished it last and stopped every
+// old co-process itself (~300 ms each when they linger) before reading the bus again. The loader
+// thread stops them now: an event published after the slow one is delivered before the last
+// old co-process is signalled. The order is read from one file both sides append to.
+TEST(HookFormsTest, TheOldChainIsStoppedOffTheIngestThread) {
+  Rig rig;
+  const std::string order = (rig.dir().path() / "order.log").string();
+  // Slow to start (so the reload's load takes a while), slow on m.slow for the hook named
+  // "slow", and stubborn to stop: it records SIGTERM and keeps running until SIGKILL.
+  rig.dir().write("hooks/bin/stubborn.py",
+                  "#!/usr/bin/python3\n"
+                  "import json, os, signal, sys, time\n"
+                  "name = os.environ['HOOKGATE_HOOK_NAME']\n"
+                  "def log(line):\n"
+                  "    with open('" +
+                      order +
+                      "', 'a') as f: f.write(line + '\\n')\n"
+                      "signal.signal(signal.SIGTERM, lambda *_: log('term ' + name))\n"
+                      "time.sleep(0.4)\n"
+                      "def send(m):\n"
+                      "    sys.stdout.write(json.dumps(m) + '\\n'); sys.stdout.flush()\n"
+                      "send({'hookgate': 1, 'kind': 'transform', 'events': ['m.*']})\n"
+                      "for line in sys.stdin:\n"
+                      "    request = json.loads(line)\n"
+                      "    if name == 'slow' and request['event']['type'] == 'm.slow':\n"
+                      "        log('slow started'); time.sleep(6)\n"
+                      "    send({'id': request['id'], 'action': 'continue'})\n"
+                      "while True: time.sleep(1)\n",
+                  /*executable=*/true);
+  for (const char* name : {"_10_slow", "_20_a", "_30_b", "_40_c"})
+    rig.dir().write(std::string("hooks/") + name + ".yaml",
+                    "kind: transform\nevents: [\"m.*\"]\nrun: bin/stubborn.py\n"
+                    "timeout_ms: 15000\n");
+  rig.events().set_handler([order](const HttpReceiver::Request& r) {
+    if (r.body.find("\"m.fast\"") != std::string::npos) {
+      std::ofstream(order, std::ios::app) << "delivered m.fast\n";
+    }
+    return HttpReceiver::Response{};
+  });
+  std::string why;
+  ASSERT_TRUE(rig.start(why)) << why;
+  // The new chain takes ~1.6 s to load; the slow event, published once the load has begun,
+  // holds the old chain for 6 s.
+  rig.gateway().signal(SIGHUP);
+  ASSERT_TRUE(rig.gateway().wait_for_log("hooks: reloading", 10s)) << rig.gateway().log();
+  const std::string slow = rig.publish("m.slow", "{}");
+  ASSERT_FALSE(slow.empty());
+  ASSERT_TRUE(wait_until([&] { return !deliveries_of(rig.events(), slow).empty(); }, 20s))
+      << rig.gateway().log();
+  const std::string fast = rig.publish("m.fast", "{}");
+  ASSERT_FALSE(fast.empty());
+  auto lines = [&] {
+    std::ifstream in(order);
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  auto count_terms = [](const std::vector<std::string>& ls) {
+    return std::count_if(ls.begin(), ls.end(),
+                         [](const auto& l) { return l.rfind("term ", 0) == 0; });
+  };
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto ls = lines();
+        return count_terms(ls) >= 4 &&
+               std::find(ls.begin(), ls.end(), "delivered m.fast") != ls.end();
+      },
+      20s))
+      << rig.gateway().log();
+  auto ls = lines();
+  std::string all;
+  for (const auto& l : ls) all += l + "\n";
+  const auto delivered = std::find(ls.begin(), ls.end(), "delivered m.fast");
+  EXPECT_LT(count_terms({ls.begin(), delivered}), 4)
+      << "the fast event waited for the old chain's co-processes to stop:\n"
+      << all;
+  EXPECT_NE(std::find(ls.begin(), ls.end(), "slow started"), ls.end()) << all;
 }
 
 // The documented price of running in-process: a native hook that crashes takes the gateway with

@@ -327,7 +327,7 @@ TEST(OperationsTest, DeliveriesCliEscapesControlCharacters) {
       << list.out << list.err;
   EXPECT_EQ(list.exit_code, 0) << list.err;
   EXPECT_EQ(list.out.find('\x1b'), std::string::npos) << list.out;
-  EXPECT_NE(list.out.find("app.\\x1b[2Jclear"), std::string::npos) << list.out;
+  EXPECT_NE(list.out.find("app.\\u001b[2Jclear"), std::string::npos) << list.out;
   EXPECT_NE(list.out.find("evil\\nmsg_fake"), std::string::npos) << list.out;
 }
 

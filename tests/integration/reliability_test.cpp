@@ -562,9 +562,11 @@ TEST(ReliabilityTest, PurgeDeletesDeadLettersForGood) {
   ASSERT_TRUE(gw.start(config_for(rx.url()))) << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
-  // U+009B is a terminal's CSI: `deliveries show` must not print it raw.
-  ASSERT_TRUE(pub->publish("app.event", R"({"note":"\u009b31m red"})"));
-  ASSERT_TRUE(pub->publish("app.event", R"({"note":"\u009b31m red"})"));
+  // U+009B is a terminal's CSI and DEL a control: `deliveries show` must print neither raw,
+  // and the body it prints must stay JSON.
+  const std::string note = R"({"note":"\u009b31m red\u007f"})";
+  ASSERT_TRUE(pub->publish("app.event", note));
+  ASSERT_TRUE(pub->publish("app.event", note));
   ASSERT_TRUE(rx.wait_for(2, 10s));
   // Delivery ids, from the list's first column, once both dead rows are committed.
   std::vector<std::string> dead_ids;
@@ -583,8 +585,19 @@ TEST(ReliabilityTest, PurgeDeletesDeadLettersForGood) {
   auto shown =
       run_hookgate({"deliveries", "show", dead_ids[1], "--config", gw.config_path()}, "", gw.env());
   EXPECT_EQ(shown.exit_code, 0) << shown.err;
-  EXPECT_NE(shown.out.find(R"("note":"\u009b31m red")"), std::string::npos) << shown.out;
-  EXPECT_EQ(shown.out.find("\xc2\x9b"), std::string::npos);
+  EXPECT_EQ(shown.out.find("\xc2\x9b"), std::string::npos) << shown.out;
+  EXPECT_EQ(shown.out.find('\x7f'), std::string::npos) << shown.out;
+  const auto body_at = shown.out.find("body:         ");
+  ASSERT_NE(body_at, std::string::npos) << shown.out;
+  const std::string body_line =
+      shown.out.substr(body_at + 14, shown.out.find('\n', body_at) - body_at - 14);
+  rapidjson::Document body;
+  body.Parse(body_line.c_str());
+  ASSERT_FALSE(body.HasParseError()) << body_line;
+  ASSERT_TRUE(body.HasMember("data") && body["data"].HasMember("note")) << body_line;
+  EXPECT_EQ(std::string(body["data"]["note"].GetString()),
+            "\xc2\x9b"
+            "31m red\x7f");
   EXPECT_NE(shown.out.find("next attempt: -\n"), std::string::npos) << shown.out;
 
   auto usage = run_hookgate({"deliveries", "purge", "--config", gw.config_path()}, "", gw.env());

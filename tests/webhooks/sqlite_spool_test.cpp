@@ -61,6 +61,14 @@ class SqliteSpoolTest : public ::testing::Test {
     return d;
   }
 
+  // Another delivery of `d`'s event with the same body, for `webhook`: one payload row for both.
+  static Delivery sibling_of(const Delivery& d, const std::string& id, const std::string& webhook) {
+    Delivery sibling = d;
+    sibling.id = id;
+    sibling.webhook = webhook;
+    return sibling;
+  }
+
   static std::vector<std::string> ids_of(const std::vector<Delivery>& ds) {
     std::vector<std::string> out;
     for (const auto& d : ds) out.push_back(d.id);
@@ -351,10 +359,7 @@ TEST_F(SqliteSpoolTest, DeadRetentionPrunesOnlyOldDeadLetters) {
     ASSERT_TRUE(spool);
     // "old" and "sibling" share a payload (one batch, one body): "sibling" stays pending.
     auto old = make("old", "siem", "shared body");
-    auto sibling = old;
-    sibling.id = "sibling";
-    sibling.webhook = "siem-2";
-    ASSERT_TRUE(spool->add({old, sibling}));
+    ASSERT_TRUE(spool->add({old, sibling_of(old, "sibling", "siem-2")}));
     for (auto& d : spool->claim_due("siem", now_unix_ms(), 10))
       spool->complete(d, {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
     ASSERT_TRUE(spool->flush());
@@ -399,6 +404,34 @@ TEST_F(SqliteSpoolTest, CliPurgeDeletesDeadLettersOnly) {
   EXPECT_TRUE(cli->list(DeliveryState::Dead, "", 0).empty());
   // Every purged delivery had a payload of its own: all gone, p4's kept.
   EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 1);
+}
+
+// Found in review: purge was tested with one transaction and payloads of their own only.
+TEST_F(SqliteSpoolTest, CliPurgeOfManyChunksKeepsAPayloadWhileADeliveryUsesIt) {
+  auto gateway = open();
+  ASSERT_TRUE(gateway);
+  // s1 and s2: one event to two webhooks, sharing its payload.
+  auto shared = make("s1", "siem", "shared body");
+  std::vector<Delivery> batch = {shared, sibling_of(shared, "s2", "audit")};
+  for (int i = 0; i < 5; ++i) batch.push_back(make("d" + std::to_string(i), "siem"));
+  ASSERT_TRUE(gateway->add(batch));
+  for (auto* webhook : {"siem", "audit"})
+    for (auto& d : gateway->claim_due(webhook, now_unix_ms(), 10))
+      gateway->complete(d, {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
+  ASSERT_TRUE(gateway->flush());
+
+  SqliteSpoolTuning small_chunks;
+  small_chunks.replay_chunk_rows = 2;
+  auto cli = open(/*tools=*/true, small_chunks);
+  ASSERT_TRUE(cli);
+  EXPECT_EQ(cli->purge_dead({"s1"}, false).value(), 1u);
+  ASSERT_TRUE(cli->get("s2"));
+  ASSERT_TRUE(cli->get("s2")->body);
+  EXPECT_EQ(*cli->get("s2")->body, "shared body");
+  // Six dead letters left, two per transaction: the loop goes on past a full chunk.
+  EXPECT_EQ(cli->purge_dead({}, true).value(), 6u);
+  EXPECT_TRUE(cli->list(std::nullopt, "", 0).empty());
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 0);
 }
 
 TEST_F(SqliteSpoolTest, OneEventsBodyIsStoredOnceAndGoesWithItsLastDelivery) {

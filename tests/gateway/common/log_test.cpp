@@ -10,15 +10,16 @@ namespace hookgate {
 namespace {
 
 // Found in review: `deliveries show` printed a body's ESC and C1 (U+009B, a terminal's CSI)
-// bytes as they were. Other UTF-8, tabs included, stays as it is.
+// bytes as they were; then wrote DEL as \x7f, which is not JSON. Other UTF-8, tabs included,
+// stays as it is, and the escapes are JSON's.
 TEST(EscapeControlsTest, EscapesC0AndC1ControlsOnly) {
   EXPECT_EQ(escape_controls("plain\ttext \xc2\xa9 caf\xc3\xa9"),
             "plain\ttext \xc2\xa9 caf\xc3\xa9");
-  EXPECT_EQ(escape_controls("a\nb\x1b[2J\x7f"), "a\\nb\\x1b[2J\\x7f");
+  EXPECT_EQ(escape_controls("a\nb\x1b[2J\x7f"), "a\\nb\\u001b[2J\\u007f");
   EXPECT_EQ(escape_controls("csi \xc2\x9b"
                             "31m, nel \xc2\x85"),
             "csi \\u009b31m, nel \\u0085");
-  EXPECT_EQ(escape_controls(std::string("nul\0end", 7)), "nul\\x00end");
+  EXPECT_EQ(escape_controls(std::string("nul\0end", 7)), "nul\\u0000end");
   EXPECT_EQ(escape_controls("cut \xc2"), "cut \xc2");  // a lone lead byte is not a control
 }
 
