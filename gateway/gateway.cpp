@@ -195,9 +195,11 @@ struct Gateway::Impl {
   // for the old chain's users (stopping must not wait out a reload's handshakes).
   std::atomic<bool> loader_cancel{false};
   std::thread loader;
-  // Replaced chains someone (an event in a slow hook, an observer) still holds: the loader
-  // stops them once it holds the last reference, so their co-processes (up to ~300 ms each to
-  // stop) are never stopped on the ingest thread. Loader thread only.
+  // Replaced chains someone (an event in a slow hook, /status) still holds: the loader stops
+  // them once it holds the last reference, so their co-processes (up to ~300 ms each to stop)
+  // are not stopped on the ingest thread. Observe hooks with runs still queued are held by
+  // those runs, not the chain: the observer thread that finishes the last one stops them.
+  // Loader thread only.
   std::vector<std::shared_ptr<const hooks::HookChain>> retiring;
 
   void request_chain_load(const config::HooksConfig& hooks,
@@ -224,11 +226,12 @@ struct Gateway::Impl {
       std::optional<LoadRequest> request = std::exchange(loader_request, std::nullopt);
       lock.unlock();
       // Unlocked: stopping co-processes takes a while, and request_chain_load() takes the lock.
-      std::erase_if(retiring, [](const auto& old) { return old.use_count() == 1; });
+      // A waiting load goes first: the new hooks matter more than the old ones' exit.
       if (request) {
         spdlog::info("hooks: reloading (events flow through the running chain meanwhile)");
         load_chain(request->hooks, true, request->webhooks ? &*request->webhooks : nullptr);
       }
+      std::erase_if(retiring, [](const auto& old) { return old.use_count() == 1; });
       lock.lock();
     }
     lock.unlock();

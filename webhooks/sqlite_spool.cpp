@@ -1231,13 +1231,18 @@ void SqliteSpool::tick(int64_t now_ms) {
   auto dv = writer_->scalar(kDataVersion);
   const bool external = dv && *dv != data_version_;
   if (dv) data_version_ = *dv;
+  external_unannounced_ |= external;
   if (external || resync_pending_) {
     {
       std::scoped_lock lock(disk_mu_, mu_);
       resync_pending_ = !resync_locked();
       spool_metrics().depth.set(static_cast<int64_t>(pending_));
     }
-    if (external) external_changes_.fetch_add(1, std::memory_order_release);
+    // Announced only with counts read after it: a failed resync is retried next tick.
+    if (external_unannounced_ && !resync_pending_) {
+      external_unannounced_ = false;
+      external_changes_.fetch_add(1, std::memory_order_release);
+    }
     notify_ready();
   }
   bool announce = false;
@@ -1348,7 +1353,7 @@ bool SqliteSpool::resync_locked() {
   }
   StmtScope scope(s);
   size_t pending = 0;
-  resync_counts_.clear();
+  std::map<std::string, size_t> counts;  // replaces resync_counts_ only when the read succeeds
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
     std::string name = column_text(s, 0);
@@ -1357,7 +1362,7 @@ bool SqliteSpool::resync_locked() {
     lane.disk = true;
     lane.disk_next_due = sqlite3_column_int64(s, 1);
     pending += count;
-    resync_counts_[std::move(name)] = count;
+    counts[std::move(name)] = count;
   }
   if (rc != SQLITE_DONE) {
     spdlog::warn("spool {}: cannot read pending deliveries: {}", path_, writer_->error());
@@ -1365,6 +1370,7 @@ bool SqliteSpool::resync_locked() {
     return false;
   }
   pending_ = pending;
+  resync_counts_ = std::move(counts);
   ++resync_gen_;  // pending_ recounted from the file (see submit_add)
   std::erase_if(lanes_, [](const auto& kv) {
     return !kv.second.disk && kv.second.claimed.empty() && kv.second.cached.empty();

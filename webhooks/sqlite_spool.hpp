@@ -324,6 +324,7 @@ class SqliteSpool final : public DeliveryStore {
   int64_t latest_recorded_ms_ = 0;
   std::atomic<bool> stop_requested_{false};
   std::atomic<uint64_t> external_changes_{0};  // bumped by the writer after it resyncs
+  bool external_unannounced_ = false;  // writer thread: a change seen, no resync succeeded yet
   int64_t last_prune_ms_ = 0;
   bool prune_more_ = false;
   bool resync_pending_ = false;

@@ -152,8 +152,9 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                                                      : "-",
         escape_controls(d->last_error).c_str(),
         d->body ? std::to_string(d->body->size()).c_str() : "-",
-        // A body is the publisher's bytes: a NUL must not cut it short, nor an escape sequence
-        // reach the terminal (JSON never holds either raw, so valid JSON prints unchanged).
+        // A body holds a publisher's text: a NUL must not cut it short, nor an escape sequence
+        // reach the terminal. The escapes are JSON's, and the gateway writes compact JSON (no
+        // raw newlines), so a body prints as the JSON it is.
         d->body ? escape_controls(*d->body).c_str() : "(missing from the spool file)");
     return 0;
   }
