@@ -645,7 +645,8 @@ TEST(HookFormsTest, TheOldChainIsStoppedOffTheIngestThread) {
   Rig rig;
   const std::string order = (rig.dir().path() / "order.log").string();
   // Slow to start (so the reload's load takes a while), slow on m.slow for the hook named
-  // "slow", and stubborn to stop: it records SIGTERM and keeps running until SIGKILL.
+  // "slow", and stubborn to stop: it records SIGTERM and keeps running until SIGKILL (or until
+  // the gateway is gone: the test's teardown SIGKILLs it, and must leave no process behind).
   rig.dir().write("hooks/bin/stubborn.py",
                   "#!/usr/bin/python3\n"
                   "import json, os, signal, sys, time\n"
@@ -655,6 +656,7 @@ TEST(HookFormsTest, TheOldChainIsStoppedOffTheIngestThread) {
                       order +
                       "', 'a') as f: f.write(line + '\\n')\n"
                       "signal.signal(signal.SIGTERM, lambda *_: log('term ' + name))\n"
+                      "parent = os.getppid()\n"
                       "time.sleep(0.4)\n"
                       "def send(m):\n"
                       "    sys.stdout.write(json.dumps(m) + '\\n'); sys.stdout.flush()\n"
@@ -664,7 +666,7 @@ TEST(HookFormsTest, TheOldChainIsStoppedOffTheIngestThread) {
                       "    if name == 'slow' and request['event']['type'] == 'm.slow':\n"
                       "        log('slow started'); time.sleep(6)\n"
                       "    send({'id': request['id'], 'action': 'continue'})\n"
-                      "while True: time.sleep(1)\n",
+                      "while os.getppid() == parent: time.sleep(0.2)  # no orphans after SIGKILL\n",
                   /*executable=*/true);
   for (const char* name : {"_10_slow", "_20_a", "_30_b", "_40_c"})
     rig.dir().write(std::string("hooks/") + name + ".yaml",
