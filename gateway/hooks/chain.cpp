@@ -97,7 +97,7 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
                                                  config::Diagnostics* warnings) {
   std::vector<HookEntry> entries;
   if (!config.enabled) return build(std::move(entries), config.max_event_bytes);
-  for (auto& file : discover_hooks(config, errors, warnings)) {
+  for (auto& file : discover_hooks(config.directories, errors, warnings)) {
     if (cancel && cancel->load()) return nullptr;  // the hooks loaded so far stop as they go
     HookEntry entry;
     AttemptedHook attempted;

@@ -62,12 +62,6 @@ std::filesystem::path normalized_directory(const std::string& configured);
 std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories,
                                      config::Diagnostics& errors,
                                      config::Diagnostics* warnings = nullptr);
-inline std::vector<HookFile> discover_hooks(const config::HooksConfig& config,
-                                            config::Diagnostics& errors,
-                                            config::Diagnostics* warnings = nullptr) {
-  return discover_hooks(config.directories, errors, warnings);
-}
-
 // A warning for each directory the config lists (`hooks.directories`) that does not exist or
 // cannot be looked at: a typo there leaves, say, a redaction hook out. The default user and
 // workspace folders are optional and never reported. Said once per loaded config (`run` at start

@@ -363,13 +363,18 @@ TEST_F(SqliteSpoolTest, DeadRetentionPrunesOnlyOldDeadLetters) {
     for (auto& d : spool->claim_due("siem", now_unix_ms(), 10))
       spool->complete(d, {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
     ASSERT_TRUE(spool->flush());
-    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    // "young" dies at or after `young_from`, past "old"'s time; a prune at young_from + 1000
+    // then finds "old" a second old and "young" not yet (no sleep for the second to pass).
+    const int64_t old_done = now_unix_ms();
+    ASSERT_TRUE(
+        testing::wait_until([&] { return now_unix_ms() > old_done; }, std::chrono::seconds(1)));
+    const int64_t young_from = now_unix_ms();
     ASSERT_TRUE(spool->add({make("young", "siem")}));
     for (auto& d : spool->claim_due("siem", now_unix_ms(), 10))
       spool->complete(d, {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
     ASSERT_TRUE(spool->flush());
 
-    EXPECT_EQ(spool->prune(now_unix_ms()), dead_retention_ms > 0 ? 1u : 0u);
+    EXPECT_EQ(spool->prune(young_from + 1000), dead_retention_ms > 0 ? 1u : 0u);
     EXPECT_EQ(spool->get("old").has_value(), dead_retention_ms == 0);
     EXPECT_EQ(spool->get("young")->state, DeliveryState::Dead);
     auto kept = spool->get("sibling");
