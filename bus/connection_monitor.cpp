@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
@@ -18,6 +17,13 @@ constexpr int kWatchedEvents =
     ZMQ_EVENT_MONITOR_STOPPED;  // wakes the thread at once when the monitor stops
 
 std::atomic<uint64_t> g_monitors{0};
+
+std::string redial_plan(std::optional<std::chrono::milliseconds> delay) {
+  if (!delay)
+    return "restart the gateway once that is fixed (libzmq does not dial again after a "
+           "refusal, and this endpoint's name does not match one in bus.connect)";
+  return "dialling again in " + std::to_string(delay->count() / 1000) + " s";
+}
 
 }  // namespace
 
@@ -64,17 +70,7 @@ void ConnectionMonitor::run() {
     try {
       zmq::pollitem_t item{events_.handle(), 0, ZMQ_POLLIN, 0};
       if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) continue;
-      // An event: 6 bytes (16-bit event, 32-bit value), then the endpoint.
-      zmq::message_t head;
-      zmq::message_t endpoint;
-      if (!events_.recv(head, zmq::recv_flags::dontwait)) continue;
-      if (head.more()) (void)events_.recv(endpoint, zmq::recv_flags::dontwait);
-      if (head.size() < 6) continue;
-      uint16_t event = 0;
-      uint32_t value = 0;
-      std::memcpy(&event, head.data(), sizeof event);
-      std::memcpy(&value, static_cast<const char*>(head.data()) + 2, sizeof value);
-      report(event, value, endpoint.to_string());
+      if (auto e = read_monitor_event(events_)) report(e->event, e->value, e->endpoint);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       spdlog::warn("bus: connection monitor stopping: {}", e.what());
@@ -83,32 +79,51 @@ void ConnectionMonitor::run() {
   }
 }
 
+const std::string* ConnectionMonitor::connect_endpoint_named(const std::string& endpoint) const {
+  auto it = std::find(connect_endpoints_.begin(), connect_endpoints_.end(), endpoint);
+  if (it != connect_endpoints_.end()) return &*it;
+  // A resolved name (tcp://10.0.0.5:5557 for tcp://bus-proxy:5557) is unambiguous only when the
+  // socket has one connect endpoint and no bound side.
+  if (connects_only_ && connect_endpoints_.size() == 1) return &connect_endpoints_.front();
+  return nullptr;
+}
+
 void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string& endpoint) {
   static auto& failures =
       metrics::counter("hookgate_bus_handshake_failures_total",
                        "Bus connections whose ZeroMQ/CURVE handshake failed (either side)");
   static LogLimiter log_limit{5, "bus: connection lines"};
+  // When the configured endpoint it names is due to be dialled again; nullopt if it names none.
+  auto schedule_redial = [this](const std::string& ep) -> std::optional<std::chrono::milliseconds> {
+    const std::string* configured = connect_endpoint_named(ep);
+    if (!configured) return std::nullopt;
+    return redials_.schedule(*configured);
+  };
   const bool ours =
       connects_only_ || std::find(connect_endpoints_.begin(), connect_endpoints_.end(), endpoint) !=
                             connect_endpoints_.end();
   switch (event) {
-    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: {
       failures.inc();
+      const auto next_dial = ours ? schedule_redial(endpoint) : std::nullopt;
       // A CURVE server's refusals are logged by its ZAP handler, with the key.
       if ((ours || !curve_server_) && log_limit.allow())
         spdlog::error(
             "bus: {} refused this gateway's CURVE key (ZAP status {}): list its public key "
-            "where that side allows subscribers (a proxy's --allowed-subscribers)",
-            endpoint, value);
+            "where that side allows subscribers (a proxy's --allowed-subscribers); {}",
+            endpoint, value, redial_plan(next_dial));
       break;
-    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+    }
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: {
       failures.inc();
+      const auto next_dial = ours ? schedule_redial(endpoint) : std::nullopt;
       if (log_limit.allow())
         spdlog::error(
             "bus: handshake {} {} failed (ZMTP protocol error 0x{:x}): a wrong CURVE server key, "
-            "or a peer that is not a ZeroMQ bus socket with the same security settings",
-            ours ? "with" : "on", endpoint, value);
+            "or a peer that is not a ZeroMQ bus socket with the same security settings{}",
+            ours ? "with" : "on", endpoint, value, ours ? "; " + redial_plan(next_dial) : "");
       break;
+    }
     case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
       // On a bound socket this is also every TCP health probe that connects and closes.
       if (!ours) break;
@@ -120,7 +135,11 @@ void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string
             endpoint, zmq_strerror(static_cast<int>(value)));
       break;
     case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
-      if (ours) spdlog::info("bus: connected to {}", endpoint);
+      if (ours) {
+        if (const std::string* configured = connect_endpoint_named(endpoint))
+          redials_.forget(*configured);
+        spdlog::info("bus: connected to {}", endpoint);
+      }
       break;
     case ZMQ_EVENT_DISCONNECTED:
       if (ours && log_limit.allow())

@@ -9,11 +9,14 @@
 #include <zmq.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "bus/redial.hpp"
 #include "gateway/common/result.hpp"
 
 namespace hookgate::bus {
@@ -30,11 +33,21 @@ class ConnectionMonitor {
   ConnectionMonitor(const ConnectionMonitor&) = delete;
   ConnectionMonitor& operator=(const ConnectionMonitor&) = delete;
 
+  // The connect endpoints (as configured) whose handshake was refused and whose back-off has
+  // passed: the socket's owner redial()s them (RedialSchedule).
+  [[nodiscard]] std::vector<std::string> take_due_redials(
+      std::chrono::steady_clock::time_point now) {
+    return redials_.take_due(now);
+  }
+
  private:
   ConnectionMonitor(zmq::socket_t& watched, zmq::socket_t events,
                     std::vector<std::string> connect_endpoints, bool binds, bool curve_server);
   void run();
   void report(uint16_t event, uint32_t value, const std::string& endpoint);
+  // The connect endpoint, as configured, that a monitor event's `endpoint` names; nullptr when
+  // it names none of them.
+  const std::string* connect_endpoint_named(const std::string& endpoint) const;
 
   zmq::socket_t& watched_;
   zmq::socket_t events_;  // the PAIR end of zmq_socket_monitor()
@@ -43,6 +56,7 @@ class ConnectionMonitor {
   // resolved (tcp://10.0.0.5:5557 for tcp://bus-proxy:5557), which no longer matches the list.
   const bool connects_only_;
   const bool curve_server_;
+  RedialSchedule redials_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -57,7 +57,9 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
     try {
       frontend.bind(options.frontend);
     } catch (const zmq::error_t& e) {
-      return make_error("cannot bind the frontend to " + options.frontend + ": " + e.what());
+      std::string message = "cannot bind the frontend to " + options.frontend + ": " + e.what();
+      if (auto why = bind_host_problem(options.frontend)) message += " (" + *why + ")";
+      return make_error(message);
     }
     proxy->frontend_endpoint_ = frontend.get(zmq::sockopt::last_endpoint);
     proxy->frontend_ = std::move(frontend);
@@ -102,8 +104,11 @@ Status Proxy::open_backend() {
       backend.bind(endpoint);
       break;
     } catch (const zmq::error_t& e) {
-      if (!rebind || e.num() != EADDRINUSE || attempt >= 100)
-        return make_error("cannot bind the backend to " + endpoint + ": " + e.what());
+      if (!rebind || e.num() != EADDRINUSE || attempt >= 100) {
+        std::string message = "cannot bind the backend to " + endpoint + ": " + e.what();
+        if (auto why = bind_host_problem(endpoint)) message += " (" + *why + ")";
+        return make_error(message);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }

@@ -40,6 +40,18 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
     }
     if (!options.bind && options.endpoints.empty())
       return make_error("publisher needs an endpoint");
+    if (options.client_keys && !options.endpoints.empty()) {
+      // Before the first connect, so its handshake is seen too.
+      const std::string address = "inproc://hookgate-publisher-handshakes-" + new_uuid_v7();
+      if (zmq_socket_monitor(s.handle(), address.c_str(),
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                 ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
+        return make_error(std::string("cannot watch the publisher socket's handshakes: ") +
+                          zmq_strerror(zmq_errno()));
+      pub->handshakes_ = std::make_unique<zmq::socket_t>(*ctx, zmq::socket_type::pair);
+      pub->handshakes_->set(zmq::sockopt::linger, 0);
+      pub->handshakes_->connect(address);
+    }
     // Name the endpoint: libzmq says only "Invalid argument" for `localhost:5556`.
     auto attach = [&](const std::string& endpoint, bool bind) -> Status {
       try {
@@ -64,10 +76,39 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
 }
 
 Publisher::~Publisher() {
+  if (handshakes_) {
+    zmq_socket_monitor(socket_->handle(), nullptr, 0);
+    handshakes_.reset();
+  }
   socket_.reset();
 }
 
+void Publisher::follow_handshakes() {
+  if (!handshakes_) return;
+  while (auto e = read_monitor_event(*handshakes_)) {
+    // A resolved name (tcp://10.0.0.5:5556 for tcp://bus:5556) stands for the only endpoint.
+    const auto& eps = options_.endpoints;
+    auto it = std::find(eps.begin(), eps.end(), e->endpoint);
+    if (it == eps.end() && eps.size() == 1 && !options_.bind) it = eps.begin();
+    if (e->event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      if (it != eps.end()) redials_.forget(*it);
+      refusal_.clear();
+      continue;
+    }
+    refusal_ = e->event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                   ? "the bus at " + e->endpoint +
+                         " refused this publisher's CURVE key (list its public key in the "
+                         "gateway's bus.curve.allowed_clients, or the proxy's --allowed-clients)"
+                   : "the CURVE handshake with " + e->endpoint +
+                         " failed (a wrong server key, or a peer with other security settings)";
+    if (it != eps.end()) redials_.schedule(*it);
+  }
+  for (const auto& endpoint : redials_.take_due(std::chrono::steady_clock::now()))
+    (void)redial(*socket_, endpoint);  // a failure shows as the refusal that stays
+}
+
 void Publisher::drain_subscriptions() {
+  follow_handshakes();
   zmq::message_t msg;
   while (socket_->recv(msg, zmq::recv_flags::dontwait)) {
     if (msg.size() == 0) continue;
@@ -119,6 +160,9 @@ namespace {
 // `data_json` wrapped as {"d": ...}, so the strict envelope parser reads any JSON value. One
 // member or nothing: `1,"x":2` would otherwise parse, and lose "x" without a word.
 Result<Event> parse_data_json(std::string_view data_json) {
+  // First alone, so a syntax error's place is in the caller's text, not in the wrapper.
+  if (auto error = Event::syntax_error(data_json))
+    return make_error("data is not valid JSON: " + *error);
   auto data = Event::parse(std::string("{\"d\":") + std::string(data_json) + "}");
   if (!data) return make_error("data is not valid JSON: " + data.error().message);
   if (data->doc().MemberCount() != 1)
@@ -166,10 +210,13 @@ Status Publisher::publish_locked(Event& event) {
     event.set(kSequenceAttribute, JsonValue(next_seq_));
   }
   drain_subscriptions();
-  if (!has_subscriber_for(event.type()))
-    return make_error("no subscriber for '" + std::string(event.type()) +
-                      "' on the bus (the gateway is not connected, or its bus.topics leave this "
-                      "type out): nothing was sent, retry once one subscribes");
+  if (!has_subscriber_for(event.type())) {
+    const std::string why =
+        refusal_.empty() ? "the gateway is not connected, or its bus.topics leave this type out"
+                         : refusal_;
+    return make_error("no subscriber for '" + std::string(event.type()) + "' on the bus (" + why +
+                      "): nothing was sent, retry once one subscribes");
+  }
   std::vector<zmq::message_t> frames;
   encode_message(event, frames);
   const size_t bytes = frames[0].size() + frames[1].size();

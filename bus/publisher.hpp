@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bus/curve.hpp"
+#include "bus/redial.hpp"
 #include "gateway/common/result.hpp"
 #include "gateway/event.hpp"
 
@@ -66,7 +67,9 @@ class Publisher {
   // records what it published and checks the receiving end.
   ~Publisher();
 
-  // Blocks until at least one subscriber has subscribed to the bus, or the timeout passes.
+  // Blocks until at least one subscriber has subscribed to the bus, or the timeout passes. With
+  // CURVE, an endpoint that refused this publisher's key is dialled again meanwhile (after 1 s,
+  // doubling to 30 s), so listing the key on the other side is enough.
   [[nodiscard]] bool wait_for_subscriber(std::chrono::milliseconds timeout);
 
   // Builds a CloudEvent (specversion, UUIDv7 id, source, time) around `data_json` and sends it.
@@ -84,6 +87,12 @@ class Publisher {
                                std::string_view source = {});
   // Sends a prepared envelope; missing attributes are filled in first.
   [[nodiscard]] Status publish(Event& event);
+  // Why the bus refused this publisher's last CURVE handshake ("the bus at EP refused this
+  // publisher's CURVE key ..."); empty once a handshake succeeds, or without CURVE.
+  std::string refusal() const {
+    std::lock_guard lock(mu_);
+    return refusal_;
+  }
   // The id of the last event published (by any thread).
   std::string last_id() const {
     std::lock_guard lock(mu_);
@@ -94,11 +103,17 @@ class Publisher {
   Publisher() = default;
   Status publish_locked(Event& event);
   void drain_subscriptions();
+  void follow_handshakes();
   mutable std::mutex mu_;
   bool has_subscriber_for(std::string_view topic) const;
 
   std::unique_ptr<zmq::context_t> own_ctx_;
   std::unique_ptr<zmq::socket_t> socket_;
+  // With CURVE and connect endpoints: the socket's handshake events, so a refused handshake is
+  // dialled again (libzmq gives up on it; RedialSchedule) and "no subscriber" can say why.
+  std::unique_ptr<zmq::socket_t> handshakes_;
+  RedialSchedule redials_;
+  std::string refusal_;  // the last refusal, until a handshake succeeds
   PublisherOptions options_;
   // Topic prefixes subscribed now. The XPUB socket reports a prefix's first subscription and its
   // last unsubscription, so a set follows it exactly.

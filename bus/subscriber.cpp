@@ -1,5 +1,7 @@
 #include "bus/subscriber.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <cerrno>
 
 #include "bus/curve.hpp"
@@ -79,6 +81,8 @@ bool interrupted(const zmq::error_t& e) {
 }  // namespace
 
 bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags) {
+  constexpr int kMaxDeniedPerRead = 1000;
+  int denied = 0;
   for (;;) {
     frames.clear();
     zmq::message_t msg;
@@ -107,11 +111,20 @@ bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags f
     }
     if (!allow_list_ || allow_list_->allows(frames.front())) return true;
     denied_->inc();  // and on to the next message, which may be allowed
+    // But not endlessly: a revoked publisher that keeps sending would hold the ingest loop here,
+    // away from its stop and reload checks.
+    if (++denied >= kMaxDeniedPerRead) return false;
     flags = zmq::recv_flags::dontwait;
   }
 }
 
+void Subscriber::redial_refused() {
+  for (const auto& endpoint : monitor_->take_due_redials(std::chrono::steady_clock::now()))
+    if (auto st = redial(socket_, endpoint); !st) spdlog::error("bus: {}", st.error().message);
+}
+
 bool Subscriber::receive(std::vector<zmq::message_t>& frames, std::chrono::milliseconds timeout) {
+  redial_refused();
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   // The whole timeout, signals or not: the shutdown drain reads "nothing within it" as quiet.
   const auto deadline = std::chrono::steady_clock::now() + timeout;

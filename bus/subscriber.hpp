@@ -31,8 +31,10 @@ class Subscriber {
                                                   const config::BusConfig& cfg);
 
   // Waits up to `timeout` for one message; false when none arrived (a signal does not end the
-  // wait: EINTR is not an error here). Frames beyond 2 are still
-  // received whole (so the next message starts clean) and left to the decoder to refuse.
+  // wait: EINTR is not an error here). First dials again the connect endpoints whose handshake
+  // was refused and whose back-off has passed (ConnectionMonitor::take_due_redials). Frames beyond
+  // 2 are still received whole (so the next message starts clean) and left to the decoder to
+  // refuse.
   [[nodiscard]] bool receive(std::vector<zmq::message_t>& frames,
                              std::chrono::milliseconds timeout);
   // Non-blocking variant for draining bursts.
@@ -45,6 +47,7 @@ class Subscriber {
  private:
   explicit Subscriber(zmq::socket_t socket) : socket_(std::move(socket)) {}
   bool read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags);
+  void redial_refused();
 
   zmq::socket_t socket_;
   std::unique_ptr<ConnectionMonitor> monitor_;  // destroyed before the socket it watches

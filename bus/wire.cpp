@@ -7,6 +7,7 @@
 
 #include "bus/sequence_gaps.hpp"
 #include "gateway/common/diagnostic_type.hpp"
+#include "gateway/common/socket_address.hpp"
 #include "gateway/common/text.hpp"
 
 namespace hookgate::bus {
@@ -27,11 +28,20 @@ std::optional<std::string> bind_host_problem(const std::string& endpoint) {
   if (endpoint.rfind("tcp://", 0) != 0) return std::nullopt;
   const std::string_view address = std::string_view(endpoint).substr(6);
   std::string host(address.substr(0, address.rfind(':')));
-  if (host.empty() || host == "*" || host.front() == '[') return std::nullopt;
-  const std::string without_zone = host.substr(0, host.find('%'));  // fe80::1%eth0
+  if (host.empty() || host == "*") return std::nullopt;
+  // An address: is it this machine's? (Port 0: whether the port is free is another matter, and
+  // `check` runs beside the gateway that holds it.) A zone-scoped one (fe80::1%eth0) is let be.
+  std::string literal = host;
+  if (literal.size() > 2 && literal.front() == '[' && literal.back() == ']')
+    literal = literal.substr(1, literal.size() - 2);
+  if (auto address = numeric_socket_address(literal, 0)) {
+    if (auto why = bind_problem(*address))
+      return "'" + host + "' is not an address this machine can listen on (" + *why + ")";
+    return std::nullopt;
+  }
+  const std::string without_zone = literal.substr(0, literal.find('%'));  // fe80::1%eth0
   in6_addr ip{};
-  if (inet_pton(AF_INET, without_zone.c_str(), &ip) == 1 ||
-      inet_pton(AF_INET6, without_zone.c_str(), &ip) == 1 || if_nametoindex(host.c_str()) != 0)
+  if (inet_pton(AF_INET6, without_zone.c_str(), &ip) == 1 || if_nametoindex(host.c_str()) != 0)
     return std::nullopt;
   return "'" + host +
          "' is neither an IP address nor a network interface here; a bind takes an address "
@@ -70,14 +80,23 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
   for (const auto& f : frames) total += f.size();
   std::string_view topic;
   if (frames.size() == 2) topic = frames[0].to_string_view();
+  // What a rejection names (type, id) came from the sender: logs and diagnostics get a short,
+  // printable copy, never the raw text (up to 2 MiB, control characters included).
+  constexpr size_t kNamedMax = 200;
   std::string_view json = frames.back().to_string_view();
   // Refused before its envelope is read, a message still carries its sequence stamp: without it
   // the gap it leaves counts as a message that never arrived, so it would be counted twice and
   // send operators looking for a loss on the network. (At most twice max_message_bytes: the
   // socket refuses larger frames.)
+  // It names the event too, when it can: an operator looks for who sends oversize events.
   auto stamped = [&](Rejection rejection) {
+    rejection.event_type = printable_prefix(topic, kNamedMax);
     auto parsed = Event::parse(json);
-    return parsed ? with_sequence(*parsed, std::move(rejection)) : rejection;
+    if (!parsed) return rejection;
+    if (rejection.event_type.empty())
+      rejection.event_type = printable_prefix(parsed->type(), kNamedMax);
+    rejection.event_id = printable_prefix(parsed->id(), kNamedMax);
+    return with_sequence(*parsed, std::move(rejection));
   };
   if (total > max_message_bytes)
     return stamped(Rejection{"message of " + std::to_string(total) +
@@ -86,9 +105,6 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
   // The topic may become the event's type; a type must be text like the rest of the envelope.
   if (!valid_utf8(topic)) return stamped(Rejection{"topic frame is not valid UTF-8"});
 
-  // What a rejection names (type, id) came from the sender: logs and diagnostics get a short,
-  // printable copy, never the raw text (up to 2 MiB, control characters included).
-  constexpr size_t kNamedMax = 200;
   auto parsed = Event::parse(json);
   // Not a word of the payload itself: the event never reached the hooks that redact it, and
   // the reason goes to the log and, as hookgate.event.rejected, to webhooks.

@@ -32,9 +32,10 @@ inline constexpr int kKeepaliveIntervalS = 10;
 inline constexpr int kKeepaliveCount = 3;
 inline constexpr int kUnacknowledgedMaxMs = 90000;
 
-// Why `run` could not bind `endpoint` on this machine, judged without binding: ZeroMQ binds an IP
-// address, `*` or a network interface, never a host name (`tcp://localhost:5556` fails with "No
-// such device"). Nothing for other transports, or when the host is fine.
+// Why `run` could not bind `endpoint` on this machine: ZeroMQ binds an IP address, `*` or a
+// network interface, never a host name (`tcp://localhost:5556` fails with "No such device"), and
+// an IP address must be this machine's (tried with a throwaway socket on port 0). Nothing for
+// other transports, or when the host is fine.
 std::optional<std::string> bind_host_problem(const std::string& endpoint);
 
 // What every bus socket (subscriber, publisher, proxy) sets before binding or connecting to

@@ -148,21 +148,31 @@ std::string json_error_place(std::string_view json, size_t offset) {
   return "at line " + std::to_string(newlines + 1) + ", column " +
          std::to_string(before.size() - before.rfind('\n'));
 }
-}  // namespace
 
-Result<Event> Event::parse(std::string_view json, size_t extra_depth) {
+// Parses `json` into `doc`; the error, worded for a person, when it does not parse.
+std::optional<std::string> parse_into(JsonDocument& doc, std::string_view json) {
   // RapidJSON's stream reads a NUL as the end of input, so `{...}\0junk` would pass with the rest
   // ignored. JSON text has no raw NUL (inside strings it is escaped). One at the very end is a C
   // publisher sending strlen() + 1 bytes, and is let go; anywhere else it is an error.
   if (!json.empty() && json.back() == '\0') json.remove_suffix(1);
   if (const size_t nul = json.find('\0'); nul != std::string_view::npos)
-    return make_error("invalid JSON " + json_error_place(json, nul) + ": a NUL byte");
+    return "invalid JSON " + json_error_place(json, nul) + ": a NUL byte";
+  doc.Parse<kParseFlags>(json.data(), json.size());
+  if (doc.HasParseError())
+    return "invalid JSON " + json_error_place(json, doc.GetErrorOffset()) + ": " +
+           rapidjson::GetParseError_En(doc.GetParseError());
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string> Event::syntax_error(std::string_view json) {
+  JsonDocument doc;
+  return parse_into(doc, json);
+}
+
+Result<Event> Event::parse(std::string_view json, size_t extra_depth) {
   Event ev;
-  ev.doc_.Parse<kParseFlags>(json.data(), json.size());
-  if (ev.doc_.HasParseError()) {
-    return make_error("invalid JSON " + json_error_place(json, ev.doc_.GetErrorOffset()) + ": " +
-                      rapidjson::GetParseError_En(ev.doc_.GetParseError()));
-  }
+  if (auto error = parse_into(ev.doc_, json)) return make_error(std::move(*error));
   if (!ev.doc_.IsObject()) return make_error("event is not a JSON object");
   // One scan of the text instead of one per string: most events have no \u escape at all.
   const bool escapes = json.find("\\u") != std::string_view::npos;

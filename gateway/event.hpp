@@ -32,6 +32,10 @@ class Event {
   // allows that many more levels of nesting, for a wrapper (a program hook's answer line) whose
   // members must obey the event limits themselves.
   static Result<Event> parse(std::string_view json, size_t extra_depth = 0);
+  // What is wrong with JSON text holding any one value (not only an object), worded and placed as
+  // parse() words it ("invalid JSON at offset N: ..."); nullopt when it parses. For callers that
+  // wrap text before parse(), whose error would point into the wrapper.
+  static std::optional<std::string> syntax_error(std::string_view json);
   // Parses and applies the envelope rules (see normalize()).
   static Result<Event> parse_envelope(std::string_view json, int64_t now_unix_ms);
 

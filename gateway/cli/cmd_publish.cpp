@@ -3,6 +3,7 @@
 
 #include "bus/publisher.hpp"
 #include "gateway/cli/cli.hpp"
+#include "gateway/common/diagnostic_type.hpp"
 
 namespace hookgate::cli {
 
@@ -34,12 +35,20 @@ int cmd_publish(const std::vector<std::string>& argv) {
     data = std::move(text).value();
     data_from = "--data-file " + *file;
   }
-  // Before connecting: bad data is the caller's to fix, not a "no subscriber" after a wait.
+  // Before connecting: what the caller must fix is said at once, not as a "no subscriber" after
+  // a wait (the publisher checks all of it again, exactly, when it sends).
+  if (is_diagnostic_type(*type)) return fail("--type '" + *type + "': " + kReservedTypeReason, 2);
   if (!data.empty())
     if (auto st = bus::check_data_json(data); !st)
       return fail(data_from + ": " + st.error().message, 2);
   const auto max_bytes = max_message_bytes_option(args);
   if (!max_bytes) return 2;
+  if (*max_bytes > 0 && data.size() + type->size() > static_cast<uint64_t>(*max_bytes))
+    return fail(data_from + ": an event of more than " + std::to_string(data.size()) +
+                    " bytes exceeds max_message_bytes " + std::to_string(*max_bytes) +
+                    " (--max-message-bytes; give the gateway's bus.max_message_bytes): nothing "
+                    "was sent",
+                2);
   bus::PublisherOptions options{.endpoints = {*endpoint},
                                 .source = args.get_or("source", "unknown"),
                                 .max_message_bytes = static_cast<size_t>(*max_bytes)};
@@ -66,9 +75,13 @@ int cmd_publish(const std::vector<std::string>& argv) {
                     args.get_or("wait-ms", "") + "'",
                 2);
   const int wait_ms = static_cast<int>(*wait_option);
-  if (!pub.value()->wait_for_subscriber(std::chrono::milliseconds(wait_ms)))
-    return fail("no subscriber on " + *endpoint + " within " + std::to_string(wait_ms) +
-                " ms (is the gateway running? is this client's key allowed?)");
+  if (!pub.value()->wait_for_subscriber(std::chrono::milliseconds(wait_ms))) {
+    const std::string refusal = pub.value()->refusal();
+    return fail(
+        "no subscriber on " + *endpoint + " within " + std::to_string(wait_ms) + " ms (" +
+        (refusal.empty() ? "is the gateway running? is this client's key allowed?" : refusal) +
+        ")");
+  }
   if (auto st = pub.value()->publish(*type, data); !st) return fail(st.error().message);
   std::printf("%s\n", pub.value()->last_id().c_str());
   return 0;

@@ -384,6 +384,19 @@ TEST(PublisherTest, RejectsInvalidData) {
   auto pub = Publisher::connect({.endpoints = {"tcp://127.0.0.1:1"}});
   ASSERT_TRUE(pub);
   EXPECT_FALSE(pub.value()->publish("t", "{not json"));
+  // Found in review: the place pointed into the {"d":...} wrapper, five bytes on.
+  auto stray = check_data_json("}");
+  ASSERT_FALSE(stray);
+  EXPECT_NE(stray.error().message.find("at offset 0:"), std::string::npos) << stray.error().message;
+  auto two = check_data_json("1 2");
+  ASSERT_FALSE(two);
+  EXPECT_NE(two.error().message.find("at offset 2: The document root must not be followed"),
+            std::string::npos)
+      << two.error().message;
+  auto later = check_data_json("{\"a\": 1,\n\"b\": }");
+  ASSERT_FALSE(later);
+  EXPECT_NE(later.error().message.find("at line 2, column 6"), std::string::npos)
+      << later.error().message;
 }
 
 // Over max_message_bytes but under the socket's hard cap: received, then rejected by the decoder

@@ -129,18 +129,30 @@ TEST(WireTest, TopicMustBeUtf8) {
 // Found in review: messages refused before their envelope was read (over max_message_bytes, a
 // topic that is not UTF-8) lost their sequence stamp, so the gap they left was also counted as
 // messages that never arrived.
-TEST(WireTest, MessagesRefusedBeforeTheirEnvelopeKeepTheirSequenceStamp) {
-  const std::string json = R"({"type":"a.b","hookgatestream":"s1","hookgateseq":7,"data":{}})";
+// Found in a later review: they named neither type nor id, so an operator could not tell who sent
+// oversize events.
+TEST(WireTest, MessagesRefusedBeforeTheirEnvelopeKeepTheirSequenceStampAndName) {
+  const std::string json =
+      R"({"type":"a.b","id":"e1","hookgatestream":"s1","hookgateseq":7,"data":{}})";
   auto oversize = frames_of({"a.b", json});
   auto big = decode_message(oversize, 16, 0);
   ASSERT_FALSE(big);
   EXPECT_NE(big.error().reason.find("exceeds max_message_bytes"), std::string::npos);
   EXPECT_EQ(big.error().stream, "s1");
   EXPECT_EQ(big.error().sequence, std::optional<uint64_t>(7));
+  EXPECT_EQ(big.error().event_type, "a.b");
+  EXPECT_EQ(big.error().event_id, "e1");
+  auto single_frame = frames_of({json});
+  auto big_single = decode_message(single_frame, 16, 0);
+  ASSERT_FALSE(big_single);
+  EXPECT_EQ(big_single.error().event_type, "a.b");  // from the envelope, with no topic frame
+  EXPECT_EQ(big_single.error().event_id, "e1");
   auto bad_topic = frames_of({"a\xff", json});
   auto bad = decode_message(bad_topic, 1 << 20, 0);
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().sequence, std::optional<uint64_t>(7));
+  EXPECT_NE(bad.error().event_type.find('a'), std::string::npos) << bad.error().event_type;
+  EXPECT_EQ(bad.error().event_id, "e1");
 }
 
 }  // namespace

@@ -1,0 +1,56 @@
+#pragma once
+// Dialling a refused bus endpoint again. libzmq treats a refused handshake (a CURVE key the other
+// side does not list, a wrong server key) as a protocol error and never dials that endpoint again,
+// so a gateway or publisher started before its key was listed would stay deaf until restarted.
+// The socket's owner watches its handshakes (zmq_socket_monitor), schedules each refused connect
+// endpoint here and redial()s it when due. Used by the gateway's ConnectionMonitor and by the
+// publisher client library.
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gateway/common/result.hpp"
+
+namespace hookgate::bus {
+
+// One event off a zmq_socket_monitor() PAIR socket, read without waiting; nullopt when none is
+// queued (or it is malformed).
+struct MonitorEvent {
+  uint16_t event = 0;
+  uint32_t value = 0;
+  std::string endpoint;
+};
+[[nodiscard]] std::optional<MonitorEvent> read_monitor_event(zmq::socket_t& events);
+
+// When to dial again the connect endpoints whose handshake was refused. Back-off per endpoint: 1 s,
+// doubling to 30 s, reset by forget() at a successful handshake. Thread-safe; take_due() costs one
+// atomic load when nothing is scheduled.
+class RedialSchedule {
+ public:
+  // Returns the delay until `endpoint` is due.
+  std::chrono::milliseconds schedule(const std::string& endpoint);
+  void forget(const std::string& endpoint);
+  [[nodiscard]] std::vector<std::string> take_due(std::chrono::steady_clock::time_point now);
+
+ private:
+  struct Redial {
+    std::chrono::steady_clock::time_point due;
+    std::chrono::milliseconds backoff;
+    bool scheduled;
+  };
+  std::mutex mu_;
+  std::map<std::string, Redial> redials_;
+  std::atomic<bool> any_scheduled_{false};
+};
+
+// Disconnects and connects `endpoint` on the socket's owning thread.
+[[nodiscard]] Status redial(zmq::socket_t& socket, const std::string& endpoint);
+
+}  // namespace hookgate::bus
