@@ -160,7 +160,8 @@ struct SpoolConfig {
 struct AdminConfig {
   bool enabled = true;
   std::string listen = "127.0.0.1:9464";
-  std::string token;  // optional bearer token for /metrics and /status
+  std::string token;      // optional bearer token for /metrics and /status
+  Position listen_where;  // of `admin.listen`, for what `check` finds about it on this machine
 };
 
 struct LogConfig {

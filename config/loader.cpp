@@ -396,6 +396,7 @@ void read_admin(MapReader r, AdminConfig& admin) {
   r.get("token", admin.token);
   register_secret(admin.token);
   register_secret_parts(r.node("token"));
+  admin.listen_where = r.pos("listen");
   // The listener takes a literal address (no resolver at start), as `run` would find out.
   const auto host_port = split_host_port(admin.listen);
   const bool host_ok =

@@ -137,6 +137,25 @@ struct AdminDispatch {
   }
 };
 
+namespace {
+// What admin.listen's host means: empty or * every IPv4 interface, localhost the loopback.
+std::optional<SocketAddress> listen_address(const std::string& host, uint16_t port) {
+  if (host.empty() || host == "*") return numeric_socket_address("0.0.0.0", port);
+  if (host == "localhost") return numeric_socket_address("127.0.0.1", port);
+  return numeric_socket_address(host, port);
+}
+}  // namespace
+
+std::optional<std::string> admin_listen_problem(const std::string& listen) {
+  auto host_port = split_host_port(listen);
+  if (!host_port) return std::nullopt;  // the config loader reports the form
+  auto addr = listen_address(host_port->host, 0);
+  if (!addr) return std::nullopt;
+  if (auto why = bind_problem(*addr))
+    return "'" + host_port->host + "' is not an address this machine can listen on (" + *why + ")";
+  return std::nullopt;
+}
+
 Result<std::unique_ptr<AdminServer>> AdminServer::start(
     const std::string& listen, std::string token, AdminHandlers handlers,
     std::chrono::milliseconds request_deadline) {
@@ -150,9 +169,7 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(
   server->token_ = std::move(token);
   server->handlers_ = std::move(handlers);
 
-  if (host.empty() || host == "*") host = "0.0.0.0";
-  if (host == "localhost") host = "127.0.0.1";
-  auto addr = numeric_socket_address(host, port);
+  auto addr = listen_address(host, port);
   if (!addr) return make_error("admin.listen: bad IP address " + host);
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
   // `[::]` takes IPv4 too, as the bus's `tcp://[::]:port` does; other IPv6 addresses only v6.
@@ -164,8 +181,12 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(
       kMaxAdminConnectionsPerIp, MHD_OPTION_NOTIFY_CONNECTION, &AdminDispatch::connection_changed,
       server.get(), MHD_OPTION_NOTIFY_COMPLETED, &AdminDispatch::request_completed, server.get(),
       MHD_OPTION_END);
-  if (!server->daemon_)
-    return make_error("cannot listen on " + listen + " for the admin endpoint (address in use?)");
+  if (!server->daemon_) {
+    // libmicrohttpd does not say why; a throwaway socket on the same address does.
+    const auto why = bind_problem(*addr);
+    return make_error("cannot listen on " + listen +
+                      " for the admin endpoint: " + why.value_or("libmicrohttpd could not start"));
+  }
   server->deadline_thread_ = std::thread([raw = server.get()] {
     name_this_thread("hg-admin-dl");
     raw->cut_slow_requests();

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -22,6 +23,11 @@ struct AdminHandlers {
   std::function<std::string()> metrics;      // Prometheus text
   std::function<std::string()> status_json;  // /status
 };
+
+// Why the admin endpoint could not listen on `listen`'s address here (not an address of this
+// machine), tried on port 0; nullopt when it can, or when `listen` is malformed (the config loader
+// reports that). For `hookgate check`.
+[[nodiscard]] std::optional<std::string> admin_listen_problem(const std::string& listen);
 
 class AdminServer {
  public:

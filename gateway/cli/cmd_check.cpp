@@ -5,6 +5,7 @@
 
 #include "bus/curve.hpp"
 #include "bus/wire.hpp"
+#include "gateway/admin_server.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/hooks/chain.hpp"
@@ -66,6 +67,9 @@ int cmd_check(const std::vector<std::string>& argv) {
   if (cfg->bus.bind)
     if (auto why = bus::bind_host_problem(*cfg->bus.bind))
       on_this_machine(cfg->bus.bind_where, "bus.bind: " + *why);
+  if (cfg->admin.enabled)
+    if (auto why = admin_listen_problem(cfg->admin.listen))
+      on_this_machine(cfg->admin.listen_where, "admin.listen: " + *why);
   // What `run` refuses to start on ends here; the rest would leave a hook out or pause a
   // webhook, and a service manager that refused to start for those would lose every event.
   if (args.has("config-only")) {

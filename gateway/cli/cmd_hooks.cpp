@@ -83,9 +83,26 @@ int hooks_test(const Args& args) {
   if (!ev) return fail(*event_file + ": the gateway would reject it: " + ev.error().reason);
   config::Diagnostics errors;
   auto chain = hooks::HookChain::load(cfg->hooks, errors);
-  for (const auto& e : errors) std::printf("load error: %s\n", e.str().c_str());
+  // A hook that did not load is missing from the run below (a redaction hook with a typo would
+  // show its secrets "delivered"), so the dry run says so and fails, like `hooks list`.
+  for (const auto& e : errors) std::fprintf(stderr, "load error: %s\n", e.str().c_str());
+  const int exit_code = errors.empty() ? 0 : 1;
+  if (const size_t failed = chain->failed_count(); failed > 0)
+    std::fprintf(stderr, "hooks test: %zu hook%s failed to load; the run below is without %s\n",
+                 failed, failed == 1 ? "" : "s", failed == 1 ? "it" : "them");
 
   std::printf("event %s (id %s)\n", std::string(ev->type()).c_str(), std::string(ev->id()).c_str());
+  // The gateway's socket subscribes to bus.topics (prefixes of the topic frame, which the
+  // publishers send as the type): an event none takes never reaches the chain.
+  const auto& topics = cfg->bus.topics;
+  if (std::none_of(topics.begin(), topics.end(),
+                   [&](const std::string& t) { return ev->type().starts_with(t); })) {
+    std::printf(
+        "result: not received: bus.topics [%s] take no prefix of '%s'\n"
+        "webhooks: none (nothing delivered in a dry run)\n",
+        join(topics, ", ").c_str(), std::string(ev->type()).c_str());
+    return exit_code;
+  }
   std::vector<hooks::ChainStep> steps;
   std::vector<DiagnosticEvent> diagnostics;
   auto outcome = chain->run(
@@ -115,12 +132,12 @@ int hooks_test(const Args& args) {
   if (outcome.vetoed) {
     std::printf("result: vetoed by %s: %s\nwebhooks: none (nothing delivered in a dry run)\n",
                 outcome.vetoed_by.c_str(), outcome.reason.c_str());
-    return 0;
+    return exit_code;
   }
   auto targets = router.matching(ev->type());
   std::printf("result: delivered\nfinal event: %s\nwebhooks: %s (nothing delivered in a dry run)\n",
               ev->to_json().c_str(), targets.empty() ? "none match" : join(targets, ", ").c_str());
-  return 0;
+  return exit_code;
 }
 
 // Scaffolds match `example.*` rather than `*`: written into a watched hook directory they go live

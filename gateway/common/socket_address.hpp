@@ -4,8 +4,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -59,6 +62,20 @@ inline std::optional<SocketAddress> numeric_socket_address(const std::string& ho
     return address;
   }
   return std::nullopt;
+}
+
+// Why a listener cannot bind `address`, learnt by binding a throwaway socket to it (strerror's
+// text: "Cannot assign requested address" for an address that is not this machine's, "Permission
+// denied" for a privileged port); nullopt when it binds. Port 0 asks only about the address.
+inline std::optional<std::string> bind_problem(const SocketAddress& address) {
+  const int fd = ::socket(address.family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::string(std::strerror(errno));
+  const int one = 1;
+  (void)::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  std::optional<std::string> problem;
+  if (::bind(fd, address.get(), address.length) != 0) problem = std::strerror(errno);
+  ::close(fd);
+  return problem;
 }
 
 }  // namespace hookgate

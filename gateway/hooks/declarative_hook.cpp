@@ -783,7 +783,8 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     r.get("kind", text);
     kind = parse_hook_kind(text);
     if (!kind)
-      r.error(r.pos("kind"), "hook.kind: expected veto, transform or observe, got '" + text + "'");
+      r.error(r.pos("kind"),
+              "hook.kind: expected veto, transform or observe, got " + r.as_written("kind", text));
   }
   if (r.has("events")) {
     std::vector<std::string> events;
@@ -807,7 +808,8 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     } else if (text == "closed") {
       spec.on_error = FailurePolicy::Closed;
     } else {
-      r.error(r.pos("on_error"), "hook.on_error: expected open or closed, got '" + text + "'");
+      r.error(r.pos("on_error"),
+              "hook.on_error: expected open or closed, got " + r.as_written("on_error", text));
     }
   }
   if (YAML::Node cfg = r.node("config"); cfg.IsDefined() && !cfg.IsNull()) {
@@ -838,6 +840,13 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
   if (forms > 0 && !kind && r.has("events") && !r.has("command"))
     r.error(r.pos("events"), "hook.events: a descriptor that sets events: must set kind: too");
   const fs::path folder = fs::path(path).parent_path();
+  // A program that cannot start or a library dlopen() refuses is placed at the key that named
+  // it, like every other error in the file (FILE:LINE:COL).
+  auto placed = [&](const char* key, LoadResult loaded) -> LoadResult {
+    if (loaded.ok()) return loaded;
+    r.error(r.pos(key), loaded.error());
+    return errors.back().str();
+  };
 
   if (r.has("run")) {
     std::vector<std::string> argv;
@@ -853,8 +862,8 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     if (errors.size() != before) return summarize(errors, before, "");
     spec.form = HookForm::Program;
     if (kind) spec.kind = *kind;
-    return make_program_hook(std::move(spec), resolve_argv(std::move(argv), folder),
-                             kind.has_value(), r.has("events"));
+    return placed("run", make_program_hook(std::move(spec), resolve_argv(std::move(argv), folder),
+                                           kind.has_value(), r.has("events")));
   }
   if (r.has("command")) {
     std::string command;
@@ -879,7 +888,8 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     if (lib.is_relative()) lib = (folder / lib).lexically_normal();
     spec.form = HookForm::Native;
     if (kind) spec.kind = *kind;
-    return make_native_hook(std::move(spec), lib.string(), kind.has_value(), r.has("events"));
+    return placed("library", make_native_hook(std::move(spec), lib.string(), kind.has_value(),
+                                              r.has("events")));
   }
 
   // Declarative.

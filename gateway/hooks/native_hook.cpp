@@ -493,9 +493,26 @@ class NativeHook final : public Hook {
     return interpret(*call);
   }
 
+  // Called at most once a second; a GET /status in between gets the last one. It runs on the
+  // hook's worker, where the events wait behind it, and /status may be polled (or hammered: it
+  // needs no token by default) however often.
   std::string snapshot() const override {
     if (worker_.quarantined()) return quarantined_snapshot();
     if (desc_->snapshot == nullptr) return "{}";
+    std::lock_guard lock(snapshot_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (last_snapshot_ && now - last_snapshot_->first < kSnapshotInterval)
+      return last_snapshot_->second;
+    std::string fresh = call_snapshot();
+    if (worker_.quarantined()) return fresh;  // the quarantine note, never cached
+    last_snapshot_.emplace(now, fresh);
+    return fresh;
+  }
+
+ private:
+  static constexpr std::chrono::seconds kSnapshotInterval{1};
+
+  std::string call_snapshot() const {
     auto call = std::make_shared<SnapshotCall>();
     const hookgate_hook_descriptor* d = desc_;
     void* state = state_;
@@ -523,7 +540,6 @@ class NativeHook final : public Hook {
     return call->json;
   }
 
- private:
   static metrics::Counter& quarantines() {
     static auto& counter =
         metrics::counter("hookgate_hook_quarantined_total",
@@ -609,6 +625,9 @@ class NativeHook final : public Hook {
   const std::optional<LibraryFile> file_;  // the file it was loaded from, if it could be stat()ed
   Unloader unload_;
   mutable Worker worker_;
+  mutable std::mutex snapshot_mu_;  // one snapshot() call at a time; guards last_snapshot_
+  mutable std::optional<std::pair<std::chrono::steady_clock::time_point, std::string>>
+      last_snapshot_;
   void* state_ = nullptr;
   bool initialized_ = false;
 };
@@ -876,7 +895,11 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
   void* lib = open_library(path);
   if (lib == nullptr) {
     const char* err = ::dlerror();
-    return "cannot load " + so_path + ": " + (err != nullptr ? err : "dlopen failed");
+    std::string why = err != nullptr ? err : "dlopen failed";
+    // dlerror() starts with the path, which the message already names.
+    for (const std::string& named : {path, so_path})
+      if (why.starts_with(named + ": ")) why.erase(0, named.size() + 2);
+    return "cannot load " + so_path + ": " + why;
   }
   auto fail = [&](std::string reason) -> LoadResult {
     ::dlclose(lib);  // nothing from the library is running: safe to unload

@@ -92,7 +92,11 @@ TEST(CliTest, MissingValuesAndSubVerbMistakesAreUsageErrorsBeforeAnyIo) {
            {"keygen", "--out"},
            // Bad data is refused before connecting (no gateway listens on port 1).
            {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data", "1,\"x\":2"},
-           {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data", "{"}}) {
+           {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data", "{"},
+           // Found in review: these waited --wait-ms for a subscriber first, then exit 1.
+           {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "hookgate.x"},
+           {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data",
+            "\"" + std::string(2000, 'x') + "\"", "--max-message-bytes", "1000"}}) {
     auto r = run_hookgate(args);
     std::string line;
     for (const auto& a : args) line += a + " ";
@@ -174,6 +178,25 @@ TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
     auto r = run_hookgate({"check", "--config", ok_bind, "--config-only"});
     EXPECT_EQ(r.exit_code, 0) << fine_bind << ": " << r.err;
   }
+  // Found in review: an address that is not this machine's (192.0.2.1 is for documentation
+  // only) passed, for the bus and the admin endpoint alike; run then failed.
+  const std::string foreign =
+      dir.write("foreign.yaml",
+                "bus:\n  bind: tcp://192.0.2.1:5556\nadmin: { enabled: false }\n"
+                "spool: { mode: memory }\n");
+  expect_judged_here(
+      foreign, ":2:9: ", "bus.bind: '192.0.2.1' is not an address this machine can listen on");
+  const std::string foreign_admin =
+      dir.write("foreign-admin.yaml",
+                "admin:\n  listen: 192.0.2.1:9464\nspool: { mode: memory }\n"
+                "bus: { bind: \"tcp://127.0.0.1:0\" }\n");
+  expect_judged_here(foreign_admin, ":2:11: ",
+                     "admin.listen: '192.0.2.1' is not an address this machine can listen on");
+  auto admin_refused = run_hookgate({"run", "--config", foreign_admin});
+  EXPECT_EQ(admin_refused.exit_code, 1);
+  EXPECT_NE(admin_refused.err.find("for the admin endpoint: Cannot assign requested address"),
+            std::string::npos)
+      << admin_refused.err;
   auto refused = run_hookgate({"run", "--config", host});
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("No such device ('localhost' is neither"), std::string::npos)

@@ -349,6 +349,36 @@ TEST(HookToolsTest, HooksNewYamlAndProgramScaffoldsLoadAndWork) {
   EXPECT_NE(line_matching(r.out, "result: vetoed by gate: banned user"), "") << r.out;
 }
 
+// Found in review: a hook that failed to load (a typo in a redaction hook) was printed on stdout
+// and the dry run went on without it to "result: delivered", exit 0, so it passed a CI gate; and
+// an event bus.topics leave out was shown delivered although the gateway never receives it.
+TEST(HookToolsTest, HooksTestFailsWhenAHookDidNotLoadAndHonoursBusTopics) {
+  TempDir dir;
+  dir.write("hooks/_10_redact.yaml",
+            "kind: transform\nactions:\n  - sett: {data.password: redacted}\n");
+  std::string cfg = dir.write("hookgate.yaml", config("[./hooks]", "  []\n"));
+  std::string login = dir.write(
+      "login.json", R"({"type":"auth.failure","data":{"user":"ann","password":"hunter2"}})");
+  auto r = run_hookgate({"hooks", "test", "--config", cfg, "--event", login});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("load error: " + (dir / "hooks/_10_redact.yaml").string() + ":3:"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("1 hook failed to load; the run below is without it"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.out.find("load error"), std::string::npos) << r.out;
+
+  std::string topics = dir.write(
+      "topics.yaml", "bus: { topics: [\"user.\"] }\n" +
+                         config("[]", webhook("siem", "http://127.0.0.1:9/x", "[\"*\"]")));
+  r = run_hookgate({"hooks", "test", "--config", topics, "--event", login});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("result: not received: bus.topics [user.] take no prefix of 'auth.failure'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("result: delivered"), std::string::npos) << r.out;
+}
+
 bool have_tool(const std::string& name) {
   return std::system(("command -v " + name + " >/dev/null 2>&1").c_str()) == 0;
 }

@@ -308,6 +308,37 @@ TEST_F(DeclarativeHookTest, ASetValueThatIsNotUtf8IsALoadErrorThatDoesNotQuoteIt
   EXPECT_EQ(dump(errors).find("s3cret"), std::string::npos) << dump(errors);
 }
 
+// Found in review: kind: and on_error: quoted a bad value after ${VAR} expansion, so a secret in
+// the variable reached the log, `hooks list` and the hookgate.hook.failed diagnostic.
+TEST_F(DeclarativeHookTest, ABadKindOrOnErrorIsQuotedAsWritten) {
+  ::setenv("HG_TEST_HOOK_SECRET", "topsecretkey42", 1);
+  auto errors = load_err(
+      "kind: \"${HG_TEST_HOOK_SECRET}\"\non_error: \"${HG_TEST_HOOK_SECRET}\"\nactions: []\n");
+  ::unsetenv("HG_TEST_HOOK_SECRET");
+  EXPECT_TRUE(has_message(errors,
+                          "hook.kind: expected veto, transform or observe, got "
+                          "'${HG_TEST_HOOK_SECRET}'"))
+      << dump(errors);
+  EXPECT_TRUE(has_message(errors,
+                          "hook.on_error: expected open or closed, got "
+                          "'${HG_TEST_HOOK_SECRET}'"))
+      << dump(errors);
+  EXPECT_EQ(dump(errors).find("topsecretkey42"), std::string::npos) << dump(errors);
+}
+
+// Found in review: a program that could not start, or a library dlopen() refused, was reported
+// without a position (FILE: message), the library's path twice.
+TEST_F(DeclarativeHookTest, AProgramOrLibraryThatCannotLoadIsPlacedAtItsKey) {
+  auto run = load_err("kind: veto\nrun: /nonexistent/hook\n");
+  EXPECT_NE(dump(run).find(path_of("_1_bad.yaml") + ":2:6: cannot start /nonexistent/hook"),
+            std::string::npos)
+      << dump(run);
+  auto library = load_err("kind: veto\nlibrary: ./missing.so\n");
+  const std::string text = dump(library);
+  EXPECT_NE(text.find(path_of("_1_bad.yaml") + ":2:10: cannot load "), std::string::npos) << text;
+  EXPECT_EQ(text.find("missing.so"), text.rfind("missing.so")) << text;
+}
+
 TEST_F(DeclarativeHookTest, RepeatedKeysInActionMapsAreErrors) {
   auto renamed =
       load_err("kind: transform\nactions:\n  - rename: {data.a: data.b, data.a: data.c}\n");

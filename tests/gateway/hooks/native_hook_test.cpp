@@ -96,6 +96,20 @@ TEST(NativeHookTest, ReplaceAndSnapshot) {
   EXPECT_EQ(hook->snapshot(), R"({"calls":2,"mode":"replace"})");
 }
 
+// Found in review: every GET /status (no token needed by default) called snapshot() on the hook's
+// worker, where events wait behind it; a status page polled hard delayed every event. It is now
+// called at most once a second.
+TEST(NativeHookTest, SnapshotIsCalledAtMostOnceASecond) {
+  auto hook = load("fixture_hook", R"({"mode":"replace"})");
+  ASSERT_TRUE(hook);
+  EXPECT_EQ(hook->snapshot(), R"({"calls":0,"mode":"replace"})");
+  Event ev = make_event("{}");
+  ASSERT_TRUE(hook->handle(ev));
+  EXPECT_EQ(hook->snapshot(), R"({"calls":0,"mode":"replace"})");  // the last one, not a call
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_EQ(hook->snapshot(), R"({"calls":1,"mode":"replace"})");
+}
+
 TEST(NativeHookTest, EventArrivesWhole) {
   auto hook = load("fixture_hook", R"({"mode":"echo"})");
   ASSERT_TRUE(hook);
