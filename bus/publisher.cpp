@@ -50,6 +50,9 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
                           zmq_strerror(zmq_errno()));
       pub->handshakes_ = std::make_unique<zmq::socket_t>(*ctx, zmq::socket_type::pair);
       pub->handshakes_->set(zmq::sockopt::linger, 0);
+      // Unbounded: events are read only in publish() and wait_for_subscriber(), and libzmq's
+      // I/O thread blocks on a full monitor pipe (stalling every socket of the context).
+      pub->handshakes_->set(zmq::sockopt::rcvhwm, 0);
       pub->handshakes_->connect(address);
     }
     // Name the endpoint: libzmq says only "Invalid argument" for `localhost:5556`.
@@ -171,9 +174,11 @@ Result<Event> parse_data_json(std::string_view data_json) {
 }
 }  // namespace
 
-Status check_data_json(std::string_view data_json) {
-  if (auto data = parse_data_json(data_json); !data) return data.error();
-  return {};
+Result<size_t> check_data_json(std::string_view data_json) {
+  auto data = parse_data_json(data_json);
+  if (!data) return data.error();
+  constexpr size_t kWrapperBytes = sizeof(R"({"d":})") - 1;
+  return data->json_bytes() - kWrapperBytes;
 }
 
 Status Publisher::publish(std::string_view type, std::string_view data_json,

@@ -52,8 +52,9 @@ struct PublisherOptions {
 };
 
 // Checks that `data_json` is one JSON value (what publish() puts under `data`); the error says
-// why it is not. Lets a caller refuse bad data before it connects.
-[[nodiscard]] Status check_data_json(std::string_view data_json);
+// why it is not. Lets a caller refuse bad data before it connects. Its size in bytes as sent
+// (compact: publish() writes the value again without the text's spacing).
+[[nodiscard]] Result<size_t> check_data_json(std::string_view data_json);
 
 class Publisher {
  public:
@@ -69,7 +70,8 @@ class Publisher {
 
   // Blocks until at least one subscriber has subscribed to the bus, or the timeout passes. With
   // CURVE, an endpoint that refused this publisher's key is dialled again meanwhile (after 1 s,
-  // doubling to 30 s), so listing the key on the other side is enough.
+  // doubling to 30 s), so listing the key on the other side is enough. Only here and in
+  // publish(): the publisher has no thread of its own.
   [[nodiscard]] bool wait_for_subscriber(std::chrono::milliseconds timeout);
 
   // Builds a CloudEvent (specversion, UUIDv7 id, source, time) around `data_json` and sends it.

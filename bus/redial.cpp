@@ -64,7 +64,8 @@ std::vector<std::string> RedialSchedule::take_due(std::chrono::steady_clock::tim
 }
 
 Status redial(zmq::socket_t& socket, const std::string& endpoint) {
-  // libzmq ended the session at the refusal, so the disconnect usually finds nothing (ENOENT).
+  // libzmq ended the session at the refusal but keeps its entry: the disconnect clears it (a
+  // no-op for the session itself), so entries do not pile up over many redials.
   zmq_disconnect(socket.handle(), endpoint.c_str());
   try {
     socket.connect(endpoint);

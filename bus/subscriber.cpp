@@ -83,6 +83,7 @@ bool interrupted(const zmq::error_t& e) {
 bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags) {
   constexpr int kMaxDeniedPerRead = 1000;
   int denied = 0;
+  stopped_at_denials_ = false;
   for (;;) {
     frames.clear();
     zmq::message_t msg;
@@ -113,7 +114,10 @@ bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags f
     denied_->inc();  // and on to the next message, which may be allowed
     // But not endlessly: a revoked publisher that keeps sending would hold the ingest loop here,
     // away from its stop and reload checks.
-    if (++denied >= kMaxDeniedPerRead) return false;
+    if (++denied >= kMaxDeniedPerRead) {
+      stopped_at_denials_ = true;
+      return false;
+    }
     flags = zmq::recv_flags::dontwait;
   }
 }

@@ -39,6 +39,9 @@ class Subscriber {
                              std::chrono::milliseconds timeout);
   // Non-blocking variant for draining bursts.
   [[nodiscard]] bool try_receive(std::vector<zmq::message_t>& frames);
+  // The last receive() or try_receive() returned false after refusing 1,000 messages of senders
+  // the allow-list no longer has, not for want of messages: more may wait behind them.
+  bool stopped_at_denials() const { return stopped_at_denials_; }
 
   // The endpoint actually bound (resolves a `*` port), "" if the socket only connects.
   const std::string& bound_endpoint() const { return bound_; }
@@ -54,6 +57,7 @@ class Subscriber {
   std::unique_ptr<AllowListCheck> allow_list_;  // a CURVE server: senders still allowed?
   metrics::Counter* denied_ = nullptr;          // with allow_list_
   std::string bound_;
+  bool stopped_at_denials_ = false;
 };
 
 }  // namespace hookgate::bus

@@ -597,7 +597,13 @@ struct Gateway::Impl {
     constexpr int64_t kDrainMaxNs = 2'000'000'000;
     const int64_t deadline = now_steady_ns() + kDrainMaxNs;
     uint64_t before = received.value();
-    while (now_steady_ns() < deadline && sub->receive(frames, kQuiet)) ingest_batch(frames, batch);
+    while (now_steady_ns() < deadline) {
+      if (sub->receive(frames, kQuiet)) {
+        ingest_batch(frames, batch);
+      } else if (!sub->stopped_at_denials()) {
+        break;  // quiet
+      }
+    }
     uint64_t drained = received.value() - before;
     if (drained > 0)
       spdlog::info("shutting down: {} queued bus messages taken in before closing the socket",

@@ -88,8 +88,10 @@ int hooks_test(const Args& args) {
   for (const auto& e : errors) std::fprintf(stderr, "load error: %s\n", e.str().c_str());
   const int exit_code = errors.empty() ? 0 : 1;
   if (const size_t failed = chain->failed_count(); failed > 0)
-    std::fprintf(stderr, "hooks test: %zu hook%s failed to load; the run below is without %s\n",
-                 failed, failed == 1 ? "" : "s", failed == 1 ? "it" : "them");
+    std::fprintf(stderr,
+                 "hooks test: %zu hook%s failed to load; below, each is left out, or vetoes the "
+                 "events it would have seen (on_error: closed)\n",
+                 failed, failed == 1 ? "" : "s");
 
   std::printf("event %s (id %s)\n", std::string(ev->type()).c_str(), std::string(ev->id()).c_str());
   // The gateway's socket subscribes to bus.topics (prefixes of the topic frame, which the

@@ -505,7 +505,8 @@ class NativeHook final : public Hook {
       return last_snapshot_->second;
     std::string fresh = call_snapshot();
     if (worker_.quarantined()) return fresh;  // the quarantine note, never cached
-    last_snapshot_.emplace(now, fresh);
+    // Timed from its end: a call that waited behind busy events would otherwise be stale at once.
+    last_snapshot_.emplace(std::chrono::steady_clock::now(), fresh);
     return fresh;
   }
 

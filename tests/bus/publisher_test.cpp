@@ -66,6 +66,8 @@ struct Loopback {
 TEST(PublisherTest, DataMustBeOneJsonValue) {
   EXPECT_TRUE(check_data_json(R"({"user":"ann"})"));
   EXPECT_TRUE(check_data_json("42"));
+  // Its size as sent: publish() writes the value compactly.
+  EXPECT_EQ(check_data_json("{ \"a\" :\n 1 }").value(), 7u);
   EXPECT_TRUE(check_data_json(R"("text")"));
   for (const char* bad : {R"(1,"x":2)", R"({"a":1}, "b": 2)", "{", "nope"}) {
     auto st = check_data_json(bad);

@@ -364,7 +364,7 @@ TEST(HookToolsTest, HooksTestFailsWhenAHookDidNotLoadAndHonoursBusTopics) {
   EXPECT_NE(r.err.find("load error: " + (dir / "hooks/_10_redact.yaml").string() + ":3:"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("1 hook failed to load; the run below is without it"), std::string::npos)
+  EXPECT_NE(r.err.find("1 hook failed to load; below, each is left out"), std::string::npos)
       << r.err;
   EXPECT_EQ(r.out.find("load error"), std::string::npos) << r.out;
 
