@@ -183,6 +183,9 @@ struct Config {
   SpoolConfig spool;
   AdminConfig admin;
   LogConfig log;
+  // The file held no key at all (empty, or comments only): the defaults. Fine to start on, but a
+  // reload refuses it, since a file caught half-written would drop every webhook.
+  bool holds_no_settings = false;
 };
 
 }  // namespace hookgate::config

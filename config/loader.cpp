@@ -77,7 +77,8 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   curve.finish();
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
   // ZeroMQ endpoints are TRANSPORT://ADDRESS; anything else fails only when `run` binds.
-  auto check_endpoint = [&](const char* key, const std::string& endpoint) {
+  auto check_endpoint = [&](const char* key, const std::string& endpoint,
+                            std::optional<size_t> item) {
     static constexpr std::string_view kTransports[] = {"tcp://",  "ipc://",  "inproc://", "ws://",
                                                        "wss://",  "pgm://",  "epgm://",   "tipc://",
                                                        "vmci://", "norm://", "udp://"};
@@ -89,13 +90,13 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
       r.error(r.pos(key), std::string("bus.") + key +
                               ": expected a ZeroMQ endpoint such as tcp://127.0.0.1:5556 or "
                               "ipc:///run/hookgate/bus, got " +
-                              r.as_written(key, endpoint));
+                              r.as_written(key, endpoint, item));
   };
   if (bus.bind) {
-    check_endpoint("bind", *bus.bind);
+    check_endpoint("bind", *bus.bind, std::nullopt);
     bus.bind_where = r.pos("bind");
   }
-  for (const auto& endpoint : bus.connect) check_endpoint("connect", endpoint);
+  for (size_t i = 0; i < bus.connect.size(); ++i) check_endpoint("connect", bus.connect[i], i);
   if (bus.max_message_bytes < 64 || bus.max_message_bytes > kMaxMessageBytesLimit)
     r.error(r.pos("max_message_bytes"),
             "bus.max_message_bytes: expected 64 up to " + std::to_string(kMaxMessageBytesLimit));
@@ -234,10 +235,12 @@ void read_tls(MapReader r, const WebhookConfig& w, const std::string& base_dir, 
        {std::pair{"ca_file", &tls.ca_file}, std::pair{"cert_file", &tls.cert_file},
         std::pair{"key_file", &tls.key_file}}) {
     if (path->empty()) continue;
+    const std::string written = r.as_written(key, *path);  // before resolving: a ${VAR} stays
     *path = resolve_path(*path, base_dir);
     std::error_code ec;
     if (!std::ifstream(*path) || fs::is_directory(*path, ec))
-      r.error(r.pos(key), r.context() + "." + key + ": cannot read " + *path);
+      r.error(r.pos(key), r.context() + "." + key + ": cannot read " +
+                              (written.find("${") != std::string::npos ? written : *path));
   }
   r.finish();
 }
@@ -287,6 +290,11 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
     r.error(r.pos("body"), context + ".body: expected cloudevent, data or splunk_hec, got " +
                                r.as_written("body", body));
   }
+  // Only a splunk_hec body has these fields: set for another body, the receiver (HEC, by the
+  // look of it) would get CloudEvents and refuse each with a final 400.
+  if (r.has("hec") && body != "splunk_hec")
+    r.error(r.pos("hec"), context + ".hec: only for body: splunk_hec (this webhook's body is " +
+                              r.as_written("body", body) + ")");
   MapReader hec(r.node("hec"), file, context + ".hec", errors);
   hec.get("sourcetype", w.hec_sourcetype);
   hec.get("index", w.hec_index);
@@ -301,13 +309,14 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   hec.finish();
   std::vector<std::string> signatures;
   r.get("signatures", signatures);
-  for (const auto& s : signatures) {
+  for (size_t i = 0; i < signatures.size(); ++i) {
+    const std::string& s = signatures[i];
     if (s == "github") {
       w.sign_github = true;
     } else if (s != "standard" && s != "hookgate") {
       r.error(r.pos("signatures"),
-              context + ".signatures: unknown scheme '" + s +
-                  "' (X-Signature and Standard Webhooks are always sent; add: github)");
+              context + ".signatures: unknown scheme " + r.as_written("signatures", s, i) +
+                  " (X-Signature and Standard Webhooks are always sent; add: github)");
     }
   }
   r.get("allow_cidrs", w.allow_cidrs);
@@ -491,6 +500,7 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   cfg.file = file;
   MapReader r(root, file, "config", errors);
   if (!r.valid()) return errors;
+  cfg.holds_no_settings = root.IsMap() && root.size() == 0;
   read_bus(MapReader(r.node("bus"), file, "bus", errors), cfg.bus, base_dir);
   bool explicit_dirs = false;
   {

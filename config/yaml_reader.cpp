@@ -1,5 +1,8 @@
 #include "config/yaml_reader.hpp"
 
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -8,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
+#include <vector>
 
 namespace hookgate::config {
 
@@ -76,22 +81,86 @@ int second_document_line(std::string_view text) {
   return 0;
 }
 
-// Where the scalar that starts last in `node` starts. After an unclosed quote, that is the
-// quoted value that ran on to the end of the file.
-void last_scalar_mark(const YAML::Node& node, YAML::Mark& last) {
-  auto later = [&](const YAML::Mark& m) {
-    return !m.is_null() && (m.line > last.line || (m.line == last.line && m.column > last.column));
-  };
-  if (node.IsScalar()) {
-    if (later(node.Mark())) last = node.Mark();
-  } else if (node.IsMap()) {
-    for (const auto& entry : node) {
-      last_scalar_mark(entry.first, last);
-      last_scalar_mark(entry.second, last);
+// How many nodes a tree would hold with its aliases expanded. yaml-cpp shares an aliased node,
+// but everything that walks the tree (the readers, a hook's config: turned into JSON) visits it
+// once per alias: ten levels of ten aliases are 10^10 visits, and an alias inside its own anchor
+// (`x: &a [*a]`) never ends. Past this many, a config is refused before anything walks it.
+constexpr uint64_t kMaxExpandedNodes = 1'000'000;
+
+// One pass over the parser's events (which never expand an alias): the expanded size, whether an
+// alias refers to a node still open, and where the last scalar starts (after an unclosed quote,
+// the quoted value that ran on to the end of the file).
+class EventScan final : public YAML::EventHandler {
+ public:
+  uint64_t expanded = 0;
+  std::optional<YAML::Mark> recursive_alias;
+  YAML::Mark last_scalar;  // line 0, column 0 until a scalar is seen
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t anchor) override { leaf(anchor); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    auto done = sizes_.find(anchor);
+    if (done == sizes_.end()) {  // its node has not ended: it contains this alias
+      if (!recursive_alias) recursive_alias = mark;
+      return;
     }
-  } else if (node.IsSequence()) {
-    for (const auto& item : node) last_scalar_mark(item, last);
+    add(done->second);
   }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                const std::string&) override {
+    if (mark.line > last_scalar.line ||
+        (mark.line == last_scalar.line && mark.column > last_scalar.column))
+      last_scalar = mark;
+    leaf(anchor);
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open_.push_back({anchor, 1});
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    open_.push_back({anchor, 1});
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Open {
+    YAML::anchor_t anchor;
+    uint64_t nodes;
+  };
+  void add(uint64_t nodes) {
+    uint64_t& to = open_.empty() ? expanded : open_.back().nodes;
+    to = std::min(to + nodes, kMaxExpandedNodes + 1);  // saturates: 10^10 must not wrap
+  }
+  void leaf(YAML::anchor_t anchor) {
+    if (anchor != YAML::NullAnchor) sizes_[anchor] = 1;
+    add(1);
+  }
+  void close() {
+    if (open_.empty()) return;
+    const Open done = open_.back();
+    open_.pop_back();
+    if (done.anchor != YAML::NullAnchor) sizes_[done.anchor] = done.nodes;
+    add(done.nodes);
+  }
+  std::vector<Open> open_;
+  std::map<YAML::anchor_t, uint64_t> sizes_;
+};
+
+// Runs the scan over `text`; a syntax error ends it where it is (what it saw so far stays).
+EventScan scan_events(const std::string& text) {
+  EventScan scan;
+  std::istringstream in(text);
+  try {
+    // The first document only (a second one was refused already): a loop over documents is
+    // what hangs yaml-cpp 0.7 on some malformed input (see second_document_line).
+    YAML::Parser parser(in);
+    (void)parser.HandleNextDocument(scan);
+  } catch (const YAML::Exception&) {
+  }
+  return scan;
 }
 
 int line_count(std::string_view text) {
@@ -114,20 +183,25 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
     // makes it an error ("illegal document indicator in scalar").
     // Only the line break that is missing goes before it: a keep-chomping `|+` value at the end
     // would take an extra one.
-    YAML::Node root =
-        YAML::Load(text + (text.empty() || text.back() == '\n' ? "" : "\n") + "...\n");
+    const std::string ended = text + (text.empty() || text.back() == '\n' ? "" : "\n") + "...\n";
+    YAML::Node root = YAML::Load(ended);
+    const EventScan scan = scan_events(ended);
+    if (scan.recursive_alias)
+      return Diagnostics{{{file, scan.recursive_alias->line + 1, scan.recursive_alias->column + 1},
+                          "an alias inside the node its anchor names (it would repeat without "
+                          "end)"}};
+    if (scan.expanded > kMaxExpandedNodes)
+      return Diagnostics{{{file, 1, 1},
+                          "aliases expand this file to more than " +
+                              std::to_string(kMaxExpandedNodes) + " values"}};
     if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
     return root;
   } catch (const YAML::Exception& e) {
     const int lines = line_count(text);
     const bool past_the_text = e.mark.line + 1 > lines;
     if (past_the_text && e.msg == YAML::ErrorMsg::DOC_IN_SCALAR) {
-      YAML::Mark opened;
-      opened.line = opened.column = 0;
-      try {
-        last_scalar_mark(YAML::Load(text), opened);
-      } catch (const YAML::Exception&) {
-      }
+      // The events up to where the text breaks off (an unclosed flow map stops the parser).
+      const YAML::Mark opened = scan_events(text).last_scalar;
       return Diagnostics{{{file, opened.line + 1, opened.column + 1},
                           "YAML syntax error: this quoted value is never closed (a closing quote "
                           "is missing, so the rest of the file would be part of it)"}};
@@ -276,11 +350,17 @@ Position MapReader::pos(const char* key) const {
   return pos();
 }
 
-std::string MapReader::as_written(const char* key, const std::string& value) const {
+std::string MapReader::as_written(const char* key, const std::string& value,
+                                  std::optional<size_t> item) const {
   if (valid_ && node_ && node_.IsMap())
     for (auto it : node_)
-      if (it.first.IsScalar() && it.first.Scalar() == key)
-        return quoted_as_written(it.second, value);
+      if (it.first.IsScalar() && it.first.Scalar() == key) {
+        if (!item) return quoted_as_written(it.second, value);
+        // A list's item, or a single scalar read as a one-item list.
+        if (it.second.IsSequence() && *item < it.second.size())
+          return quoted_as_written(it.second[*item], value);
+        if (it.second.IsScalar()) return quoted_as_written(it.second, value);
+      }
   return "'" + value + "'";
 }
 
@@ -298,6 +378,13 @@ bool MapReader::scalar(const char* key, YAML::Node& value, const char* expected)
   }
   if (!value.IsScalar()) {
     error(position_of(value, file_), context_ + "." + key + ": expected " + expected);
+    return false;
+  }
+  // A tag is not obeyed: `secret: !!binary aGVsbG8=` would sign with the base64 text itself.
+  if (const std::string& tag = value.Tag();
+      !tag.empty() && tag != "?" && tag != "!" && tag != "tag:yaml.org,2002:str") {
+    error(position_of(value, file_), context_ + "." + key + ": the YAML tag " + tag +
+                                         " is not supported; write the plain value");
     return false;
   }
   return true;
@@ -398,7 +485,12 @@ void MapReader::get(const char* key, std::vector<std::string>& out) {
 
 void MapReader::get(const char* key, std::vector<std::pair<std::string, std::string>>& out) {
   YAML::Node v = find(key);
-  if (!v.IsDefined() || v.IsNull()) return;
+  if (!v.IsDefined()) return;
+  // `headers:` with its only entry commented out would quietly send none (no Authorization).
+  if (v.IsNull()) {
+    error(pos(key), context_ + "." + key + ": no value (give one, or leave the key out)");
+    return;
+  }
   if (!v.IsMap()) {
     error(position_of(v, file_), context_ + "." + key + ": expected a mapping");
     return;

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -61,9 +62,10 @@ class MapReader {
   // Marks the key as known and hands out the raw node (undefined node if absent).
   YAML::Node node(const char* key);
 
-  // `value` (read from `key`) quoted for a message, or the key's text as written when a ${VAR}
-  // went into it: the environment's value may be a secret.
-  std::string as_written(const char* key, const std::string& value) const;
+  // `value` (read from `key`, or from its list's `item`) quoted for a message, or its text as
+  // written when a ${VAR} went into it: the environment's value may be a secret.
+  std::string as_written(const char* key, const std::string& value,
+                         std::optional<size_t> item = std::nullopt) const;
 
   void error(const Position& where, std::string message);
   // Reports every key nobody asked for. Call once, after all getters.

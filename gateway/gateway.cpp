@@ -369,6 +369,18 @@ struct Gateway::Impl {
       return;
     }
     config::Config& n = next.value();
+    if (n.holds_no_settings) {
+      spdlog::error(
+          "reload: {} holds no settings (empty, or comments only: caught while being written?); "
+          "keeping the running configuration",
+          cfg.file);
+      return;
+    }
+    // What `run` would refuse to start on: the next restart must not find it first.
+    if (auto keys = bus::check_curve_files(n.bus.curve); !keys) {
+      spdlog::error("reload: {}; keeping the running configuration", keys.error().str());
+      return;
+    }
     const auto& cur_curve = cfg.bus.curve;
     const auto& new_curve = n.bus.curve;
     if (n.bus.bind != cfg.bus.bind || n.bus.connect != cfg.bus.connect ||

@@ -707,6 +707,34 @@ TEST(OperationsTest, HotReloadUnderSteadyStreamAndSighup) {
   EXPECT_EQ(rx.count(), sent.size());
 }
 
+// Found in review: a SIGHUP that caught the config file empty (rewritten in place: truncated
+// first) swapped in the defaults, with no webhooks, and the events that followed went nowhere.
+// Nor does a reload take CURVE key files `run` could not read.
+TEST(OperationsTest, AReloadKeepsTheRunningConfigForAnEmptyFileOrUnreadableKeys) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  const std::string cfg = config_with(webhook_rx(rx.url()));
+  ASSERT_TRUE(gw.start(cfg)) << gw.log();
+  dir.write("hookgate.yaml", "# being rewritten\n");
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("holds no settings", 10s)) << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
+  EXPECT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+
+  std::string curve = cfg;
+  curve.replace(curve.find("receive_hwm: 200000"), std::string("receive_hwm: 200000").size(),
+                "receive_hwm: 200000, curve: { enabled: true, secret_key_file: ./missing.key, "
+                "allowed_clients: ./clients }");
+  dir.write("hookgate.yaml", curve);
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("missing.key", 10s)) << gw.log();
+  EXPECT_NE(gw.log().find("keeping the running configuration"), std::string::npos) << gw.log();
+  EXPECT_EQ(gw.log().find("configuration reloaded"), std::string::npos) << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
+  EXPECT_TRUE(rx.wait_for(2, 10s)) << gw.log();
+}
+
 // Found in review: a SIGHUP that arrived while the gateway was starting (program hooks' handshakes
 // can take seconds) was logged as "reloading" and then dropped.
 TEST(OperationsTest, ASighupDuringStartReloadsOnceTheGatewayRuns) {
