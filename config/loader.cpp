@@ -208,7 +208,10 @@ void read_retry(MapReader r, RetryConfig& retry) {
   // 0 would keep every backoff at 0: all attempts within a second.
   if (retry.initial_backoff_ms < 1 || retry.max_backoff_ms < retry.initial_backoff_ms ||
       retry.max_backoff_ms > kMaxDurationMs)
-    r.error(r.pos(retry.initial_backoff_ms < 1 ? "initial_backoff_ms" : "max_backoff_ms"),
+    // At the key that is written (found in review: an initial backoff over the default maximum
+    // pointed at the retry map).
+    r.error(r.pos(retry.initial_backoff_ms < 1 || !r.has("max_backoff_ms") ? "initial_backoff_ms"
+                                                                           : "max_backoff_ms"),
             r.context() + ": need 1 <= initial_backoff_ms <= max_backoff_ms <= " +
                 std::to_string(kMaxDurationMs) + " (30 days)");
   if (retry.max_retry_after_ms < 0 || retry.max_retry_after_ms > kMaxDurationMs)

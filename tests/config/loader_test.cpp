@@ -466,6 +466,10 @@ TEST(ConfigLoaderTest, AnErrorPointsAtTheKeyThatIsWrong) {
                              "      initial_backoff_ms: 0\n      max_backoff_ms: 100\n"))
                 .substr(0, 14),
             "test.yaml:5:27");
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    retry:\n"
+                             "      max_attempts: 3\n      initial_backoff_ms: 7200000\n"))
+                .substr(0, 14),
+            "test.yaml:6:27");
 }
 
 // Found by fuzz_config: yaml-cpp's LoadAll (used for the check above) never returned on this
