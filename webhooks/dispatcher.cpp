@@ -606,6 +606,10 @@ struct Dispatcher::Impl {
                      static_cast<long>(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
     curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    // HTTP/1.1, never HTTP/2: libcurl would multiplex every webhook to one host onto one
+    // connection, so a slow handler's streams, a GOAWAY or a lost packet would reach the other
+    // webhooks there too (isolation is per webhook: max_in_flight connections each).
+    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_1_1));
     curl_easy_setopt(easy, CURLOPT_PROXY, "");  // ignore *_proxy variables: see the header
     curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, &Impl::open_socket);
     curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, handle.get());

@@ -72,7 +72,11 @@ Classification classify_attempt(const AttemptResult& result, int64_t now_unix_ms
   const long status = result.http_status;
   const std::string status_text = "HTTP " + std::to_string(status);
   if (status >= 200 && status < 300) return {Verdict::Delivered, "", std::nullopt};
-  if (status == 410) return {Verdict::Gone, status_text + " Gone", std::nullopt};
+  // Said in the reason too: a hookgate.delivery.dead subscriber sees the pause, not only a loss.
+  if (status == 410)
+    return {Verdict::Gone,
+            status_text + " Gone (the webhook is paused until a reload or a restart)",
+            std::nullopt};
   if (status == 408 || status == 429 || (status >= 500 && status < 600)) {
     return {Verdict::Retry, status_text,
             parse_retry_after(result.retry_after, now_unix_ms, retry.max_retry_after_ms)};

@@ -88,7 +88,8 @@ TEST(RetryPolicyTest, ReasonsNameTheStatusOrTransportError) {
   result.http_status = 503;
   EXPECT_EQ(classify_attempt(result, kNowMs, retry_config()).reason, "HTTP 503");
   result.http_status = 410;
-  EXPECT_EQ(classify_attempt(result, kNowMs, retry_config()).reason, "HTTP 410 Gone");
+  EXPECT_EQ(classify_attempt(result, kNowMs, retry_config()).reason,
+            "HTTP 410 Gone (the webhook is paused until a reload or a restart)");
   result = {};
   result.curl_code = CURLE_OPERATION_TIMEDOUT;
   result.transport_error = "Operation timed out after 500 milliseconds";
@@ -243,8 +244,11 @@ TEST(RetryPolicyTest, DecisionForDeliveredFinalAndGone) {
   EXPECT_FALSE(final_answer.exhausted);
   EXPECT_FALSE(final_answer.pause_webhook);
 
-  auto gone = decide_outcome(delivery_with_attempts(0),
-                             {Verdict::Gone, "HTTP 410 Gone", std::nullopt}, kNowMs, retry, rng);
+  auto gone = decide_outcome(
+      delivery_with_attempts(0),
+      {Verdict::Gone, "HTTP 410 Gone (the webhook is paused until a reload or a restart)",
+       std::nullopt},
+      kNowMs, retry, rng);
   EXPECT_EQ(gone.outcome.kind, AttemptOutcome::Kind::Dead);
   EXPECT_TRUE(gone.pause_webhook);
 }
