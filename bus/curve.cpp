@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
 #include "gateway/common/thread_name.hpp"
 
@@ -274,12 +275,16 @@ void ZapAuthenticator::answer_one(metrics::Counter& denied_counter) {
   if (!ok) {
     denied_.fetch_add(1);
     denied_counter.inc();
-    spdlog::warn("bus: refused {} client from {}{}", mechanism, frames[3].to_string(),
-                 client_key.empty() ? ""
-                                    : " (public key " + client_key + " not in " +
-                                          (domain == kSubscriberDomain ? "--allowed-subscribers"
-                                                                       : "allowed_clients") +
-                                          ")");
+    // At most 5 lines a second: a peer that knows the (public) server key can open handshakes
+    // as fast as it likes. hookgate_bus_auth_denied_total counts every one.
+    static LogLimiter log_limit{5, "bus: refused clients"};
+    if (log_limit.allow())
+      spdlog::warn("bus: refused {} client from {}{}", mechanism, frames[3].to_string(),
+                   client_key.empty() ? ""
+                                      : " (public key " + client_key + " not in " +
+                                            (domain == kSubscriberDomain ? "--allowed-subscribers"
+                                                                         : "allowed_clients") +
+                                            ")");
   }
   send_zap_reply(socket_, {"1.0", frames[1].to_string(), ok ? "200" : "400",
                            ok ? "OK" : "client key not allowed", ok ? client_key : "", ""});

@@ -15,6 +15,7 @@
 #include "bus/subscriber.hpp"
 #include "gateway/common/metrics.hpp"
 #include "tests/support/gateway_process.hpp"
+#include "tests/support/log_capture.hpp"
 #include "tests/support/receiving_thread.hpp"
 
 namespace hookgate::bus {
@@ -163,7 +164,10 @@ void expect_events_get_in(const Subscriber& sub, testing::ReceivingThread& rx,
 }
 
 // libzmq admits any client that knows the server key unless ZAP says no: only listed keys pass.
+// Found in review: every refused handshake was logged, and a peer that knows the (public) server
+// key can open them as fast as it likes. Every one is counted; at most 5 lines a second logged.
 TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
+  testing::LogCapture log;  // before the ZAP handler, whose thread logs
   TempDir dir;
   auto server = generate_curve_keypair();
   auto listed = generate_curve_keypair();
@@ -183,6 +187,31 @@ TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
   EXPECT_TRUE(rx.next(std::chrono::milliseconds(300)).empty());
 
   ASSERT_NO_FATAL_FAILURE(expect_events_get_in(*sub.value(), rx, server, listed));
+
+  // A flood of refused handshakes: all counted, few logged.
+  auto& denied = metrics::counter("hookgate_bus_auth_denied_total", "");
+  const uint64_t before = denied.value();
+  const auto start = std::chrono::steady_clock::now();
+  constexpr int kAttempts = 40;
+  {
+    zmq::context_t clients;
+    std::vector<zmq::socket_t> sockets;
+    for (int i = 0; i < kAttempts; ++i) {
+      zmq::socket_t s(clients, zmq::socket_type::sub);
+      s.set(zmq::sockopt::linger, 0);
+      ASSERT_TRUE(configure_curve_client(s, server.public_key, unlisted));
+      s.connect(sub.value()->bound_endpoint());
+      sockets.push_back(std::move(s));
+    }
+    ASSERT_TRUE(testing::wait_until([&] { return denied.value() >= before + kAttempts; },
+                                    std::chrono::seconds(10)));
+  }
+  const auto seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  const size_t lines = log.lines_containing("bus: refused CURVE client").size();
+  EXPECT_GE(lines, 1u);  // the first bad publisher's, at least
+  EXPECT_LE(lines, static_cast<size_t>(5 * (seconds + 2))) << seconds << " s";
   stop_zap_authenticator(ctx);
 }
 
