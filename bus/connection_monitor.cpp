@@ -79,15 +79,6 @@ void ConnectionMonitor::run() {
   }
 }
 
-const std::string* ConnectionMonitor::connect_endpoint_named(const std::string& endpoint) const {
-  auto it = std::find(connect_endpoints_.begin(), connect_endpoints_.end(), endpoint);
-  if (it != connect_endpoints_.end()) return &*it;
-  // A resolved name (tcp://10.0.0.5:5557 for tcp://bus-proxy:5557) is unambiguous only when the
-  // socket has one connect endpoint and no bound side.
-  if (connects_only_ && connect_endpoints_.size() == 1) return &connect_endpoints_.front();
-  return nullptr;
-}
-
 void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string& endpoint) {
   static auto& failures =
       metrics::counter("hookgate_bus_handshake_failures_total",
@@ -95,7 +86,7 @@ void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string
   static LogLimiter log_limit{5, "bus: connection lines"};
   // When the configured endpoint it names is due to be dialled again; nullopt if it names none.
   auto schedule_redial = [this](const std::string& ep) -> std::optional<std::chrono::milliseconds> {
-    const std::string* configured = connect_endpoint_named(ep);
+    const std::string* configured = connect_endpoint_named(connect_endpoints_, !connects_only_, ep);
     if (!configured) return std::nullopt;
     return redials_.schedule(*configured);
   };
@@ -136,7 +127,8 @@ void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string
       break;
     case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
       if (ours) {
-        if (const std::string* configured = connect_endpoint_named(endpoint))
+        if (const std::string* configured =
+                connect_endpoint_named(connect_endpoints_, !connects_only_, endpoint))
           redials_.forget(*configured);
         spdlog::info("bus: connected to {}", endpoint);
       }

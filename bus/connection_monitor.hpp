@@ -45,9 +45,6 @@ class ConnectionMonitor {
                     std::vector<std::string> connect_endpoints, bool binds, bool curve_server);
   void run();
   void report(uint16_t event, uint32_t value, const std::string& endpoint);
-  // The connect endpoint, as configured, that a monitor event's `endpoint` names; nullptr when
-  // it names none of them.
-  const std::string* connect_endpoint_named(const std::string& endpoint) const;
 
   zmq::socket_t& watched_;
   zmq::socket_t events_;  // the PAIR end of zmq_socket_monitor()

@@ -89,12 +89,10 @@ Publisher::~Publisher() {
 void Publisher::follow_handshakes() {
   if (!handshakes_) return;
   while (auto e = read_monitor_event(*handshakes_)) {
-    // A resolved name (tcp://10.0.0.5:5556 for tcp://bus:5556) stands for the only endpoint.
-    const auto& eps = options_.endpoints;
-    auto it = std::find(eps.begin(), eps.end(), e->endpoint);
-    if (it == eps.end() && eps.size() == 1 && !options_.bind) it = eps.begin();
+    const std::string* configured =
+        connect_endpoint_named(options_.endpoints, options_.bind.has_value(), e->endpoint);
     if (e->event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-      if (it != eps.end()) redials_.forget(*it);
+      if (configured) redials_.forget(*configured);
       refusal_.clear();
       continue;
     }
@@ -104,7 +102,7 @@ void Publisher::follow_handshakes() {
                          "gateway's bus.curve.allowed_clients, or the proxy's --allowed-clients)"
                    : "the CURVE handshake with " + e->endpoint +
                          " failed (a wrong server key, or a peer with other security settings)";
-    if (it != eps.end()) redials_.schedule(*it);
+    if (configured) redials_.schedule(*configured);
   }
   for (const auto& endpoint : redials_.take_due(std::chrono::steady_clock::now()))
     (void)redial(*socket_, endpoint);  // a failure shows as the refusal that stays
@@ -163,11 +161,13 @@ namespace {
 // `data_json` wrapped as {"d": ...}, so the strict envelope parser reads any JSON value. One
 // member or nothing: `1,"x":2` would otherwise parse, and lose "x" without a word.
 Result<Event> parse_data_json(std::string_view data_json) {
-  // First alone, so a syntax error's place is in the caller's text, not in the wrapper.
-  if (auto error = Event::syntax_error(data_json))
-    return make_error("data is not valid JSON: " + *error);
   auto data = Event::parse(std::string("{\"d\":") + std::string(data_json) + "}");
-  if (!data) return make_error("data is not valid JSON: " + data.error().message);
+  if (!data) {
+    // Parsed again alone (only on this error path), so a syntax error's place is in the
+    // caller's text, not in the wrapper.
+    auto error = Event::syntax_error(data_json);
+    return make_error("data is not valid JSON: " + error.value_or(data.error().message));
+  }
   if (data->doc().MemberCount() != 1)
     return make_error("data is not valid JSON: more than one value");
   return data;

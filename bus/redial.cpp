@@ -63,6 +63,14 @@ std::vector<std::string> RedialSchedule::take_due(std::chrono::steady_clock::tim
   return due;
 }
 
+const std::string* connect_endpoint_named(const std::vector<std::string>& connects, bool binds,
+                                          const std::string& reported) {
+  auto it = std::find(connects.begin(), connects.end(), reported);
+  if (it != connects.end()) return &*it;
+  if (!binds && connects.size() == 1) return &connects.front();
+  return nullptr;
+}
+
 Status redial(zmq::socket_t& socket, const std::string& endpoint) {
   // libzmq ended the session at the refusal but keeps its entry: the disconnect clears it (a
   // no-op for the session itself), so entries do not pile up over many redials.

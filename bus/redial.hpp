@@ -50,6 +50,12 @@ class RedialSchedule {
   std::atomic<bool> any_scheduled_{false};
 };
 
+// The connect endpoint, as configured, that a monitor event's `reported` endpoint names; nullptr
+// when it names none. libzmq names a connection by the address it resolved (tcp://10.0.0.5:5557
+// for tcp://bus-proxy:5557), which stands for the only endpoint of a socket that does not bind.
+[[nodiscard]] const std::string* connect_endpoint_named(const std::vector<std::string>& connects,
+                                                        bool binds, const std::string& reported);
+
 // Disconnects and connects `endpoint` on the socket's owning thread.
 [[nodiscard]] Status redial(zmq::socket_t& socket, const std::string& endpoint);
 

@@ -185,7 +185,8 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
     // would take an extra one.
     const std::string ended = text + (text.empty() || text.back() == '\n' ? "" : "\n") + "...\n";
     YAML::Node root = YAML::Load(ended);
-    const EventScan scan = scan_events(ended);
+    // Aliases need an anchor (`&`): most files have none and are not parsed a second time.
+    const EventScan scan = ended.find('&') == std::string::npos ? EventScan{} : scan_events(ended);
     if (scan.recursive_alias)
       return Diagnostics{{{file, scan.recursive_alias->line + 1, scan.recursive_alias->column + 1},
                           "an alias inside the node its anchor names (it would repeat without "
