@@ -632,6 +632,8 @@ struct Gateway::Impl {
     w.StartObject();
     w.Key("version");
     w.String(HOOKGATE_VERSION);
+    w.Key("pid");  // which process answers: two gateways on one host are told apart
+    w.Int64(static_cast<int64_t>(::getpid()));
     w.Key("ready");
     w.Bool(ready());
     w.Key("bus");

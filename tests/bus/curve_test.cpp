@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <cstdlib>
 
 #include <filesystem>
 #include <fstream>
@@ -118,11 +119,12 @@ TEST(CurveTest, AKeyGivenAsAPathIsNotShownInTheError) {
 }
 
 TEST(CurveTest, AFortyCharacterKeyFilePathIsReadAsAFile) {
-  const std::string base = "/tmp/hg-z85-" + std::to_string(::getpid() % 100000);
+  char made[] = "/tmp/hg-z85-XXXXXX";  // short enough for a 40-character path; unique
+  ASSERT_NE(::mkdtemp(made), nullptr);
+  const std::string base = made;
   std::string path = base + "/";
   path += std::string(40 - path.size() - 4, 'k') + ".pub";
   ASSERT_EQ(path.size(), 40u);
-  fs::create_directories(base);
   const auto keys = generate_curve_keypair();
   std::ofstream(path) << format_keypair_file(keys, false);
   auto server = read_server_key(path);

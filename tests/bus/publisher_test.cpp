@@ -202,7 +202,8 @@ TEST(PublisherTest, TopicFilterSelectsByPrefix) {
 // queue across the gateway's restart: ZeroMQ holds the pipe and delivers on reconnect.)
 TEST(PublisherTest, PublishFailsWithoutASubscriberAndOnceItHasGone) {
   zmq::context_t ctx;
-  const std::string endpoint = "tcp://127.0.0.1:" + std::to_string(testing::free_tcp_port());
+  testing::TempDir dir;  // a path of its own: no port a parallel test could take first
+  const std::string endpoint = "ipc://" + (dir.path() / "bus.sock").string();
   auto pub = Publisher::connect({.bind = endpoint}, &ctx);
   ASSERT_TRUE(pub);
   auto refused = pub.value()->publish("app.event", "{}");

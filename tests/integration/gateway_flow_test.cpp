@@ -63,6 +63,38 @@ TEST(GatewayFlowTest, PublishedEventArrivesSignedAndVerifies) {
   EXPECT_STREQ(body["data"]["user"].GetString(), "ann");
 }
 
+// `hookgate publish --data-file FILE --source S`: the file's JSON is the data, as written (a
+// pretty-printed file is fine), and S is the CloudEvents source the receiver sees.
+TEST(GatewayFlowTest, PublishTakesDataFromAFileAndTheSourceFromTheCommandLine) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url())))) << gw.log();
+  const std::string file =
+      dir.write("order.json", "{\n  \"order\": 42,\n  \"note\": \"two\\nlines\"\n}\n");
+  auto sent = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "order.paid",
+                            "--data-file", file, "--source", "billing-svc"});
+  ASSERT_EQ(sent.exit_code, 0) << sent.err;
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  auto body = parse_json(rx.requests()[0].body);
+  ASSERT_TRUE(body.IsObject()) << rx.requests()[0].body;
+  EXPECT_STREQ(body["source"].GetString(), "billing-svc");
+  EXPECT_STREQ(body["type"].GetString(), "order.paid");
+  EXPECT_EQ(body["data"]["order"].GetInt(), 42);
+  EXPECT_STREQ(body["data"]["note"].GetString(), "two\nlines");
+
+  // Both, or a file that is not there: refused before anything is sent.
+  auto both = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "order.paid",
+                            "--data-file", file, "--data", "{}"});
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
+  auto missing = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "order.paid",
+                               "--data-file", (dir.path() / "absent.json").string()});
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("absent.json"), std::string::npos) << missing.err;
+  EXPECT_FALSE(rx.wait_for(2, 1s));
+}
+
 TEST(GatewayFlowTest, HooksRunInNumericOrderAndTransformReachesReceiver) {
   TempDir dir;
   HttpReceiver rx;

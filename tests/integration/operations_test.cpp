@@ -9,6 +9,7 @@
 
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <zmq.hpp>
 
@@ -217,6 +218,7 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
   EXPECT_EQ(metric_value(m, "hookgate_events_accepted_total"), 3u);
   EXPECT_NE(m.find("# TYPE hookgate_delivery_duration_seconds histogram"), std::string::npos);
   EXPECT_NE(m.find("hookgate_hook_runs_total{hook=\"tag\""), std::string::npos) << m;
+  EXPECT_EQ(metric_value(m, "hookgate_hook_duration_seconds_count{hook=\"tag\"}"), 3u) << m;
   EXPECT_NE(m.find("hookgate_spool_depth"), std::string::npos);
 
   // The spool records the outcomes asynchronously too: its depth reaches 0 once they commit.
@@ -233,6 +235,8 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
       << st;
   EXPECT_EQ(status, 200);
   ASSERT_TRUE(d.IsObject()) << st;
+  EXPECT_EQ(d["pid"].GetInt64(), gw.pid());
+  EXPECT_TRUE(d["ready"].GetBool());
   ASSERT_EQ(d["hooks"].Size(), 1u);
   EXPECT_STREQ(d["hooks"][0]["name"].GetString(), "tag");
   EXPECT_EQ(std::string(d["hooks"][0]["directory"].GetString()), (dir / "hooks").string());
@@ -388,6 +392,18 @@ TEST(OperationsTest, SecretsNeverAppearInLogs) {
           << format << ": found " << secret << " in\n"
           << everything;
     EXPECT_NE(gw.log().find("rx"), std::string::npos);  // the failures were logged, by webhook name
+    if (format == "json") {  // every line is one JSON object a log shipper can take as it is
+      std::istringstream lines(gw.log());
+      size_t warnings = 0;
+      for (std::string line; std::getline(lines, line);) {
+        const auto d = parse_json(line);
+        ASSERT_TRUE(d.IsObject() && d.HasMember("ts_ms") && d.HasMember("level") &&
+                    d.HasMember("msg") && d["msg"].IsString())
+            << line;
+        warnings += std::string(d["level"].GetString()) == "warning" ? 1 : 0;
+      }
+      EXPECT_GT(warnings, 0u) << gw.log();
+    }
   }
 }
 

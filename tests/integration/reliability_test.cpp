@@ -256,29 +256,37 @@ std::string config_with_requests_held(HttpReceiver& slow, int grace_ms) {
   return yaml;
 }
 
+// SIGINT (Ctrl-C in a terminal) stops the gateway as SIGTERM does.
 TEST(ReliabilityTest, SigtermWithDeliveriesInFlightLosesNothing) {
-  TempDir dir;
-  HttpReceiver slow;
-  GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_with_requests_held(slow, 300))) << gw.log();
-  auto pub = publisher_for(gw);
-  ASSERT_TRUE(pub);
-  std::set<std::string> sent;
-  for (int i = 0; i < 20; ++i) {
-    ASSERT_TRUE(pub->publish("app.event", "{}"));
-    sent.insert(pub->last_id());
-  }
-  ASSERT_TRUE(slow.wait_for(1, 10s));  // deliveries are in flight
-  gw.signal(SIGTERM);
-  EXPECT_EQ(gw.wait_exit(10s), 0) << gw.log();
-  slow.stop();
+  for (int stop_signal : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(stop_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    TempDir dir;
+    HttpReceiver slow;
+    GatewayProcess gw(dir);
+    ASSERT_TRUE(gw.start(config_with_requests_held(slow, 300))) << gw.log();
+    auto pub = publisher_for(gw);
+    ASSERT_TRUE(pub);
+    std::set<std::string> sent;
+    for (int i = 0; i < 20; ++i) {
+      ASSERT_TRUE(pub->publish("app.event", "{}"));
+      sent.insert(pub->last_id());
+    }
+    ASSERT_TRUE(slow.wait_for(1, 10s));  // deliveries are in flight
+    gw.signal(stop_signal);
+    EXPECT_EQ(gw.wait_exit(10s), 0) << gw.log();
+    EXPECT_TRUE(
+        gw.wait_for_run_log(stop_signal == SIGTERM ? "SIGTERM: stopping" : "SIGINT: stopping", 1s))
+        << gw.log();
+    EXPECT_TRUE(gw.wait_for_run_log("deliveries remain spooled", 1s)) << gw.log();
+    slow.stop();
 
-  HttpReceiver rx;
-  std::string cfg = config_for(rx.url(), "", "spool: { path: ./spool.db }\n");
-  ASSERT_TRUE(gw.start(cfg)) << gw.log();
-  ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 20s))
-      << gw.log();
-  EXPECT_EQ(received_event_ids(rx), sent);
+    HttpReceiver rx;
+    std::string cfg = config_for(rx.url(), "", "spool: { path: ./spool.db }\n");
+    ASSERT_TRUE(gw.start(cfg)) << gw.log();
+    ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 20s))
+        << gw.log();
+    EXPECT_EQ(received_event_ids(rx), sent);
+  }
 }
 
 // Found in review: `timeout` and shells signal the process and then its group within a

@@ -232,12 +232,21 @@ bool GatewayProcess::launch_once(std::chrono::milliseconds timeout) {
   while (std::chrono::steady_clock::now() < deadline) {
     std::string log = read_text(log_path_);
     if (log.find("listening on", log_offset_) != std::string::npos) return true;
-    int status = 0;  // quiet log levels: ask the admin endpoint instead
-    http_get(admin_port_, "/readyz", &status);
-    if (status == 200) return true;
+    int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
       return false;
+    }
+    // Quiet log levels: ask the admin endpoint instead, and make sure this gateway answered (a
+    // parallel test's gateway may hold the port this one could not bind).
+    const std::string answer = http_get(admin_port_, "/status", &status);
+    if (status == 200 &&
+        answer.find("\"pid\":" + std::to_string(pid_.load()) + ",") != std::string::npos &&
+        answer.find("\"ready\":true") != std::string::npos)
+      return true;
+    if (status == 401) {  // admin.token set: the open probe, then
+      http_get(admin_port_, "/readyz", &status);
+      if (status == 200) return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -78,6 +78,7 @@ class GatewayProcess {
   // other verbs on the same config.
   std::vector<std::string> env() const;
   int admin_port() const { return admin_port_; }
+  pid_t pid() const { return pid_.load(); }
   std::string config_path() const { return config_path_; }
   // Everything the gateway logged so far (all runs).
   std::string log() const;

@@ -116,6 +116,20 @@ TlsReceiver::TlsReceiver(bool require_client_certificate) : tls_(std::make_uniqu
     require(X509_STORE_add_cert(SSL_CTX_get_cert_store(t.ctx), t.ca.get()) == 1, "the CA store");
     SSL_CTX_set_verify(t.ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   }
+  SSL_CTX_set_alpn_select_cb(
+      t.ctx,
+      [](SSL*, const unsigned char**, unsigned char*, const unsigned char* in, unsigned int length,
+         void* self) {
+        std::vector<std::string> offered;  // ALPN's wire form: a length byte, then the name
+        for (unsigned int at = 0; at < length; at += 1u + in[at])
+          if (at + 1u + in[at] <= length)
+            offered.emplace_back(reinterpret_cast<const char*>(in + at + 1), in[at]);
+        auto* receiver = static_cast<TlsReceiver*>(self);
+        std::lock_guard lock(receiver->mu_);
+        receiver->offered_protocols_ = std::move(offered);
+        return SSL_TLSEXT_ERR_NOACK;
+      },
+      this);
 
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
@@ -155,6 +169,11 @@ std::string TlsReceiver::url(const std::string& path) const {
 std::map<std::string, std::string> TlsReceiver::last_headers() const {
   std::lock_guard lock(mu_);
   return last_headers_;
+}
+
+std::vector<std::string> TlsReceiver::offered_protocols() const {
+  std::lock_guard lock(mu_);
+  return offered_protocols_;
 }
 
 void TlsReceiver::serve() {

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace hookgate::testing {
 
@@ -30,6 +31,9 @@ class TlsReceiver {
   int failed_handshakes() const { return failed_handshakes_.load(); }
   // The last request's headers (lower-cased names).
   std::map<std::string, std::string> last_headers() const;
+  // The protocols the last handshake's client offered by ALPN ("h2", "http/1.1"), in its order;
+  // the receiver chooses none of them, so every request is HTTP/1.1.
+  std::vector<std::string> offered_protocols() const;
 
  private:
   struct Tls;  // OpenSSL objects
@@ -46,6 +50,7 @@ class TlsReceiver {
   std::atomic<int> failed_handshakes_{0};
   mutable std::mutex mu_;
   std::map<std::string, std::string> last_headers_;
+  std::vector<std::string> offered_protocols_;
   std::thread thread_;
 };
 

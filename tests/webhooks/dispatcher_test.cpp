@@ -265,7 +265,6 @@ TEST_P(DispatcherTest, SignedDeliveryVerifiesAtTheReceiver) {
   w.sign_github = true;
   w.headers = {{"Authorization", "Splunk hec-token-value"}};
 
-  LogCapture logs;
   Dispatcher dispatcher(store_, diagnostics_.sink());
   dispatcher.set_webhooks({w});
   dispatcher.start();
@@ -312,13 +311,6 @@ TEST_P(DispatcherTest, SignedDeliveryVerifiesAtTheReceiver) {
   EXPECT_GT(status->last_success_ms, 0);
   EXPECT_EQ(deliveries_total(name, "delivered"), 1u);
   EXPECT_TRUE(diagnostics_.events().empty());
-
-  // Nothing secret reached the logs.
-  for (const auto& line : logs.lines()) {
-    EXPECT_EQ(line.find("hec-token-value"), std::string::npos) << line;
-    EXPECT_EQ(line.find("MfKQ9r8GKYqr"), std::string::npos) << line;
-    EXPECT_EQ(line.find(old_secret), std::string::npos) << line;
-  }
 }
 
 TEST_P(DispatcherTest, DataBodyModeSendsApplicationJson) {
@@ -340,6 +332,7 @@ TEST_P(DispatcherTest, RetriesAfter500WithSameIdsAndFreshSignature) {
   const std::string secret = "retry-secret";
   auto w = webhook(name, receiver_.url());
   w.secrets = {secret};
+  w.headers = {{"Authorization", "Bearer header-token-0xBEEF"}};
   std::atomic<int> calls{0};
   receiver_.set_handler([&](const HttpReceiver::Request&) {
     HttpReceiver::Response response;
@@ -391,6 +384,13 @@ TEST_P(DispatcherTest, RetriesAfter500WithSameIdsAndFreshSignature) {
   EXPECT_NE(warned[0].find(name), std::string::npos);
   EXPECT_NE(warned[0].find(sent.event_id), std::string::npos);
   EXPECT_NE(warned[0].find("HTTP 500"), std::string::npos);
+  // Nothing secret reached the logs, though the failure was logged.
+  const auto lines = logs.lines();
+  ASSERT_FALSE(lines.empty());
+  for (const auto& line : lines) {
+    EXPECT_EQ(line.find(secret), std::string::npos) << line;
+    EXPECT_EQ(line.find("header-token-0xBEEF"), std::string::npos) << line;
+  }
 
   EXPECT_EQ(deliveries_total(name, "retry"), 1u);
   EXPECT_EQ(deliveries_total(name, "delivered"), 1u);
@@ -409,7 +409,7 @@ TEST_P(DispatcherTest, HungEndpointDoesNotDelayAnotherWebhookOnTheSameHost) {
     return response;
   });
   auto hung = webhook(hung_name, receiver_.url("/hung"));
-  hung.timeout_ms = 1000;
+  hung.timeout_ms = 5000;  // well past the healthy delivery, even on a loaded machine
   hung.max_in_flight = 4;
   hung.retry.initial_backoff_ms = 60000;  // keep the timed-out ones waiting, not retrying
   hung.retry.max_backoff_ms = 60000;
@@ -422,10 +422,9 @@ TEST_P(DispatcherTest, HungEndpointDoesNotDelayAnotherWebhookOnTheSameHost) {
   for (int i = 0; i < 4; ++i) stuck.push_back(add(hung_name));  // every slot of the hung one
   ASSERT_TRUE(receiver_.wait_for(4, kWait));
 
-  const int64_t start = now_steady_ns();
+  // Delivered while every slot of the hung webhook is taken, before any of them times out.
   Delivery sent = add(healthy_name);
-  ASSERT_TRUE(store_.wait_for_completions(1, milliseconds(1000)));
-  EXPECT_LT(now_steady_ns() - start, 1'000'000'000);
+  ASSERT_TRUE(store_.wait_for_completions(1, milliseconds(4000)));
   auto first = store_.completions().at(0);
   EXPECT_EQ(first.delivery.id, sent.id);
   EXPECT_EQ(first.outcome.kind, AttemptOutcome::Kind::Delivered);
@@ -723,6 +722,25 @@ TEST_P(DispatcherTest, HttpsVerifiesTheReceiverAgainstTheConfiguredCa) {
   EXPECT_EQ(receiver.requests(), 2);
 }
 
+// Found in review: over TLS libcurl offered HTTP/2 by ALPN, and with HTTP/2 it multiplexed every
+// webhook to one host onto one connection, so one webhook's stalled stream held the others. The
+// libcurl path offers HTTP/1.1 only: a connection per request in flight, as for http://.
+TEST_P(DispatcherTest, HttpsOffersOnlyHttp11) {
+  testing::TlsReceiver receiver;
+  testing::TempDir dir;
+  auto w = webhook(unique_name(), receiver.url());
+  w.tls.ca_file = dir.write("ca.pem", receiver.ca_pem());
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  add(w.name);
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  dispatcher.stop(milliseconds(0));
+  EXPECT_EQ(store_.completions()[0].outcome.kind, AttemptOutcome::Kind::Delivered)
+      << store_.completions()[0].outcome.error;
+  EXPECT_EQ(receiver.offered_protocols(), std::vector<std::string>{"http/1.1"});
+}
+
 // Found in review: a hold outlived the settings it came under, so pointing the webhook at a
 // backup receiver (and SIGHUP) still waited out the old receiver's Retry-After.
 TEST_P(DispatcherTest, ARetryAfterHoldEndsWithTheSettingsItCameUnder) {
@@ -824,7 +842,8 @@ TEST_P(DispatcherTest, RefusedAddressBesideAnAllowedOneDoesNotMakeAFailureFinal)
   // ::1 is denied, 127.0.0.1 is allowed but nothing listens there (a receiver restarting): the
   // attempt fails on the allowed address, so it is retried, not dead-lettered as refused.
   const std::string name = unique_name();
-  auto w = webhook(name, "http://localhost:" + std::to_string(testing::free_tcp_port()) + "/x");
+  testing::ClosedPort closed;  // held, so no parallel test's receiver takes it meanwhile
+  auto w = webhook(name, "http://localhost:" + std::to_string(closed.port()) + "/x");
   w.deny_cidrs = {"::1/128"};
   w.retry.initial_backoff_ms = 60'000;  // one attempt is enough to see the decision
   w.retry.max_backoff_ms = 60'000;

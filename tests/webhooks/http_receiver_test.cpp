@@ -170,11 +170,11 @@ TEST(HttpReceiverTest, DelayedAnswerDoesNotBlockOtherConnectionsAndStopCutsItSho
   EasyHandle other;
   const int64_t start = now_steady_ns();
   EXPECT_EQ(post(other.easy, receiver->url("/fast"), "y").status, 200);
-  EXPECT_LT(now_steady_ns() - start, 1'000'000'000);
+  EXPECT_LT(now_steady_ns() - start, 10'000'000'000);  // not behind the 30 s hang
 
   const int64_t stop_start = now_steady_ns();
   receiver->stop();
-  EXPECT_LT(now_steady_ns() - stop_start, 2'000'000'000);
+  EXPECT_LT(now_steady_ns() - stop_start, 10'000'000'000);  // nor does stop() wait it out
   hung_client.join();
   EXPECT_NE(hung_result, CURLE_OK);  // the connection closed without an answer
   receiver.reset();                  // stop() twice (destructor) is fine

@@ -309,7 +309,6 @@ TEST_F(SqliteSpoolTest, RejectsBadBatchesWhole) {
 }
 
 TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
-  // Long enough that "new" is not yet old when the prune runs, on a loaded machine too.
   cfg_.retention_ms = 1000;
   auto spool = open();
   ASSERT_TRUE(spool);
@@ -319,13 +318,18 @@ TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
                                      : AttemptOutcome{AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
   }
   ASSERT_TRUE(spool->flush());
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  // "new" is delivered at or after `new_from`, past "old"'s time: a prune at new_from + 1000
+  // finds "old" older than the retention and "new" not (no sleep for the second to pass).
+  const int64_t old_done = now_unix_ms();
+  ASSERT_TRUE(
+      testing::wait_until([&] { return now_unix_ms() > old_done; }, std::chrono::seconds(1)));
+  const int64_t new_from = now_unix_ms();
   ASSERT_TRUE(spool->add({make("new", "siem"), make("waiting", "siem")}));
   for (auto& d : spool->claim_due("siem", now_unix_ms(), 1))
     spool->complete(d, {AttemptOutcome::Kind::Delivered});
   ASSERT_TRUE(spool->flush());
 
-  EXPECT_EQ(spool->prune(now_unix_ms()), 1u);
+  EXPECT_EQ(spool->prune(new_from + 1000), 1u);
   EXPECT_FALSE(spool->get("old"));
   EXPECT_EQ(spool->get("new")->state, DeliveryState::Delivered);
   EXPECT_EQ(spool->get("dead")->state, DeliveryState::Dead);
@@ -1404,7 +1408,7 @@ TEST_F(SqliteSpoolTest, ConcurrentAddClaimCompleteLosesNothing) {
   EXPECT_EQ(spool->list(DeliveryState::Delivered, "", 0).size(), static_cast<size_t>(total));
 }
 
-// Many concurrent add() callers share commits. Prints the measured group size.
+// Many concurrent add() callers share commits (bench/ measures how fast).
 TEST_F(SqliteSpoolTest, GroupCommitSharesTransactionsBetweenAdders) {
   for (const char* sync : {"NORMAL", "FULL"}) {
     cfg_.synchronous = sync;
@@ -1416,7 +1420,6 @@ TEST_F(SqliteSpoolTest, GroupCommitSharesTransactionsBetweenAdders) {
     constexpr int kFanOut = 16;
     const std::string body(400, 'b');
     const auto before = spool->stats();
-    const int64_t t0 = now_steady_ns();
     std::vector<std::thread> threads;
     std::atomic<int> errors{0};
     for (int t = 0; t < kThreads; ++t) {
@@ -1436,19 +1439,12 @@ TEST_F(SqliteSpoolTest, GroupCommitSharesTransactionsBetweenAdders) {
       });
     }
     for (auto& th : threads) th.join();
-    const double secs = static_cast<double>(now_steady_ns() - t0) / 1e9;
     const auto after = spool->stats();
     const uint64_t commits = after.commits - before.commits;
     const uint64_t rows = after.rows_written - before.rows_written;
     EXPECT_EQ(errors.load(), 0);
     EXPECT_EQ(rows, static_cast<uint64_t>(kThreads * kAddsPerThread * kFanOut));
     EXPECT_LT(commits, static_cast<uint64_t>(kThreads * kAddsPerThread));
-    std::printf(
-        "[spool bench] synchronous=%s: %d add() calls x %d rows in %.2fs: %llu commits, "
-        "%.1f rows/commit, %.0f events/s, %.0f rows/s\n",
-        sync, kThreads * kAddsPerThread, kFanOut, secs, static_cast<unsigned long long>(commits),
-        static_cast<double>(rows) / static_cast<double>(commits ? commits : 1),
-        kThreads * kAddsPerThread / secs, static_cast<double>(rows) / secs);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "tests/gateway/hooks/hook_test_util.hpp"
@@ -536,26 +537,33 @@ TEST(HookChainObservers, ObserversAreNotPartOfTheSequentialChain) {
   EXPECT_EQ(observer->calls(), 1);
 }
 
-TEST(HookChainObservers, SleepingObserverDoesNotDelayTheEvent) {
-  auto sleeper = fake("chain_obs_sleeper", HookKind::Observe, [](Event&) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+// The observer is held until the events have gone through: if the chain waited for it, the
+// loop would still be running when the gate opens.
+TEST(HookChainObservers, ABlockedObserverDoesNotDelayTheEvent) {
+  std::promise<void> open;
+  std::shared_future<void> gate = open.get_future().share();
+  auto observer = fake("chain_obs_blocked", HookKind::Observe, [gate](Event&) {
+    gate.wait();
     return answer(Action::Continue);
   });
   auto transform = fake("chain_obs_transform", HookKind::Transform,
                         [](Event&) { return answer(Action::Continue); });
-  auto chain = chain_of({sleeper, transform});
+  auto chain = chain_of({observer, transform});
   ObserverPool pool(2, 100, {});
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < 3; ++i) {
-    Event ev = make_event(R"({"type":"t"})");
-    EXPECT_FALSE(chain->run(ev, {}).vetoed);
-    chain->dispatch_observers(std::make_shared<const Event>(std::move(ev)), pool);
-  }
-  auto elapsed = std::chrono::steady_clock::now() - start;
-  EXPECT_LT(elapsed, std::chrono::milliseconds(500));  // less than one observer's sleep
+  auto events = std::async(std::launch::async, [&] {
+    for (int i = 0; i < 3; ++i) {
+      Event ev = make_event(R"({"type":"t"})");
+      EXPECT_FALSE(chain->run(ev, {}).vetoed);
+      chain->dispatch_observers(std::make_shared<const Event>(std::move(ev)), pool);
+    }
+  });
+  const bool went_through = events.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  open.set_value();
+  events.wait();
+  EXPECT_TRUE(went_through) << "the events waited for the observer";
   EXPECT_EQ(transform->calls(), 3);
   pool.stop(std::chrono::seconds(10));
-  EXPECT_EQ(sleeper->calls(), 3);
+  EXPECT_EQ(observer->calls(), 3);
 }
 
 }  // namespace
