@@ -194,6 +194,9 @@ Status Event::normalize(std::optional<int64_t> now_ms) {
   if (type == nullptr) return make_error("event has no \"type\"");
   if (!type->IsString() || type->GetStringLength() == 0)
     return make_error("event \"type\" must be a non-empty string");
+  if (type->GetStringLength() > kMaxTypeBytes)
+    return make_error("event \"type\" is " + std::to_string(type->GetStringLength()) +
+                      " bytes long, more than " + std::to_string(kMaxTypeBytes));
   const JsonValue* spec = member(doc_, "specversion");
   if (spec == nullptr) {
     doc_.AddMember("specversion", "1.0", a);

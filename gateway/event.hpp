@@ -20,6 +20,11 @@ namespace hookgate {
 using JsonValue = rapidjson::Value;
 using JsonDocument = rapidjson::Document;
 
+// The longest event type: as long as a bus.topics prefix may be. A type travels as the topic
+// frame, in X-Hookgate-Event and in a one-shot hook's environment, where a very long one would be
+// refused (a receiver's 431, the exec limit) long after the event was accepted.
+inline constexpr size_t kMaxTypeBytes = 1023;
+
 class Event {
  public:
   Event();  // an empty JSON object
@@ -39,7 +44,8 @@ class Event {
   // Parses and applies the envelope rules (see normalize()).
   static Result<Event> parse_envelope(std::string_view json, int64_t now_unix_ms);
 
-  // Envelope rules: `type` must be a non-empty string; `specversion` if present must be "1.0";
+  // Envelope rules: `type` must be a non-empty string of at most kMaxTypeBytes; `specversion` if
+  // present must be "1.0";
   // `id`/`source`/`time` if present must be strings. Fills specversion "1.0", a UUIDv7 id,
   // source "unknown", time (RFC 3339 UTC) and datacontenttype "application/json" when data is set.
   // The default time is `now_unix_ms`, or without it the clock, read only when one is needed

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <exception>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -107,7 +108,15 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
       attempted.spec = default_spec(file, config);
     } else {
       size_t before = errors.size();
-      LoadResult loaded = load_hook(file, config, errors, &attempted);
+      // A thread or memory the system will not give (a hook's worker, its stderr reader) is this
+      // hook's load error, not the end of the loader thread and with it the gateway.
+      LoadResult loaded = [&]() -> LoadResult {
+        try {
+          return load_hook(file, config, errors, &attempted);
+        } catch (const std::exception& e) {
+          return std::string("cannot load: ") + e.what();
+        }
+      }();
       if (loaded.ok() && loaded.value()) {
         entry.hook = std::move(loaded.value());
       } else {

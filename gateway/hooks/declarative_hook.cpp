@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -560,12 +561,40 @@ class DeclarativeHook final : public Hook {
 
   // A failed hook leaves the event as it was, except for its remove: actions: under on_error:
   // open the event goes on, and a redactor whose set: met an odd event (a string where an object
-  // is needed) must not let through what it removes. Removals cannot fail.
+  // is needed) must not let through what it removes. Removals cannot fail. A remove after a
+  // rename takes the value where it was before the rename too (rename data.pwd to
+  // data.password, then remove data.password: data.pwd goes).
   HookResult failed(Event& event, std::string reason) const {
-    for (const auto& a : actions_)
-      if (a.op == ActionStep::Op::Remove)
-        for (const auto& p : a.paths) event.remove(p);
+    for (size_t step = 0; step < actions_.size(); ++step)
+      if (actions_[step].op == ActionStep::Op::Remove)
+        for (const auto& p : actions_[step].paths)
+          for (const auto& origin : before_renames(p, step)) event.remove(origin);
     return HookFailure{HookFailure::Kind::Error, std::move(reason)};
+  }
+
+  // `path` and where what it holds at action `step` was before the renames ahead of it.
+  std::set<std::string> before_renames(const std::string& path, size_t step) const {
+    std::set<std::string> paths{path};
+    const auto under = [](const std::string& p, const std::string& parent) {
+      return p.size() > parent.size() && p.compare(0, parent.size(), parent) == 0 &&
+             p[parent.size()] == '.';
+    };
+    for (size_t j = step; j-- > 0;) {
+      if (actions_[j].op != ActionStep::Op::Rename) continue;
+      const auto& moves = actions_[j].moves;
+      for (auto move = moves.rbegin(); move != moves.rend(); ++move) {
+        const auto& [from, to] = *move;
+        std::vector<std::string> found;
+        for (const auto& p : paths) {
+          if (p == to || under(p, to))
+            found.push_back(from + p.substr(to.size()));  // the value, or a part of it
+          else if (under(to, p))
+            found.push_back(from);  // the renamed value sits inside what is removed
+        }
+        paths.insert(found.begin(), found.end());
+      }
+    }
+    return paths;
   }
 
   // `changed` (when given) is set when an action changed the event: a remove that found its

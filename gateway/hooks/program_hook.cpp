@@ -318,6 +318,9 @@ class ProgramHook final : public Hook {
 // ---------------------------------------------------------------------------------------------
 // One-shot form: `/bin/sh -c command` per event.
 
+// The most of an event attribute a one-shot hook's environment carries.
+constexpr size_t kMaxEnvAttributeBytes = 4096;
+
 class OneShotHook final : public Hook {
  public:
   OneShotHook(HookSpec spec, std::string command, std::vector<int> veto_exit_codes)
@@ -329,9 +332,14 @@ class OneShotHook final : public Hook {
   HookResult handle(Event& event) override {
     const int64_t deadline = deadline_from_now();
     SpawnRequest req = base_request(spec(), {"/bin/sh", "-c", command_});
-    req.env.emplace_back("HOOKGATE_EVENT_TYPE", std::string(event.type()));
-    req.env.emplace_back("HOOKGATE_EVENT_ID", std::string(event.id()));
-    req.env.emplace_back("HOOKGATE_EVENT_SOURCE", std::string(event.source()));
+    // Cut: Linux refuses to start a program with any environment string over 128 KiB, and a
+    // publisher may send a source that long. The whole event is on stdin.
+    const auto attribute = [](std::string_view value) {
+      return std::string(value.substr(0, kMaxEnvAttributeBytes));
+    };
+    req.env.emplace_back("HOOKGATE_EVENT_TYPE", attribute(event.type()));
+    req.env.emplace_back("HOOKGATE_EVENT_ID", attribute(event.id()));
+    req.env.emplace_back("HOOKGATE_EVENT_SOURCE", attribute(event.source()));
     auto spawned = Subprocess::spawn(req);
     if (!spawned) return failure(HookFailure::Kind::Error, std::move(spawned).error());
     Subprocess& proc = *spawned.value();

@@ -49,6 +49,16 @@ TEST(EventTest, RejectsWhatIsNotAnEvent) {
   EXPECT_TRUE(Event::parse_envelope(std::string(R"({"type":"t"})") + '\0', 0));
 }
 
+// Found in review: a type of any length was accepted, and went on as the topic frame, the
+// X-Hookgate-Event header (receivers answer 431, a final error) and a one-shot hook's environment.
+TEST(EventTest, ATypeIsAtMostAsLongAsATopic) {
+  EXPECT_TRUE(Event::parse_envelope(R"({"type":")" + std::string(kMaxTypeBytes, 't') + R"("})", 0));
+  auto long_type =
+      Event::parse_envelope(R"({"type":")" + std::string(kMaxTypeBytes + 1, 't') + R"("})", 0);
+  ASSERT_FALSE(long_type);
+  EXPECT_EQ(long_type.error().message, "event \"type\" is 1024 bytes long, more than 1023");
+}
+
 // Found in review: the specversion check stopped at a NUL, so "1.0\u0000x" passed and
 // receivers refused the event with a final 4xx.
 TEST(EventTest, SpecversionIsComparedWhole) {

@@ -385,6 +385,32 @@ actions:
   EXPECT_EQ(ev.find("data.login"), nullptr);
 }
 
+// Found in review: the removals applied to the untouched event at the paths they name, so a value
+// renamed into a removed path (or into an object that is removed) went on under its old name.
+TEST_F(DeclarativeHookTest, AFailedHookRemovesWhatARenameWouldHaveMovedIntoARemoval) {
+  auto hook = load_ok("_10_moved.yaml", R"(
+kind: transform
+actions:
+  - rename: { data.pwd: data.password, data.cred.key: data.secret.key, data.auth: data.vault.auth }
+  - copy: { data.note: data.copied }
+  - remove: [data.password, data.secret, data.vault.auth.token, data.copied]
+  - set: { data.meta.site: lab }
+)");
+  ASSERT_TRUE(hook);
+  Event ev = make_event(
+      R"({"type":"t","data":{"pwd":"p","cred":{"key":"k","id":7},"auth":{"token":"t","user":"u"},)"
+      R"("note":"n","meta":"x"}})");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(ev.find("data.pwd"), nullptr) << ev.to_json();
+  EXPECT_EQ(ev.find("data.cred.key"), nullptr) << ev.to_json();     // moved into a removed object
+  EXPECT_EQ(ev.find("data.cred.id")->GetInt(), 7) << ev.to_json();  // not moved
+  EXPECT_EQ(ev.find("data.auth.token"), nullptr) << ev.to_json();   // a part of what moved
+  EXPECT_STREQ(ev.find("data.auth.user")->GetString(), "u");        // the rest of it stays
+  EXPECT_STREQ(ev.find("data.note")->GetString(), "n");  // a copy leaves its source in place
+  EXPECT_STREQ(ev.find("data.meta")->GetString(), "x");
+}
+
 // The redact example edits the event in place (its paths are independent and under data.);
 // events where that could fail or break the envelope take the copy path, with its guarantees.
 TEST_F(DeclarativeHookTest, InPlaceEditsFallBackToTheCopyWhenTheyCouldFail) {

@@ -578,6 +578,22 @@ TEST(OneShotHookTest, JsonOnStdoutReplaces) {
   EXPECT_TRUE(r->replacement->find("data.ok")->GetBool());
 }
 
+// Found in review: a publisher's 200 KiB source went into HOOKGATE_EVENT_SOURCE whole, and
+// Linux refuses to start a program with an environment string over 128 KiB: every one-shot hook
+// failed on such events (under on_error: open, a redactor was skipped).
+TEST(OneShotHookTest, AVeryLongAttributeIsCutInTheEnvironment) {
+  auto hook = oneshot(
+      R"(cat >/dev/null; printf '{"type":"seen","data":{"src_bytes":%s}}' "${#HOOKGATE_EVENT_SOURCE}")");
+  auto parsed = Event::parse_envelope(
+      R"({"type":"t","source":")" + std::string(200 * 1024, 's') + R"("})", now_unix_ms());
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  Event ev = std::move(parsed).value();
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  ASSERT_EQ(r->action, Action::Replace);
+  EXPECT_EQ(r->replacement->find("data.src_bytes")->GetInt(), 4096);
+}
+
 TEST(OneShotHookTest, SeesEventOnStdinAndEnvironment) {
   auto hook = oneshot(
       R"(read -r line; case "$line" in *'"user":"mallory"'*) m=true;; *) m=false;; esac; )"
