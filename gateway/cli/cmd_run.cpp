@@ -1,5 +1,7 @@
 #include <signal.h>
+#include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
@@ -15,6 +17,36 @@ namespace {
 
 // A second SIGTERM/SIGINT at least this long after the first exits without finishing the drain.
 constexpr std::chrono::seconds kForceAfterRepeat{2};
+
+// Descriptors the gateway asks for. Every request in flight holds a socket, so a hung endpoint
+// with a large max_in_flight could use up the usual soft limit of 1,024 and leave other
+// webhooks, publishers, the admin port and hook processes without one. The hard limit is the
+// administrator's; the soft one is ours to raise (as nginx's worker_rlimit_nofile does).
+constexpr rlim_t kWantedOpenFiles = 65536;
+// Kept for the bus, the spool, the admin listener, hook processes and logs.
+constexpr int64_t kOpenFilesReserve = 256;
+
+void raise_open_file_limit(const config::Config& cfg) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t wanted = std::min(kWantedOpenFiles, limit.rlim_max);
+  if (limit.rlim_cur < wanted) {
+    const rlim_t before = limit.rlim_cur;
+    limit.rlim_cur = wanted;
+    if (::setrlimit(RLIMIT_NOFILE, &limit) == 0)
+      spdlog::debug("open files: soft limit raised from {} to {}", before, wanted);
+    else
+      limit.rlim_cur = before;
+  }
+  int64_t needed = kOpenFilesReserve;
+  for (const auto& w : cfg.webhooks) needed += w.max_in_flight;
+  if (static_cast<uint64_t>(needed) > limit.rlim_cur)
+    spdlog::warn(
+        "open files: the webhooks' max_in_flight with a reserve of {} come to {}, above this "
+        "process's limit of {}: raise it (LimitNOFILE= in a systemd unit, ulimit -n) or lower "
+        "max_in_flight, or a hung endpoint can leave the others without sockets",
+        kOpenFilesReserve, needed, limit.rlim_cur);
+}
 
 }  // namespace
 
@@ -34,6 +66,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   cfg->log.level_override = args.get_or("log-level", "");
   setup_logging(cfg->log.effective_level(), cfg->log.format);
   if (cfg->file.empty()) spdlog::info("no --config given: running on embedded defaults");
+  raise_open_file_limit(*cfg);
 
   // Signals first: every thread the gateway starts inherits the blocked mask. The signal thread
   // is detached and outlives this function, so what it shares lives in a static, and one lock

@@ -64,6 +64,35 @@ TEST(OperationsTest, ABusOpenToTheNetworkWithoutCurveIsAWarning) {
   }
 }
 
+// Found in review: the gateway kept the usual soft limit of 1,024 open files, so one hung
+// endpoint with a large max_in_flight could take every socket. It raises the soft limit (to the
+// hard one, at most 65,536) and says when the webhooks could need more than it has.
+TEST(OperationsTest, TheOpenFileLimitIsRaisedAndAShortOneIsAWarning) {
+  for (const std::string hard : {"2000", "300"}) {
+    SCOPED_TRACE("hard limit " + hard);
+    TempDir dir;
+    const std::string config =
+        dir.write("hookgate.yaml", "bus: { bind: \"ipc://" + (dir.path() / "bus.sock").string() +
+                                       "\" }\nadmin: { enabled: false }\nspool: { mode: memory }\n"
+                                       "log: { level: debug }\nwebhooks:\n  - name: wide\n"
+                                       "    url: http://127.0.0.1:9/\n    max_in_flight: 100\n");
+    ChildProcess gw(
+        {"/usr/bin/prlimit", "--nofile=300:" + hard, HOOKGATE_BINARY, "run", "--config", config},
+        (dir.path() / "gateway.log").string());
+    ASSERT_TRUE(wait_until([&] { return gw.log().find("listening on") != std::string::npos; }, 10s))
+        << gw.log();
+    if (hard == "2000") {
+      EXPECT_NE(gw.log().find("soft limit raised from 300 to 2000"), std::string::npos) << gw.log();
+      EXPECT_EQ(gw.log().find("above this process's limit"), std::string::npos) << gw.log();
+    } else {
+      EXPECT_NE(gw.log().find("come to 356, above this process's limit of 300"), std::string::npos)
+          << gw.log();
+    }
+    gw.signal(SIGTERM);
+    EXPECT_EQ(gw.wait_exit(10s), 0) << gw.log();
+  }
+}
+
 // Found in review: `run` logged a mistyped hooks directory at debug level only, so a redaction
 // hook left out by a typo went unnoticed at the default log level. The default folders stay quiet.
 TEST(OperationsTest, AListedHooksDirectoryThatIsMissingIsAWarningAtRun) {
