@@ -622,8 +622,9 @@ struct Gateway::Impl {
                    drained);
   }
 
-  // /readyz and /status "ready": taking events, and not stopping.
-  bool ready() const { return running.load() && !stop.load(); }
+  // /readyz and /status "ready": taking events, not stopping, and the spool can write (while it
+  // cannot, intake waits: a load balancer should send publishers elsewhere).
+  bool ready() const { return running.load() && !stop.load() && (!store || store->writable()); }
 
   std::string status_json() const {
     rapidjson::StringBuffer buf;
@@ -646,6 +647,8 @@ struct Gateway::Impl {
     w.String(cfg.spool.mode == config::SpoolConfig::Mode::Memory ? "" : cfg.spool.path.c_str());
     w.Key("depth");
     w.Uint64(store ? store->pending_count() : 0);
+    w.Key("writable");
+    w.Bool(!store || store->writable());
     w.EndObject();
     w.Key("hooks");
     w.StartArray();

@@ -91,6 +91,9 @@ class DeliveryStore {
   // long as during normal operation (a service manager's stop timeout is near). Safe to call
   // from any thread, any number of times.
   virtual void begin_stop() {}
+  // Whether the store can write now; false while a durable store's writes fail (a full disk),
+  // which holds intake back: /readyz says so.
+  [[nodiscard]] virtual bool writable() const { return true; }
   // Whether what is still pending when the gateway stops is kept for the next start. A store
   // that keeps nothing (memory mode) gets its queue drained within the shutdown grace instead.
   [[nodiscard]] virtual bool keeps_pending_across_restarts() const { return true; }

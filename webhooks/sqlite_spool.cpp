@@ -194,6 +194,17 @@ DeliveryState state_from(int code) {
 
 // Resets a cached statement when the scope ends, so no statement keeps a read snapshot open
 // (which would stall WAL checkpoints) and bindings never leak into the next use.
+// A batch of adds whose transaction failed on these is written again (after 100 ms, doubling to
+// 5 s) instead of refused: a full disk is freed, an I/O error may pass, and a refused event is
+// lost while one the bus still holds is not. Anything else (a read-only file, a damaged one, a
+// lock held past busy_retries) refuses the batch as before.
+bool writes_wait_for(int code) {
+  code &= 0xff;
+  return code == SQLITE_FULL || code == SQLITE_IOERR;
+}
+constexpr int64_t kDiskRetryInitialMs = 100;
+constexpr int64_t kDiskRetryMaxMs = 5000;
+
 class StmtScope {
  public:
   explicit StmtScope(sqlite3_stmt* stmt) : stmt_(stmt) {}
@@ -817,199 +828,247 @@ void SqliteSpool::writer_loop() {
 
 void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   Conn& c = *writer_;
-  const int64_t now = schedule_now_ms();
   bool any_txn = false;
-  for (auto& op : ops) any_txn |= op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune;
+  bool any_add = false;
+  for (auto& op : ops) {
+    any_txn |= op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune;
+    any_add |= op->kind == Op::Kind::Add;
+  }
 
   std::string failure;  // non-empty: the whole transaction was lost
   // Held outcomes not in this batch (their retry is not due): the schedule is theirs, and this
   // batch's failures join it rather than push it back.
   const bool others_held = !held_outcomes_.empty();
   size_t rows = 0;
-  const int64_t t0 = now_steady_ns();
-  if (any_txn) {
-    {
-      std::lock_guard lock(stats_mu_);
-      ++batches_taken_;
+  int64_t retry_wait_ms = 0;  // > 0 once a batch of adds waits for the disk
+  for (;;) {
+    const int64_t now = schedule_now_ms();
+    const int64_t t0 = now_steady_ns();
+    int failure_code = 0;  // SQLite's primary result code for `failure`
+    failure.clear();
+    rows = 0;
+    for (auto& op : ops) {  // what a lost try left behind
+      if (op->kind == Op::Kind::Add) op->status = {};
+      if (op->kind == Op::Kind::Replay) op->count = 0;
     }
-    if (!begin_waiting(c)) failure = c.error();
-    for (auto& op_ptr : ops) {
-      if (!failure.empty()) break;
-      Op& op = *op_ptr;
-      switch (op.kind) {
-        case Op::Kind::Add: {
-          // A savepoint per add() call: a bad batch (duplicate id) fails alone, atomically.
-          if (!c.exec("SAVEPOINT add_batch")) {
-            failure = c.error();
+    if (any_txn) {
+      {
+        std::lock_guard lock(stats_mu_);
+        ++batches_taken_;
+      }
+      if (!begin_waiting(c)) failure = c.error();
+      for (auto& op_ptr : ops) {
+        if (!failure.empty()) break;
+        Op& op = *op_ptr;
+        switch (op.kind) {
+          case Op::Kind::Add: {
+            // A savepoint per add() call: a bad batch (duplicate id) fails alone, atomically.
+            if (!c.exec("SAVEPOINT add_batch")) {
+              failure = c.error();
+              break;
+            }
+            sqlite3_stmt* s = c.stmt(kInsert);
+            sqlite3_stmt* ps = c.stmt(kInsertPayload);
+            std::string err = s == nullptr || ps == nullptr ? c.error() : "";
+            bool duplicate = false;  // the caller's fault, not the spool's
+            int64_t payload = 0;
+            for (size_t i = 0; err.empty() && i < op.batch.size(); ++i) {
+              const Delivery& d = op.batch[i];
+              // Consecutive deliveries of one event with the same body (the router shares it)
+              // share one payload row; add() gave them consecutive rowids.
+              if (i == 0 || !same_payload(op.batch[i - 1], d)) {
+                size_t span = 1;
+                while (i + span < op.batch.size() && same_payload(d, op.batch[i + span])) ++span;
+                payload = op.rowids[i];
+                StmtScope pscope(ps);
+                sqlite3_bind_int64(ps, 1, payload);
+                sqlite3_bind_int64(ps, 2, static_cast<int64_t>(span));
+                bind_text(ps, 3, d.event_id);
+                bind_text(ps, 4, d.event_type);
+                sqlite3_bind_int64(ps, 5, d.created_ms);
+                if (d.body && !d.body->empty()) {
+                  sqlite3_bind_blob64(ps, 6, d.body->data(), d.body->size(), SQLITE_STATIC);
+                } else {
+                  sqlite3_bind_zeroblob(ps, 6, 0);
+                }
+                if (sqlite3_step(ps) != SQLITE_DONE) {
+                  err = c.error();  // a taken rowid: a second gateway writing this file
+                  break;
+                }
+              }
+              StmtScope scope(s);
+              sqlite3_bind_int64(s, 1, op.rowids[i]);
+              bind_text(s, 2, d.id);
+              sqlite3_bind_int64(s, 3, payload);
+              bind_text(s, 4, d.webhook);
+              sqlite3_bind_int(s, 5, d.attempts);
+              sqlite3_bind_int64(s, 6, d.next_attempt_ms);
+              sqlite3_bind_int64(s, 7, now);
+              sqlite3_bind_int(s, 8, state_code(d.state));
+              bind_text(s, 9, d.last_error);
+              const int rc = sqlite3_step(s);
+              if (rc == SQLITE_DONE) continue;
+              // Only a clash on the id is the caller's fault; anything else, a taken rowid included
+              // (a second gateway writing this file, see docs/spool.md), is reported as SQLite
+              // says.
+              const std::string why = c.error();
+              if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_UNIQUE &&
+                  why.find("deliveries.id") != std::string::npos) {
+                err = "duplicate delivery id " + d.id;
+                duplicate = true;
+              } else {
+                err = why;
+              }
+            }
+            if (sqlite3_get_autocommit(c.db)) {  // SQLite rolled the whole transaction back
+              failure = err.empty() ? c.error() : err;
+            } else if (!err.empty() && !duplicate && writes_wait_for(sqlite3_errcode(c.db))) {
+              // A full disk or an I/O error failing only this statement: the whole transaction
+              // goes, and is tried again below, instead of refusing these events.
+              failure_code = sqlite3_errcode(c.db);
+              failure = err;
+            } else if (!err.empty()) {
+              // If the partial batch cannot be undone, the whole transaction goes: committing it
+              // would keep part of a batch reported refused.
+              if (!c.undo_savepoint("add_batch")) failure = err + "; " + c.error();
+              op.status = make_error("spool " + path_ + ": " + err);
+              // Anything but a duplicate id (a file that became read-only, a full disk failing
+              // only this statement) refuses events as a lost transaction does: count and say it.
+              if (!duplicate && failure.empty()) {
+                spool_metrics().errors.inc();
+                static LogLimiter log_limit{5, "spool: unwritten-batch lines"};
+                if (log_limit.allow())
+                  spdlog::error("spool {}: a batch of {} deliveries could not be written: {}",
+                                path_, op.batch.size(), err);
+              }
+            } else if (!c.exec("RELEASE add_batch")) {
+              failure = c.error();
+            } else {
+              rows += op.batch.size();
+            }
             break;
           }
-          sqlite3_stmt* s = c.stmt(kInsert);
-          sqlite3_stmt* ps = c.stmt(kInsertPayload);
-          std::string err = s == nullptr || ps == nullptr ? c.error() : "";
-          bool duplicate = false;  // the caller's fault, not the spool's
-          int64_t payload = 0;
-          for (size_t i = 0; err.empty() && i < op.batch.size(); ++i) {
-            const Delivery& d = op.batch[i];
-            // Consecutive deliveries of one event with the same body (the router shares it)
-            // share one payload row; add() gave them consecutive rowids.
-            if (i == 0 || !same_payload(op.batch[i - 1], d)) {
-              size_t span = 1;
-              while (i + span < op.batch.size() && same_payload(d, op.batch[i + span])) ++span;
-              payload = op.rowids[i];
-              StmtScope pscope(ps);
-              sqlite3_bind_int64(ps, 1, payload);
-              sqlite3_bind_int64(ps, 2, static_cast<int64_t>(span));
-              bind_text(ps, 3, d.event_id);
-              bind_text(ps, 4, d.event_type);
-              sqlite3_bind_int64(ps, 5, d.created_ms);
-              if (d.body && !d.body->empty()) {
-                sqlite3_bind_blob64(ps, 6, d.body->data(), d.body->size(), SQLITE_STATIC);
-              } else {
-                sqlite3_bind_zeroblob(ps, 6, 0);
-              }
-              if (sqlite3_step(ps) != SQLITE_DONE) {
-                err = c.error();  // a taken rowid: a second gateway writing this file
-                break;
-              }
+          case Op::Kind::Complete: {
+            // Per try: a held outcome must not keep what the UPDATE of a lost transaction matched
+            // (the row may have been lost with it, an Add in the same transaction).
+            op.applied = false;
+            op.attempts = 0;
+            sqlite3_stmt* s = c.stmt(kComplete);
+            if (s == nullptr) {
+              failure = c.error();
+              break;
             }
             StmtScope scope(s);
-            sqlite3_bind_int64(s, 1, op.rowids[i]);
-            bind_text(s, 2, d.id);
-            sqlite3_bind_int64(s, 3, payload);
-            bind_text(s, 4, d.webhook);
-            sqlite3_bind_int(s, 5, d.attempts);
-            sqlite3_bind_int64(s, 6, d.next_attempt_ms);
-            sqlite3_bind_int64(s, 7, now);
-            sqlite3_bind_int(s, 8, state_code(d.state));
-            bind_text(s, 9, d.last_error);
-            const int rc = sqlite3_step(s);
-            if (rc == SQLITE_DONE) continue;
-            // Only a clash on the id is the caller's fault; anything else, a taken rowid included
-            // (a second gateway writing this file, see docs/spool.md), is reported as SQLite says.
-            const std::string why = c.error();
-            if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_UNIQUE &&
-                why.find("deliveries.id") != std::string::npos) {
-              err = "duplicate delivery id " + d.id;
-              duplicate = true;
-            } else {
-              err = why;
+            bind_text(s, 1, op.delivery.id);
+            sqlite3_bind_int64(s, 2, now);
+            int state = kPending;
+            if (op.outcome.kind == AttemptOutcome::Kind::Delivered) state = kDelivered;
+            if (op.outcome.kind == AttemptOutcome::Kind::Dead) state = kDead;
+            sqlite3_bind_int(s, 3, state);
+            sqlite3_bind_int64(s, 4, op.outcome.next_attempt_ms);
+            static const std::string kNoError;
+            bind_text(s, 5, state == kDelivered ? kNoError : op.outcome.error);
+            sqlite3_bind_int64(s, 6, op.rowid);
+            int rc = sqlite3_step(s);
+            if (rc == SQLITE_ROW) {
+              op.applied = true;
+              op.attempts = sqlite3_column_int(s, 0);
+              rc = sqlite3_step(s);
             }
-          }
-          if (sqlite3_get_autocommit(c.db)) {  // SQLite rolled the whole transaction back
-            failure = err.empty() ? c.error() : err;
-          } else if (!err.empty()) {
-            // If the partial batch cannot be undone, the whole transaction goes: committing it
-            // would keep part of a batch reported refused.
-            if (!c.undo_savepoint("add_batch")) failure = err + "; " + c.error();
-            op.status = make_error("spool " + path_ + ": " + err);
-            // Anything but a duplicate id (a file that became read-only, a full disk failing
-            // only this statement) refuses events as a lost transaction does: count and say it.
-            if (!duplicate && failure.empty()) {
-              spool_metrics().errors.inc();
-              static LogLimiter log_limit{5, "spool: unwritten-batch lines"};
-              if (log_limit.allow())
-                spdlog::error("spool {}: a batch of {} deliveries could not be written: {}", path_,
-                              op.batch.size(), err);
+            if (rc != SQLITE_DONE) {
+              // Not fatal for the others unless SQLite gave up the transaction. Logged once per
+              // outcome: it is retried until it is written.
+              if (op.write_tries == 0)
+                spdlog::warn("spool {}: recording outcome of {} failed, retrying: {}", path_,
+                             op.delivery.id, c.error());
+              op.applied = false;
+              op.write_failed = true;
+              if (sqlite3_get_autocommit(c.db)) failure = c.error();
+            } else if (op.applied) {
+              ++rows;
             }
-          } else if (!c.exec("RELEASE add_batch")) {
-            failure = c.error();
-          } else {
-            rows += op.batch.size();
-          }
-          break;
-        }
-        case Op::Kind::Complete: {
-          // Per try: a held outcome must not keep what the UPDATE of a lost transaction matched
-          // (the row may have been lost with it, an Add in the same transaction).
-          op.applied = false;
-          op.attempts = 0;
-          sqlite3_stmt* s = c.stmt(kComplete);
-          if (s == nullptr) {
-            failure = c.error();
             break;
           }
-          StmtScope scope(s);
-          bind_text(s, 1, op.delivery.id);
-          sqlite3_bind_int64(s, 2, now);
-          int state = kPending;
-          if (op.outcome.kind == AttemptOutcome::Kind::Delivered) state = kDelivered;
-          if (op.outcome.kind == AttemptOutcome::Kind::Dead) state = kDead;
-          sqlite3_bind_int(s, 3, state);
-          sqlite3_bind_int64(s, 4, op.outcome.next_attempt_ms);
-          static const std::string kNoError;
-          bind_text(s, 5, state == kDelivered ? kNoError : op.outcome.error);
-          sqlite3_bind_int64(s, 6, op.rowid);
-          int rc = sqlite3_step(s);
-          if (rc == SQLITE_ROW) {
-            op.applied = true;
-            op.attempts = sqlite3_column_int(s, 0);
-            rc = sqlite3_step(s);
-          }
-          if (rc != SQLITE_DONE) {
-            // Not fatal for the others unless SQLite gave up the transaction. Logged once per
-            // outcome: it is retried until it is written.
-            if (op.write_tries == 0)
-              spdlog::warn("spool {}: recording outcome of {} failed, retrying: {}", path_,
-                           op.delivery.id, c.error());
-            op.applied = false;
-            op.write_failed = true;
-            if (sqlite3_get_autocommit(c.db)) failure = c.error();
-          } else if (op.applied) {
-            ++rows;
-          }
-          break;
-        }
-        case Op::Kind::Replay: {
-          // All of it or none: a replay that failed half-way must not commit the half it did
-          // while reporting failure.
-          if (!c.exec("SAVEPOINT replay")) {
-            failure = c.error();
+          case Op::Kind::Replay: {
+            // All of it or none: a replay that failed half-way must not commit the half it did
+            // while reporting failure.
+            if (!c.exec("SAVEPOINT replay")) {
+              failure = c.error();
+              break;
+            }
+            if (!replay_rows(c, op.ids, op.all_dead, op.webhook, now, op.count)) {
+              const std::string why = c.error();
+              op.status = make_error("spool " + path_ + ": replay failed: " + why);
+              op.count = 0;
+              if (sqlite3_get_autocommit(c.db)) {
+                failure = why;
+              } else if (!c.undo_savepoint("replay")) {
+                failure = why + "; " + c.error();
+              }
+            } else if (!c.exec("RELEASE replay")) {
+              failure = c.error();
+            }
+            rows += op.count;
             break;
           }
-          if (!replay_rows(c, op.ids, op.all_dead, op.webhook, now, op.count)) {
-            const std::string why = c.error();
-            op.status = make_error("spool " + path_ + ": replay failed: " + why);
-            op.count = 0;
-            if (sqlite3_get_autocommit(c.db)) {
-              failure = why;
-            } else if (!c.undo_savepoint("replay")) {
-              failure = why + "; " + c.error();
-            }
-          } else if (!c.exec("RELEASE replay")) {
-            failure = c.error();
-          }
-          rows += op.count;
-          break;
+          case Op::Kind::Prune:
+          case Op::Kind::Flush:
+            break;
         }
-        case Op::Kind::Prune:
-        case Op::Kind::Flush:
-          break;
+      }
+      if (failure.empty() && !c.exec("COMMIT")) failure = c.error();
+      if (!failure.empty() && failure_code == 0) failure_code = sqlite3_errcode(c.db);
+      if (!failure.empty() && !sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
+      auto& m = spool_metrics();
+      if (failure.empty()) {
+        m.commit.observe_ns(now_steady_ns() - t0);
+        m.commits.inc();
+        m.rows.inc(rows);
+        std::lock_guard lock(stats_mu_);
+        ++commits_;
+        rows_written_ += rows;
+      } else {
+        m.errors.inc();
+      }
+      // Recovery is announced only by a commit that wrote rows: one that changed nothing (an
+      // outcome for a withdrawn delivery) writes no page, so on a full disk it commits, and each
+      // such commit would log recovery and the next event the failure again.
+      bool stopping = stop_requested_.load(std::memory_order_relaxed);
+      if (!failure.empty() && !stopping) {
+        std::lock_guard lock(q_mu_);
+        stopping = stopping_;
+      }
+      const bool wait = !failure.empty() && any_add && writes_wait_for(failure_code) && !stopping;
+      if (!failure.empty() && failure != last_write_error_) {
+        if (wait)
+          spdlog::error(
+              "spool {}: cannot write: {}; intake waits (the bus queues, then publishers "
+              "wait) and the write is tried again until it succeeds or the gateway stops",
+              path_, failure);
+        else
+          spdlog::error("spool {}: write transaction failed, events are being refused: {}", path_,
+                        failure);
+        last_write_error_ = failure;
+      } else if (failure.empty() && rows > 0 && !last_write_error_.empty()) {
+        spdlog::info("spool {}: writes succeed again", path_);
+        last_write_error_.clear();
+      }
+      // As the log: only a commit that wrote rows shows that writes succeed again.
+      if (!failure.empty()) write_failing_.store(true, std::memory_order_relaxed);
+      if (failure.empty() && rows > 0) write_failing_.store(false, std::memory_order_relaxed);
+      if (wait) {
+        // The adders wait for their answer meanwhile, which stops the ingest thread once enough
+        // deliveries are open: the spool's backpressure on the bus (docs/spool.md).
+        retry_wait_ms =
+            std::clamp<int64_t>(retry_wait_ms * 2, kDiskRetryInitialMs, kDiskRetryMaxMs);
+        std::unique_lock lock(q_mu_);
+        q_cv_.wait_for(lock, std::chrono::milliseconds(retry_wait_ms), [&] {
+          return stopping_ || stop_requested_.load(std::memory_order_relaxed);
+        });
+        continue;
       }
     }
-    if (failure.empty() && !c.exec("COMMIT")) failure = c.error();
-    if (!failure.empty() && !sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
-    auto& m = spool_metrics();
-    if (failure.empty()) {
-      m.commit.observe_ns(now_steady_ns() - t0);
-      m.commits.inc();
-      m.rows.inc(rows);
-      std::lock_guard lock(stats_mu_);
-      ++commits_;
-      rows_written_ += rows;
-    } else {
-      m.errors.inc();
-    }
-    // Recovery is announced only by a commit that wrote rows: one that changed nothing (an
-    // outcome for a withdrawn delivery) writes no page, so on a full disk it commits, and each
-    // such commit would log recovery and the next event the failure again.
-    if (!failure.empty() && failure != last_write_error_) {
-      spdlog::error("spool {}: write transaction failed, events are being refused: {}", path_,
-                    failure);
-      last_write_error_ = failure;
-    } else if (failure.empty() && rows > 0 && !last_write_error_.empty()) {
-      spdlog::info("spool {}: writes succeed again", path_);
-      last_write_error_.clear();
-    }
+    break;
   }
 
   // Publish what committed: claimable copies, released claims, the pending count.
@@ -1923,6 +1982,14 @@ Result<size_t> SqliteSpool::purge_dead(const std::vector<std::string>& ids, bool
     deleted += changed;
     if (changed < chunk) return deleted;
   }
+}
+
+void SqliteSpool::begin_stop() {
+  stop_requested_.store(true, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(q_mu_);  // a writer between its check and its wait sees the flag
+  }
+  q_cv_.notify_all();
 }
 
 bool SqliteSpool::begin_waiting(Conn& c) {

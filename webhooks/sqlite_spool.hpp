@@ -125,8 +125,14 @@ class SqliteSpool final : public DeliveryStore {
     return external_changes_.load(std::memory_order_acquire);
   }
   std::map<std::string, size_t> pending_by_webhook_after_external_change() override;
+  // False while the writer's transactions fail (a full disk, an I/O error): adds then wait, or
+  // are refused; true again once a commit writes rows.
+  [[nodiscard]] bool writable() const override {
+    return !write_failing_.load(std::memory_order_relaxed);
+  }
   // From here on a foreign write lock is waited out for one busy timeout, not busy_retries more.
-  void begin_stop() override { stop_requested_.store(true, std::memory_order_relaxed); }
+  // Also ends a wait for the disk (the batch is then refused, as at any stop).
+  void begin_stop() override;
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
   // replay could not be written (no write permission, the file locked beyond busy_timeout).
   Result<size_t> replay_all_dead(const std::string& webhook = "");
@@ -329,6 +335,7 @@ class SqliteSpool final : public DeliveryStore {
   bool prune_more_ = false;
   bool resync_pending_ = false;
   std::string last_write_error_;
+  std::atomic<bool> write_failing_{false};  // the last transaction failed (writer-set)
   uint64_t commits_ = 0;
   uint64_t batches_taken_ = 0;
   uint64_t rows_written_ = 0;

@@ -220,6 +220,9 @@ void handle_signals(std::function<void(int)> on_signal) {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // A file size limit (ulimit -f) is a write error like a full disk, which the spool waits out,
+  // not a reason to die with what it holds in memory. Hooks start with default dispositions.
+  signal(SIGXFSZ, SIG_IGN);
   std::thread([set, on_signal = std::move(on_signal)] {
     while (true) {
       int sig = 0;

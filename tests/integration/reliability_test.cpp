@@ -100,6 +100,56 @@ TEST(ReliabilityTest, ReceiverDownThenUpGetsEverything) {
   EXPECT_EQ(received_event_ids(rx), sent);
 }
 
+// Found in review: on a full disk the gateway refused every batch at once and read on, so all
+// that was published until the disk was freed was lost (counted as refused). Now intake waits:
+// the bus queues, /readyz answers 503, and once there is space every event is accepted and sent.
+TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
+  TempDir dir;
+  ClosedPort down;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(down.url(),
+                                  "    retry: { max_attempts: 100, initial_backoff_ms: 100, "
+                                  "max_backoff_ms: 500 }\n")))
+      << gw.log();
+  // A file size limit on the running gateway stands in for a full disk: its writes fail (EFBIG).
+  const std::string pid = std::to_string(gw.pid());
+  auto limited = run_program({"/usr/bin/prlimit", "--pid", pid, "--fsize=1048576:"});
+  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  const std::string data = R"({"pad":")" + std::string(1000, 'p') + R"("})";
+  std::set<std::string> sent;
+  for (int i = 0; i < 2000; ++i) {  // 2 MB of events: past the 1 MiB a file may grow to
+    ASSERT_TRUE(pub->publish("app.event", data)) << i;
+    sent.insert(pub->last_id());
+  }
+  int status = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        http_get(gw.admin_port(), "/readyz", &status);
+        return status == 503;
+      },
+      30s))
+      << gw.log();
+  const auto spool_status = parse_json(http_get(gw.admin_port(), "/status"));
+  ASSERT_TRUE(spool_status.IsObject());
+  EXPECT_FALSE(spool_status["spool"]["writable"].GetBool());
+  EXPECT_TRUE(gw.wait_for_log("intake waits", 1s)) << gw.log();
+  EXPECT_LT(metric(gw, "hookgate_events_accepted_total"), 2000u);
+
+  auto lifted = run_program({"/usr/bin/prlimit", "--pid", pid, "--fsize=unlimited:"});
+  ASSERT_EQ(lifted.exit_code, 0) << lifted.err;
+  HttpReceiver rx(down);
+  EXPECT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 60s))
+      << gw.log();
+  EXPECT_EQ(received_event_ids(rx), sent);
+  EXPECT_EQ(metric(gw, "hookgate_events_accepted_total"), 2000u);
+  EXPECT_EQ(metric(gw, "hookgate_events_refused_total"), 0u);
+  http_get(gw.admin_port(), "/readyz", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_TRUE(gw.wait_for_log("writes succeed again", 1s)) << gw.log();
+}
+
 // Memory mode is fire-and-forget, but not boundless: a webhook whose receiver stays down holds at
 // most spool.memory_max_pending deliveries; the rest are dropped, counted and logged once, while
 // a healthy webhook beside it gets every event.

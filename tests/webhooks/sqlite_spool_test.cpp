@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <random>
@@ -871,44 +872,105 @@ TEST_F(SqliteSpoolTest, SurvivesAbruptExitOfTheWritingProcess) {
   for (int i = 0; i < kN; ++i) EXPECT_EQ(all[i].id, seq_id(i));
 }
 
-// A full disk (here: a file size limit) makes add() fail with a clear error, never crash, and
-// every add() that succeeded is still in the file afterwards.
-TEST_F(SqliteSpoolTest, FullDiskRefusesAddsAndKeepsAcceptedOnes) {
+// Runs `child` in a forked process whose files may grow to 512 KiB (a full disk: writes fail
+// with EFBIG); its exit code, or -1. `child` may lift the limit with lift_file_size_limit().
+int run_with_a_full_disk(const std::function<int()>& child) {
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);  // get EFBIG instead of being killed
+    rlimit limit{};
+    getrlimit(RLIMIT_FSIZE, &limit);
+    limit.rlim_cur = 512 * 1024;  // the hard limit stays: the child can lift it again
+    setrlimit(RLIMIT_FSIZE, &limit);
+    _exit(child());
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+void lift_file_size_limit() {
+  rlimit limit{};
+  getrlimit(RLIMIT_FSIZE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_FSIZE, &limit);
+}
+
+// Found in review: on a full disk every batch was refused at once, so the gateway went on
+// reading the bus and lost everything published until the disk was freed. add() now waits while
+// the writer tries again (the ingest thread, waiting for it, stops reading the bus), and returns
+// once space is back; the spool says it cannot write meanwhile (/readyz answers 503).
+TEST_F(SqliteSpoolTest, AFullDiskHoldsAddsUntilThereIsSpaceAgain) {
+  constexpr int kAdds = 600;  // 1.2 MB of bodies: well past the 512 KiB
+  const int code = run_with_a_full_disk([&] {
+    auto spool = SqliteSpool::open(cfg_);
+    if (!spool) return 2;
+    std::atomic<int> accepted{0};
+    std::atomic<bool> refused{false};
+    std::thread adder([&] {
+      for (int i = 0; i < kAdds; ++i) {
+        if (!spool.value()->add({make(seq_id(i), "siem", std::string(2000, 'x'))})) {
+          refused = true;
+          return;
+        }
+        accepted = i + 1;
+      }
+    });
+    const bool full =
+        testing::wait_until([&] { return !spool.value()->writable(); }, std::chrono::seconds(30));
+    // While it cannot write, the add in progress neither returns nor fails.
+    const int held_at = accepted.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const bool held = accepted.load() == held_at && !refused;
+    lift_file_size_limit();  // space again
+    adder.join();
+    if (!full) return 3;
+    if (!held) return 4;
+    if (refused || accepted != kAdds) return 5;
+    if (!spool.value()->writable()) return 6;
+    return 0;
+  });
+  ASSERT_EQ(code, 0);
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  EXPECT_EQ(spool->list(DeliveryState::Pending, "siem", 0).size(), static_cast<size_t>(kAdds));
+}
+
+// A stop ends the wait: the batch still waiting is refused (its events were never accepted),
+// with the reason and the file named, and what was accepted before is in the file.
+TEST_F(SqliteSpoolTest, AStopWhileTheDiskIsFullRefusesTheWaitingAdds) {
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
-    std::signal(SIGXFSZ, SIG_IGN);  // get EFBIG instead of being killed
-    rlimit limit{512 * 1024, 512 * 1024};
-    setrlimit(RLIMIT_FSIZE, &limit);
+  const int code = run_with_a_full_disk([&] {
     auto spool = SqliteSpool::open(cfg_);
-    if (!spool) _exit(2);
-    int accepted = 0;
+    if (!spool) return 2;
+    std::atomic<int> accepted{0};
     std::string error;
-    for (int i = 0; i < 10000 && error.empty(); ++i) {
-      auto st = spool.value()->add({make(seq_id(i), "siem", std::string(2000, 'x'))});
-      if (st) {
+    std::thread adder([&] {
+      for (int i = 0; i < 10000; ++i) {
+        auto st = spool.value()->add({make(seq_id(i), "siem", std::string(2000, 'x'))});
+        if (!st) {
+          error = st.error().message;
+          return;
+        }
         accepted = i + 1;
-      } else {
-        error = st.error().message;
       }
-    }
-    (void)spool.value()->add({make("after", "siem")});  // still no crash
-    if (write(fds[1], &accepted, sizeof accepted) != sizeof accepted) _exit(5);
-    if (error.empty()) _exit(3);
-    if (error.find(cfg_.path) == std::string::npos) _exit(4);
-    _exit(0);
-  }
+    });
+    if (!testing::wait_until([&] { return !spool.value()->writable(); }, std::chrono::seconds(30)))
+      return 3;
+    spool.value()->begin_stop();
+    adder.join();
+    const int n = accepted.load();
+    if (write(fds[1], &n, sizeof n) != sizeof n) return 5;
+    if (error.find(cfg_.path) == std::string::npos) return 4;
+    return 0;
+  });
   close(fds[1]);
   int accepted = -1;
   ASSERT_EQ(read(fds[0], &accepted, sizeof accepted), static_cast<ssize_t>(sizeof accepted));
   close(fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(code, 0);
   ASSERT_GT(accepted, 0);
 
   auto spool = open();
