@@ -1039,19 +1039,22 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         stopping = stopping_;
       }
       const bool wait = !failure.empty() && any_add && writes_wait_for(failure_code) && !stopping;
+      // Once per cause (refused adds are logged by their caller); waiting once per episode.
       if (!failure.empty() && failure != last_write_error_) {
-        if (wait)
-          spdlog::error(
-              "spool {}: cannot write: {}; intake waits (the bus queues, then publishers "
-              "wait) and the write is tried again until it succeeds or the gateway stops",
-              path_, failure);
-        else
-          spdlog::error("spool {}: write transaction failed, events are being refused: {}", path_,
-                        failure);
+        spdlog::error("spool {}: write transaction failed: {}", path_, failure);
         last_write_error_ = failure;
-      } else if (failure.empty() && rows > 0 && !last_write_error_.empty()) {
+      }
+      if (wait && !disk_wait_logged_) {
+        spdlog::error(
+            "spool {}: cannot write, so intake waits (the bus queues, then publishers wait); "
+            "the write is tried again until it succeeds or the gateway stops",
+            path_);
+        disk_wait_logged_ = true;
+      }
+      if (failure.empty() && rows > 0 && !last_write_error_.empty()) {
         spdlog::info("spool {}: writes succeed again", path_);
         last_write_error_.clear();
+        disk_wait_logged_ = false;
       }
       // As the log: only a commit that wrote rows shows that writes succeed again.
       if (!failure.empty()) write_failing_.store(true, std::memory_order_relaxed);

@@ -335,6 +335,7 @@ class SqliteSpool final : public DeliveryStore {
   bool prune_more_ = false;
   bool resync_pending_ = false;
   std::string last_write_error_;
+  bool disk_wait_logged_ = false;           // writer-only: "intake waits" said for this episode
   std::atomic<bool> write_failing_{false};  // the last transaction failed (writer-set)
   uint64_t commits_ = 0;
   uint64_t batches_taken_ = 0;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <system_error>
 
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
@@ -188,8 +189,15 @@ class ProgramHook final : public Hook {
   std::optional<HookFailure> start_locked(int64_t deadline, Handshake* out) {
     auto spawned = Subprocess::spawn(base_request(spec(), argv_));
     if (!spawned) return failure(HookFailure::Kind::Error, std::move(spawned).error());
-    proc_ = std::move(spawned).value();
-    stderr_ = std::make_unique<StderrForwarder>(spec().name, proc_->release_stderr());
+    auto proc = std::move(spawned).value();
+    try {
+      stderr_ = std::make_unique<StderrForwarder>(spec().name, proc->release_stderr());
+    } catch (const std::system_error& e) {  // no thread to read its stderr: not started
+      proc->terminate(0, 0);
+      return failure(HookFailure::Kind::Error,
+                     std::string("cannot start a reader for its stderr: ") + e.what());
+    }
+    proc_ = std::move(proc);
     out_buf_.clear();
 
     std::string line;

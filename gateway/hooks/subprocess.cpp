@@ -326,10 +326,17 @@ StderrForwarder::StderrForwarder(std::string hook_name, int fd)
     wake_[0] = wake_[1] = -1;
   }
   set_nonblocking(fd_);
-  thread_ = std::thread([this] {
-    name_this_thread("hg-hook-program");
-    run();
-  });
+  try {
+    thread_ = std::thread([this] {
+      name_this_thread("hg-hook-program");
+      run();
+    });
+  } catch (...) {  // no destructor runs for a constructor that throws: close what it owns
+    close_fd(fd_);
+    close_fd(wake_[0]);
+    close_fd(wake_[1]);
+    throw;
+  }
 }
 
 StderrForwarder::~StderrForwarder() {
@@ -338,6 +345,7 @@ StderrForwarder::~StderrForwarder() {
 
 void StderrForwarder::stop() {
   if (thread_.joinable()) {
+    stopping_.store(true, std::memory_order_relaxed);
     if (wake_[1] >= 0) {
       char c = 'x';
       [[maybe_unused]] ssize_t n = ::write(wake_[1], &c, 1);
@@ -386,8 +394,11 @@ void StderrForwarder::run() {
   for (;;) {
     pollfd p[2] = {{fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
     int nfds = wake_[0] >= 0 ? 2 : 1;
-    if (::poll(p, static_cast<nfds_t>(nfds), -1) < 0 && errno != EINTR) break;
-    bool stopping = nfds == 2 && (p[1].revents & POLLIN) != 0;
+    // Without the wake pipe, stop() is seen within 200 ms instead (a descendant that left the
+    // group may hold stderr open for good, so EOF cannot be waited for).
+    if (::poll(p, static_cast<nfds_t>(nfds), nfds == 2 ? -1 : 200) < 0 && errno != EINTR) break;
+    bool stopping =
+        (nfds == 2 && (p[1].revents & POLLIN) != 0) || stopping_.load(std::memory_order_relaxed);
     bool eof = false;
     // Drain what is there (the fd is non-blocking), at most 1 MiB per pass: a process that
     // escaped the group (setsid) and keeps writing must not keep this loop from seeing stop().

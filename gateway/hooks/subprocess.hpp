@@ -143,6 +143,8 @@ class StderrForwarder {
   std::string name_;
   int fd_;
   int wake_[2] = {-1, -1};
+  // Also set by stop(): without a wake pipe (no descriptor left for one) the reader polls for it.
+  std::atomic<bool> stopping_{false};
   std::thread thread_;
 };
 

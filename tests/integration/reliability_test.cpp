@@ -134,7 +134,7 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
   const auto spool_status = parse_json(http_get(gw.admin_port(), "/status"));
   ASSERT_TRUE(spool_status.IsObject());
   EXPECT_FALSE(spool_status["spool"]["writable"].GetBool());
-  EXPECT_TRUE(gw.wait_for_log("intake waits", 1s)) << gw.log();
+  EXPECT_TRUE(gw.wait_for_log("cannot write, so intake waits", 1s)) << gw.log();
   EXPECT_LT(metric(gw, "hookgate_events_accepted_total"), 2000u);
 
   auto lifted = run_program({"/usr/bin/prlimit", "--pid", pid, "--fsize=unlimited:"});
