@@ -848,11 +848,16 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
     failure.clear();
     rows = 0;
     for (auto& op : ops) {  // what a lost try left behind
-      if (op->kind == Op::Kind::Add) op->status = {};
+      if (op->kind == Op::Kind::Add || op->kind == Op::Kind::Replay) op->status = {};
       if (op->kind == Op::Kind::Replay) op->count = 0;
+      if (op->kind == Op::Kind::Complete) {
+        op->write_failed = false;
+        op->applied = false;
+        op->attempts = 0;
+      }
     }
     if (any_txn) {
-      {
+      if (retry_wait_ms == 0) {  // a batch, however often it is tried
         std::lock_guard lock(stats_mu_);
         ++batches_taken_;
       }
@@ -1057,8 +1062,9 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         disk_wait_logged_ = false;
       }
       // As the log: only a commit that wrote rows shows that writes succeed again.
-      if (!failure.empty()) write_failing_.store(true, std::memory_order_relaxed);
-      if (failure.empty() && rows > 0) write_failing_.store(false, std::memory_order_relaxed);
+      // Not writable while adds wait for the disk: intake waits then. A failure that refuses
+      // (or only holds outcomes) leaves intake going, so it does not make the gateway unready.
+      write_failing_.store(wait, std::memory_order_relaxed);
       if (wait) {
         // The adders wait for their answer meanwhile, which stops the ingest thread once enough
         // deliveries are open: the spool's backpressure on the bus (docs/spool.md).

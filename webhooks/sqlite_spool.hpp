@@ -125,8 +125,8 @@ class SqliteSpool final : public DeliveryStore {
     return external_changes_.load(std::memory_order_acquire);
   }
   std::map<std::string, size_t> pending_by_webhook_after_external_change() override;
-  // False while the writer's transactions fail (a full disk, an I/O error): adds then wait, or
-  // are refused; true again once a commit writes rows.
+  // False while adds wait for the disk (a full disk, an I/O error: the writer tries their
+  // transaction again); true again once it commits, or the wait ends at a stop.
   [[nodiscard]] bool writable() const override {
     return !write_failing_.load(std::memory_order_relaxed);
   }
@@ -336,7 +336,7 @@ class SqliteSpool final : public DeliveryStore {
   bool resync_pending_ = false;
   std::string last_write_error_;
   bool disk_wait_logged_ = false;           // writer-only: "intake waits" said for this episode
-  std::atomic<bool> write_failing_{false};  // the last transaction failed (writer-set)
+  std::atomic<bool> write_failing_{false};  // adds wait for the disk (writer-set)
   uint64_t commits_ = 0;
   uint64_t batches_taken_ = 0;
   uint64_t rows_written_ = 0;

@@ -211,6 +211,12 @@ std::optional<std::string> condition_text(const YAML::Node& node, const std::str
 }
 
 // "data.user.name": non-empty segments separated by single dots.
+// A path segment that is all digits: a list index where the value is a list.
+bool is_index(std::string_view segment) {
+  return !segment.empty() &&
+         std::all_of(segment.begin(), segment.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 bool valid_path(std::string_view p) {
   if (p.empty() || p.front() == '.' || p.back() == '.') return false;
   return p.find("..") == std::string_view::npos;
@@ -391,6 +397,26 @@ void read_moves(const YAML::Node& node, const std::string& file, const std::stri
   }
 }
 
+// The order removals go in: every path names what was there before the step, and removing a list
+// element moves the later ones up, so higher indexes of one list go first (data.cards.1 before
+// data.cards.0, 10 before 2). Descending order, numeric segments compared as numbers, does that.
+// Segments are ranked numeric first, so the order is a strict weak one even when siblings mix
+// numbers and names (9, 10, 1a): comparing 1a to 9 as text and 9 to 10 as numbers was not
+// transitive, which std::sort may answer with undefined behaviour.
+bool removal_order(std::string_view a, std::string_view b) {
+  while (!a.empty() && !b.empty()) {
+    const std::string_view sa = a.substr(0, a.find('.')), sb = b.substr(0, b.find('.'));
+    a.remove_prefix(std::min(a.size(), sa.size() + 1));
+    b.remove_prefix(std::min(b.size(), sb.size() + 1));
+    if (sa == sb) continue;
+    const bool na = is_index(sa), nb = is_index(sb);
+    if (na != nb) return na;
+    if (na && sa.size() != sb.size()) return sa.size() > sb.size();
+    return sa > sb;
+  }
+  return a.size() > b.size();  // the longer (deeper) path first
+}
+
 std::optional<ActionStep> parse_action(const YAML::Node& node, const std::string& file,
                                        const std::string& context, HookKind kind,
                                        Diagnostics& errors) {
@@ -426,29 +452,7 @@ std::optional<ActionStep> parse_action(const YAML::Node& node, const std::string
     for (const auto& p : step.paths)
       if (is_required_attribute(p))
         r.error(r.pos("remove"), what + ": '" + p + "' is a required event attribute");
-    // Every path names what was there before the step: removing a list element moves the later
-    // ones up, so higher indexes of one list go first (data.cards.1 before data.cards.0, 10
-    // before 2). Descending order, numeric segments compared as numbers, does that. Segments
-    // are ranked numeric first, so the order is a strict weak one even when siblings mix
-    // numbers and names (9, 10, 1a): comparing 1a to 9 as text and 9 to 10 as numbers was not
-    // transitive, which std::sort may answer with undefined behaviour.
-    std::sort(step.paths.begin(), step.paths.end(), [](std::string_view a, std::string_view b) {
-      while (!a.empty() && !b.empty()) {
-        const std::string_view sa = a.substr(0, a.find('.')), sb = b.substr(0, b.find('.'));
-        a.remove_prefix(std::min(a.size(), sa.size() + 1));
-        b.remove_prefix(std::min(b.size(), sb.size() + 1));
-        if (sa == sb) continue;
-        const auto numeric = [](std::string_view s) {
-          return !s.empty() &&
-                 std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-        };
-        const bool na = numeric(sa), nb = numeric(sb);
-        if (na != nb) return na;
-        if (na && sa.size() != sb.size()) return sa.size() > sb.size();
-        return sa > sb;
-      }
-      return a.size() > b.size();  // the longer (deeper) path first
-    });
+    std::sort(step.paths.begin(), step.paths.end(), removal_order);
     // A path listed twice is removed once: the second would take the element that moved up.
     step.paths.erase(std::unique(step.paths.begin(), step.paths.end()), step.paths.end());
   } else if (r.has("set")) {
@@ -565,33 +569,53 @@ class DeclarativeHook final : public Hook {
   // rename takes the value where it was before the rename too (rename data.pwd to
   // data.password, then remove data.password: data.pwd goes).
   HookResult failed(Event& event, std::string reason) const {
-    for (size_t step = 0; step < actions_.size(); ++step)
-      if (actions_[step].op == ActionStep::Op::Remove)
-        for (const auto& p : actions_[step].paths)
-          for (const auto& origin : before_renames(p, step)) event.remove(origin);
+    for (size_t step = 0; step < actions_.size(); ++step) {
+      if (actions_[step].op != ActionStep::Op::Remove) continue;
+      std::vector<std::string> origins;
+      for (const auto& p : actions_[step].paths)
+        for (auto& origin : before_renames(p, step)) origins.push_back(std::move(origin));
+      std::sort(origins.begin(), origins.end(), removal_order);
+      origins.erase(std::unique(origins.begin(), origins.end()), origins.end());
+      for (const auto& origin : origins) event.remove(origin);
+    }
     return HookFailure{HookFailure::Kind::Error, std::move(reason)};
   }
 
-  // `path` and where what it holds at action `step` was before the renames ahead of it.
-  std::set<std::string> before_renames(const std::string& path, size_t step) const {
-    std::set<std::string> paths{path};
-    const auto under = [](const std::string& p, const std::string& parent) {
-      return p.size() > parent.size() && p.compare(0, parent.size(), parent) == 0 &&
+  // Where what `path` names at action `step` was before the renames ahead of it (itself
+  // included, as it may have held a value a rename overwrote). A rename brings what is at or
+  // under its `to` from its `from`, and renaming a list element away moves the later ones up:
+  // index k was k + 1. (Removals between two renames are applied in turn by failed(), not
+  // mapped here.)
+  std::vector<std::string> before_renames(const std::string& path, size_t step) const {
+    const auto under = [](std::string_view p, std::string_view parent) {
+      return p.size() > parent.size() && p.substr(0, parent.size()) == parent &&
              p[parent.size()] == '.';
     };
+    std::vector<std::string> paths{path};
     for (size_t j = step; j-- > 0;) {
       if (actions_[j].op != ActionStep::Op::Rename) continue;
       const auto& moves = actions_[j].moves;
       for (auto move = moves.rbegin(); move != moves.rend(); ++move) {
         const auto& [from, to] = *move;
-        std::vector<std::string> found;
+        const size_t dot = from.rfind('.');
+        const std::string_view list = std::string_view(from).substr(0, dot);
+        const std::string_view index = std::string_view(from).substr(dot + 1);
+        std::vector<std::string> before;
         for (const auto& p : paths) {
-          if (p == to || under(p, to))
-            found.push_back(from + p.substr(to.size()));  // the value, or a part of it
-          else if (under(to, p))
-            found.push_back(from);  // the renamed value sits inside what is removed
+          if (p == to || under(p, to)) before.push_back(from + p.substr(to.size()));
+          if (under(to, p)) before.push_back(from);  // the renamed value sits inside it
+          std::string q = p;
+          if (dot != std::string::npos && is_index(index) && under(p, list)) {
+            const size_t begin = list.size() + 1;
+            const size_t end = std::min(p.find('.', begin), p.size());
+            const std::string_view k = std::string_view(p).substr(begin, end - begin);
+            if (is_index(k) && !removal_order(index, k) && k.size() < 19)
+              q = p.substr(0, begin) + std::to_string(std::stoull(std::string(k)) + 1) +
+                  p.substr(end);
+          }
+          before.push_back(std::move(q));
         }
-        paths.insert(found.begin(), found.end());
+        paths = std::move(before);
       }
     }
     return paths;
@@ -680,10 +704,7 @@ class DeclarativeHook final : public Hook {
       if (under_data) data_paths_ = true;
       for (std::string_view rest = p; !rest.empty();) {
         const std::string_view segment = rest.substr(0, rest.find('.'));
-        if (!segment.empty() && std::all_of(segment.begin(), segment.end(), [](char c) {
-              return std::isdigit(static_cast<unsigned char>(c));
-            }))
-          return;
+        if (is_index(segment)) return;
         rest.remove_prefix(std::min(rest.size(), segment.size() + 1));
       }
       for (std::string_view q : touched) {

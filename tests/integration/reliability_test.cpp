@@ -145,6 +145,8 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
   EXPECT_EQ(received_event_ids(rx), sent);
   EXPECT_EQ(metric(gw, "hookgate_events_accepted_total"), 2000u);
   EXPECT_EQ(metric(gw, "hookgate_events_refused_total"), 0u);
+  EXPECT_TRUE(wait_until([&] { return metric(gw, "hookgate_spool_depth") == 0; }, 10s))
+      << metric(gw, "hookgate_spool_depth");
   http_get(gw.admin_port(), "/readyz", &status);
   EXPECT_EQ(status, 200);
   EXPECT_TRUE(gw.wait_for_log("writes succeed again", 1s)) << gw.log();

@@ -411,6 +411,28 @@ actions:
   EXPECT_STREQ(ev.find("data.meta")->GetString(), "x");
 }
 
+// Found in review: renaming a list element away moves the later ones up, which the mapping back
+// to the untouched event ignored (and it removed the origins in text order, 0 before 1).
+TEST_F(DeclarativeHookTest, AFailedHookRemovesRenamedListElementsWhereTheyWere) {
+  auto hook = load_ok("_10_cards.yaml", R"(
+kind: transform
+actions:
+  - rename: { data.cards.0: data.a, data.cards.1: data.z }
+  - remove: [data.a, data.z]
+  - set: { data.meta.site: lab }
+)");
+  ASSERT_TRUE(hook);
+  // Applied whole, the hook would leave cards [c1, c3]: c0 and c2 were renamed, then removed.
+  Event ev = make_event(R"({"type":"t","data":{"cards":["c0","c1","c2","c3"],"meta":"x"}})");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r.ok());
+  ASSERT_NE(ev.find("data.cards"), nullptr) << ev.to_json();
+  const JsonValue& cards = *ev.find("data.cards");
+  ASSERT_EQ(cards.Size(), 2u) << ev.to_json();
+  EXPECT_STREQ(cards[0].GetString(), "c1");
+  EXPECT_STREQ(cards[1].GetString(), "c3");
+}
+
 // The redact example edits the event in place (its paths are independent and under data.);
 // events where that could fail or break the envelope take the copy path, with its guarantees.
 TEST_F(DeclarativeHookTest, InPlaceEditsFallBackToTheCopyWhenTheyCouldFail) {
