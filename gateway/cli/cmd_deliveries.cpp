@@ -198,40 +198,41 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     return 0;
   }
   std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
-  // One by one, so every ID that was not acted on is named (a typo, or not dead).
-  moved = 0;
-  std::vector<std::string> missed;
-  std::optional<std::string> error;
-  size_t tried = 0;
+  // Every ID that will not be acted on is named (a typo, or not dead), and the dead ones are
+  // acted on in one transaction (one commit, one wait for the write lock), not one each.
+  std::vector<std::string> dead;
+  std::vector<std::pair<std::string, std::string>> missed;  // id, why
   for (const auto& id : ids) {
-    // A file locked past the busy timeout, or read-only, is not "no such delivery": stop
-    // there, with the cause (the next ids would each wait out the timeout again).
-    auto acted = act({id});
-    if (!acted) {
-      error = acted.error().message;
-      break;
+    auto found = store.get(id);
+    if (auto code = read_failed()) return *code;
+    if (!found) {
+      missed.emplace_back(id, "no dead delivery with that id");
+    } else if (found->state != webhooks::DeliveryState::Dead) {
+      missed.emplace_back(id, std::string("it is ") + state_name(found->state) + ", not dead");
+    } else if (std::find(dead.begin(), dead.end(), id) == dead.end()) {
+      dead.push_back(id);
     }
-    ++tried;
-    if (*acted == 1) {
-      ++moved;
-    } else {
-      missed.push_back(id);
-    }
+  }
+  moved = 0;
+  if (!dead.empty()) {
+    // A file locked past the busy timeout, or read-only, is not "no such delivery": the cause.
+    auto acted = act(dead);
+    if (!acted)
+      return fail(acted.error().message + " (none of the " + std::to_string(ids.size()) + " ids " +
+                  (purge ? "deleted" : "replayed") + ")");
+    moved = *acted;
   }
   std::printf("%zu %s\n", moved, done);
   if (moved > 0) warn_unconfigured();
-  for (const auto& id : missed) {
-    // Say what the id is when it is not a typo: a pending one is already on its way.
-    auto found = store.get(id);
+  for (const auto& [id, why] : missed)
     std::fprintf(stderr, "hookgate: %s was not %s: %s\n", escape_controls(id).c_str(),
-                 purge ? "deleted" : "replayed",
-                 found ? (std::string("it is ") + state_name(found->state) + ", not dead").c_str()
-                       : "no dead delivery with that id");
-  }
-  if (error)
-    return fail(*error + " (" + std::to_string(ids.size() - tried) + " of " +
-                std::to_string(ids.size()) + " ids not " + (purge ? "deleted" : "replayed") + ")");
-  return missed.empty() ? 0 : 1;
+                 purge ? "deleted" : "replayed", why.c_str());
+  // Another process (the gateway's own replay, a second command) may have acted on some
+  // between the look and the write.
+  if (moved < dead.size())
+    std::fprintf(stderr, "hookgate: %zu of the dead ids were no longer dead when %s\n",
+                 dead.size() - moved, purge ? "deleted" : "replayed");
+  return missed.empty() && moved == dead.size() ? 0 : 1;
 }
 
 }  // namespace hookgate::cli

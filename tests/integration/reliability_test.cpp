@@ -237,11 +237,33 @@ TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
 }
 
 // Found in review: `deliveries replay ID…` reported a spool locked by another writer as "no
-// dead delivery with that id", and waited out the busy timeout again for every further id.
+// dead delivery with that id", and waited out the busy timeout again for every further id. The
+// ids are now looked up first and replayed in one transaction: one wait, and the cause.
 TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
   TempDir dir;
+  HttpReceiver rx;
+  rx.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response r;
+    r.status = 400;  // final: dead after one attempt
+    return r;
+  });
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(config_for("http://127.0.0.1:9/"))) << gw.log();  // makes the spool
+  ASSERT_TRUE(gw.start(config_for(rx.url()))) << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(pub->publish("app.event", "{}"));
+  std::vector<std::string> dead_ids;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto dead = run_hookgate(
+            {"deliveries", "list", "--config", gw.config_path(), "--state", "dead"}, "", gw.env());
+        dead_ids.clear();
+        std::istringstream lines(dead.out);
+        for (std::string line; std::getline(lines, line);)
+          if (line.rfind("msg_", 0) == 0) dead_ids.push_back(line.substr(0, line.find(' ')));
+        return dead_ids.size() == 3;
+      },
+      10s));
   gw.signal(SIGTERM);
   ASSERT_EQ(gw.wait_exit(10s), 0) << gw.log();
   const std::string spool = (dir.path() / "hookgate-spool.db").string();
@@ -249,14 +271,28 @@ TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
   ASSERT_EQ(sqlite3_open(spool.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
   const auto start = std::chrono::steady_clock::now();
-  auto r = run_hookgate({"deliveries", "replay", "--spool", spool, "msg_a", "msg_b", "msg_c"});
+  auto r = run_hookgate({"deliveries", "replay", "--spool", spool, dead_ids[0], dead_ids[1],
+                         dead_ids[2], "msg_0000doesnotexist"});
   const auto took = std::chrono::steady_clock::now() - start;
   sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
   sqlite3_close(db);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("database is locked (3 of 3 ids not replayed)"), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("no dead delivery"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("database is locked (none of the 4 ids replayed)"), std::string::npos)
+      << r.err;
   EXPECT_LT(took, 9s);  // one busy timeout (5 s), not one per id
+
+  // Unlocked: the three in one go, and the unknown one named.
+  auto replayed = run_hookgate({"deliveries", "replay", "--spool", spool, dead_ids[0], dead_ids[1],
+                                dead_ids[2], "msg_0000doesnotexist"});
+  EXPECT_EQ(replayed.exit_code, 1) << replayed.err;
+  EXPECT_NE(replayed.out.find("3 dead deliveries queued again"), std::string::npos) << replayed.out;
+  EXPECT_NE(replayed.err.find("msg_0000doesnotexist was not replayed: no dead delivery"),
+            std::string::npos)
+      << replayed.err;
+  auto again = run_hookgate({"deliveries", "replay", "--spool", spool, dead_ids[0]});
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.err.find("was not replayed: it is pending, not dead"), std::string::npos)
+      << again.err;
 }
 
 // A commit held up (here by another connection holding the spool's write lock, as a slow fsync
