@@ -379,6 +379,9 @@ struct SpoolMetrics {
   metrics::Gauge& unrecorded = metrics::gauge(
       "hookgate_spool_unrecorded_outcomes",
       "Delivery outcomes the spool failed to write and is retrying (their deliveries are held)");
+  metrics::Gauge& waiting_for_disk = metrics::gauge(
+      "hookgate_spool_waiting_for_disk",
+      "1 while new events wait for the disk (a full disk, an I/O error): intake waits too");
   metrics::Counter& inline_checkpoints = metrics::counter(
       "hookgate_spool_inline_checkpoints_total",
       "Checkpoints the writer ran itself because the WAL outgrew the checkpointer");
@@ -1065,6 +1068,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
       // Not writable while adds wait for the disk: intake waits then. A failure that refuses
       // (or only holds outcomes) leaves intake going, so it does not make the gateway unready.
       write_failing_.store(wait, std::memory_order_relaxed);
+      spool_metrics().waiting_for_disk.set(wait ? 1 : 0);
       if (wait) {
         // The adders wait for their answer meanwhile, which stops the ingest thread once enough
         // deliveries are open: the spool's backpressure on the bus (docs/spool.md).

@@ -134,6 +134,7 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
   const auto spool_status = parse_json(http_get(gw.admin_port(), "/status"));
   ASSERT_TRUE(spool_status.IsObject());
   EXPECT_FALSE(spool_status["spool"]["writable"].GetBool());
+  EXPECT_EQ(metric(gw, "hookgate_spool_waiting_for_disk"), 1u);
   EXPECT_TRUE(gw.wait_for_log("cannot write, so intake waits", 1s)) << gw.log();
   EXPECT_LT(metric(gw, "hookgate_events_accepted_total"), 2000u);
 
@@ -150,6 +151,8 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
   http_get(gw.admin_port(), "/readyz", &status);
   EXPECT_EQ(status, 200);
   EXPECT_TRUE(gw.wait_for_log("writes succeed again", 1s)) << gw.log();
+  EXPECT_EQ(metric_value(http_get(gw.admin_port(), "/metrics"), "hookgate_spool_waiting_for_disk"),
+            0u);
 }
 
 // Memory mode is fire-and-forget, but not boundless: a webhook whose receiver stays down holds at
