@@ -147,6 +147,7 @@ constexpr const char* kPendingKeys =
     "ORDER BY next_attempt_ms, rowid LIMIT ?2";
 constexpr const char* kByRowid = HG_COLUMNS "WHERE d.rowid = ?1 AND d.state = 0";
 constexpr const char* kById = HG_COLUMNS "WHERE d.id = ?1";
+constexpr const char* kHeadById = HG_SELECT("NULL", "") "WHERE d.id = ?1";  // no body
 // The operator's listing: no bodies (up to 1 MiB each, and never printed), each state a literal.
 // Dead letters walk their own partial index and sort what they find: without it the planner
 // walks the id index to skip the sort, through every delivered row (seconds on a large spool).
@@ -1866,9 +1867,17 @@ std::map<std::string, size_t> SqliteSpool::pending_by_webhook_after_external_cha
 }
 
 std::optional<Delivery> SqliteSpool::get(const std::string& id) {
+  return get_by_id(kById, id);
+}
+
+std::optional<Delivery> SqliteSpool::get_head(const std::string& id) {
+  return get_by_id(kHeadById, id);
+}
+
+std::optional<Delivery> SqliteSpool::get_by_id(const char* sql, const std::string& id) {
   std::lock_guard rl(read_mu_);
   if (!reader_) return std::nullopt;
-  sqlite3_stmt* s = reader_->stmt(kById);
+  sqlite3_stmt* s = reader_->stmt(sql);
   if (s == nullptr) {
     note_read_error_locked();
     return std::nullopt;
@@ -1930,8 +1939,10 @@ Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, b
   // writer) instead of failing on upgrade halfway through.
   if (!all_dead) {
     if (!c.exec("BEGIN IMMEDIATE") || !replay_rows(c, ids, false, webhook, now, moved) ||
-        !c.exec("COMMIT"))
+        !c.exec("COMMIT")) {
+      moved = 0;  // one transaction, rolled back: nothing was replayed before
       return failed();
+    }
     return moved;
   }
   // Every dead letter, in chunks: a single UPDATE of a large backlog would hold the write lock

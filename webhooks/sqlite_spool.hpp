@@ -113,6 +113,8 @@ class SqliteSpool final : public DeliveryStore {
   std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,
                              size_t limit) override;
   std::optional<Delivery> get(const std::string& id) override;
+  // As get(), without reading the body (up to 1 MiB): for state look-ups of many ids.
+  std::optional<Delivery> get_head(const std::string& id);
   // Dead → pending, attempts 0, due now (last_error kept as history). Blocks until committed.
   // 0 when the replay could not be written (logged); replay_ids() says why.
   size_t replay(const std::vector<std::string>& ids) override;
@@ -262,6 +264,7 @@ class SqliteSpool final : public DeliveryStore {
   Result<size_t> replay_via_writer(const std::vector<std::string>& ids, bool all_dead,
                                    const std::string& webhook);
   // BEGIN IMMEDIATE, waiting out another process's write lock up to tuning_.busy_retries times.
+  std::optional<Delivery> get_by_id(const char* sql, const std::string& id);
   bool begin_waiting(Conn& c);
   Result<size_t> replay_direct(const std::vector<std::string>& ids, bool all_dead,
                                const std::string& webhook);

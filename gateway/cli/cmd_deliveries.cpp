@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <unordered_set>
 
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/clock.hpp"
@@ -201,15 +202,16 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   // Every ID that will not be acted on is named (a typo, or not dead), and the dead ones are
   // acted on in one transaction (one commit, one wait for the write lock), not one each.
   std::vector<std::string> dead;
+  std::unordered_set<std::string> seen;
   std::vector<std::pair<std::string, std::string>> missed;  // id, why
   for (const auto& id : ids) {
-    auto found = store.get(id);
+    auto found = store.get_head(id);
     if (auto code = read_failed()) return *code;
     if (!found) {
       missed.emplace_back(id, "no dead delivery with that id");
     } else if (found->state != webhooks::DeliveryState::Dead) {
       missed.emplace_back(id, std::string("it is ") + state_name(found->state) + ", not dead");
-    } else if (std::find(dead.begin(), dead.end(), id) == dead.end()) {
+    } else if (seen.insert(id).second) {
       dead.push_back(id);
     }
   }
@@ -218,8 +220,8 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     // A file locked past the busy timeout, or read-only, is not "no such delivery": the cause.
     auto acted = act(dead);
     if (!acted)
-      return fail(acted.error().message + " (none of the " + std::to_string(ids.size()) + " ids " +
-                  (purge ? "deleted" : "replayed") + ")");
+      return fail(acted.error().message + " (none of the " + std::to_string(dead.size()) +
+                  " dead ids " + (purge ? "deleted" : "replayed") + ")");
     moved = *acted;
   }
   std::printf("%zu %s\n", moved, done);
