@@ -35,9 +35,13 @@ bool valid_webhook_name(const std::string& name) {
 }
 
 // A ${VAR} that is only part of a secret value (`Splunk ${HEC_TOKEN}`) holds a secret as well.
+// Not a short one: in `${ENV}-${KEY}` an ENV of `prod` would blank every "prod" in the logs (a
+// webhook named siem-prod), and the whole value is registered anyway.
 void register_secret_parts(const YAML::Node& value) {
+  constexpr size_t kMinSecretPart = 8;
   if (value.IsScalar())
-    for (const auto& part : substituted_values(value.Scalar())) register_secret(part);
+    for (const auto& part : substituted_values(value.Scalar()))
+      if (part.size() >= kMinSecretPart) register_secret(part);
 }
 
 // Header names whose values are credentials: never logged.

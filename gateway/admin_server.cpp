@@ -62,6 +62,10 @@ struct AdminDispatch {
                                                       MHD_RESPMEM_MUST_COPY);
     if (r == nullptr) return MHD_NO;  // out of memory: libmicrohttpd closes the connection
     MHD_add_response_header(r, "Content-Type", type);
+    // One request per connection: a kept-alive scraper would sit idle into the head deadline
+    // (and be counted as a slow client), and pipelined requests read slowly would hold a
+    // connection past it. A new loopback connection per scrape costs next to nothing.
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     if (header != nullptr) MHD_add_response_header(r, header, header_value);
     MhdResult ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);

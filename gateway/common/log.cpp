@@ -18,8 +18,15 @@ namespace hookgate {
 namespace {
 
 std::mutex g_secret_mu;
-std::set<std::string, std::less<>>& secrets() {
-  static std::set<std::string, std::less<>> s;
+// Longest first: a secret that holds another (`${KEY}${SUFFIX}` registers both) is redacted
+// whole before the shorter one could leave its rest in the text.
+struct LongestFirst {
+  bool operator()(const std::string& a, const std::string& b) const {
+    return a.size() != b.size() ? a.size() > b.size() : a < b;
+  }
+};
+std::set<std::string, LongestFirst>& secrets() {
+  static std::set<std::string, LongestFirst> s;
   return s;
 }
 

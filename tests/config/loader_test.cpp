@@ -278,6 +278,27 @@ TEST(ConfigLoaderTest, AVariableThatIsPartOfASecretHeaderIsASecretToo) {
   EXPECT_FALSE(holds_secret("w0rd-for-hec"));
 }
 
+// Found in review: secrets were redacted in text order, so a registered part of a longer secret
+// went first and left the rest of it in the line; and a short ${VAR} part (an environment name)
+// blanked that word everywhere in the logs.
+TEST(ConfigLoaderTest, ALongerSecretIsRedactedWholeAndShortPartsAreNotSecrets) {
+  setenv("HG_TEST_KEY_HEAD", "aaaa1111bbbb2222", 1);
+  setenv("HG_TEST_KEY_TAIL", "z9", 1);
+  setenv("HG_TEST_ENV", "prodlike", 1);  // 8: a part long enough to count
+  setenv("HG_TEST_SHORT_ENV", "stage", 1);
+  auto cfg = load(
+      "webhooks:\n  - name: siem-stage\n    url: https://siem.example/\n"
+      "    headers: { X-Api-Key: \"${HG_TEST_KEY_HEAD}${HG_TEST_KEY_TAIL}\", "
+      "Authorization: \"${HG_TEST_SHORT_ENV}-${HG_TEST_ENV}-key\" }\n");
+  for (const char* name :
+       {"HG_TEST_KEY_HEAD", "HG_TEST_KEY_TAIL", "HG_TEST_ENV", "HG_TEST_SHORT_ENV"})
+    unsetenv(name);
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_EQ(redact_secrets("key aaaa1111bbbb2222z9 sent"), "key [REDACTED] sent");
+  EXPECT_EQ(redact_secrets("webhook siem-stage"), "webhook siem-stage");
+  EXPECT_EQ(redact_secrets("auth stage-prodlike-key"), "auth [REDACTED]");
+}
+
 // Found in review: these passed `hookgate check` and then failed (or worse, silently changed
 // behaviour) only when `run` used them.
 TEST(ConfigLoaderTest, SettingsRunWouldRefuseAreErrorsAtTheirPosition) {

@@ -111,6 +111,37 @@ TEST(AdminServerTest, ClientsThatTrickleTheirRequestAreCutAtTheDeadline) {
 }
 
 // Found in review: `admin.listen: "[::]:PORT"` took IPv6 only, where the bus's `[::]` takes both.
+// Found in review: a scraper that kept its connection alive sat idle into the 5 s head deadline
+// and was cut and counted as a slow client at every scrape; pipelined requests read slowly held
+// a connection past the deadline. Every answer now ends its connection.
+TEST(AdminServerTest, EachAnswerClosesItsConnection) {
+  auto server = AdminServer::start("127.0.0.1:0", "", {}, 5s);
+  ASSERT_TRUE(server) << server.error().message;
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<uint16_t>(server.value()->port()));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  const std::string two =
+      "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(fd, two.data(), two.size(), MSG_NOSIGNAL), static_cast<ssize_t>(two.size()));
+  timeval wait{3, 0};  // well inside the 5 s deadline: the close is the answer's, not the cut's
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  std::string got;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(n, 0) << "the connection stayed open after its answer";
+  EXPECT_NE(got.find("Connection: close"), std::string::npos) << got;
+  size_t answers = 0;
+  for (size_t at = got.find("HTTP/1.1 200"); at != std::string::npos;
+       at = got.find("HTTP/1.1 200", at + 1))
+    ++answers;
+  EXPECT_EQ(answers, 1u) << got;  // the pipelined second request was not served
+}
+
 TEST(AdminServerTest, TheIpv6AnyAddressTakesIpv4Too) {
   auto server = AdminServer::start("[::]:0", "", {});
   if (!server) GTEST_SKIP() << "no IPv6 here: " << server.error().message;
