@@ -56,6 +56,24 @@ uint64_t metric(const GatewayProcess& gw, const std::string& name) {
   return v == UINT64_MAX ? 0 : v;
 }
 
+// The ids of the dead letters in `gw`'s spool (the list's first column), once there are `n` of
+// them committed (or whatever there is after 10 s).
+std::vector<std::string> dead_delivery_ids(const GatewayProcess& gw, size_t n) {
+  std::vector<std::string> ids;
+  wait_until(
+      [&] {
+        auto dead = run_hookgate(
+            {"deliveries", "list", "--config", gw.config_path(), "--state", "dead"}, "", gw.env());
+        ids.clear();
+        std::istringstream lines(dead.out);
+        for (std::string line; std::getline(lines, line);)
+          if (line.rfind("msg_", 0) == 0) ids.push_back(line.substr(0, line.find(' ')));
+        return ids.size() == n;
+      },
+      10s);
+  return ids;
+}
+
 std::unique_ptr<bus::Publisher> publisher_for(const GatewayProcess& gw) {
   auto pub =
       bus::Publisher::connect({.endpoints = {gw.bus_endpoint()}, .source = "reliability-test"});
@@ -255,18 +273,8 @@ TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(pub->publish("app.event", "{}"));
-  std::vector<std::string> dead_ids;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        auto dead = run_hookgate(
-            {"deliveries", "list", "--config", gw.config_path(), "--state", "dead"}, "", gw.env());
-        dead_ids.clear();
-        std::istringstream lines(dead.out);
-        for (std::string line; std::getline(lines, line);)
-          if (line.rfind("msg_", 0) == 0) dead_ids.push_back(line.substr(0, line.find(' ')));
-        return dead_ids.size() == 3;
-      },
-      10s));
+  const std::vector<std::string> dead_ids = dead_delivery_ids(gw, 3);
+  ASSERT_EQ(dead_ids.size(), 3u);
   gw.signal(SIGTERM);
   ASSERT_EQ(gw.wait_exit(10s), 0) << gw.log();
   const std::string spool = (dir.path() / "hookgate-spool.db").string();
@@ -667,19 +675,7 @@ TEST(ReliabilityTest, PurgeDeletesDeadLettersForGood) {
   ASSERT_TRUE(pub->publish("app.event", note));
   ASSERT_TRUE(pub->publish("app.event", note));
   ASSERT_TRUE(rx.wait_for(2, 10s));
-  // Delivery ids, from the list's first column, once both dead rows are committed.
-  std::vector<std::string> dead_ids;
-  EXPECT_TRUE(wait_until(
-      [&] {
-        auto dead = run_hookgate(
-            {"deliveries", "list", "--config", gw.config_path(), "--state", "dead"}, "", gw.env());
-        dead_ids.clear();
-        std::istringstream lines(dead.out);
-        for (std::string line; std::getline(lines, line);)
-          if (line.rfind("msg_", 0) == 0) dead_ids.push_back(line.substr(0, line.find(' ')));
-        return dead_ids.size() == 2;
-      },
-      10s));
+  const std::vector<std::string> dead_ids = dead_delivery_ids(gw, 2);
   ASSERT_EQ(dead_ids.size(), 2u);
   auto shown =
       run_hookgate({"deliveries", "show", dead_ids[1], "--config", gw.config_path()}, "", gw.env());
