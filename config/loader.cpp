@@ -21,9 +21,9 @@ std::string resolve_path(const std::string& path, const std::string& base_dir) {
   if (path.empty()) return path;
   if (path == "~" || path.rfind("~/", 0) == 0) {
     const char* home = std::getenv("HOME");
-    return (fs::path(home ? home : "/") / path.substr(std::min<size_t>(2, path.size())))
-        .lexically_normal()
-        .string();
+    fs::path p = fs::path(home ? home : "/");
+    if (path.size() > 2) p /= path.substr(2);  // `~` alone: no trailing slash from an empty part
+    return p.lexically_normal().string();
   }
   fs::path p(path);
   if (p.is_absolute()) return p.lexically_normal().string();

@@ -142,8 +142,21 @@ struct Gateway::Impl {
       metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
   metrics::Counter& reloads =
       metrics::counter("hookgate_hooks_reloads_total", "Hook chain reloads");
-  metrics::Gauge& spool_depth =
-      metrics::gauge("hookgate_spool_depth", "Pending deliveries in the spool");
+  // The same text as the spool's own registration: whichever comes first sets the HELP line.
+  metrics::Gauge& spool_depth = metrics::gauge(
+      "hookgate_spool_depth", "Pending deliveries in the spool, including those in flight");
+  // One counter per diagnostic type, found once (and shown at 0 from the start): a lookup takes
+  // the registry's lock, which a /metrics render holds while it writes the whole page, and
+  // rejected bus messages raise a diagnostic each on the ingest thread.
+  const std::map<std::string, metrics::Counter*, std::less<>> diagnostics_by_type = [] {
+    std::map<std::string, metrics::Counter*, std::less<>> by_type;
+    for (const char* type :
+         {diag::kEventRejected, diag::kEventVetoed, diag::kHookFailed, diag::kHookTimeout,
+          diag::kHooksReloaded, diag::kDeliveryFailed, diag::kDeliveryDead})
+      by_type.emplace(type, &metrics::counter("hookgate_diagnostics_total",
+                                              "Diagnostic events raised", {{"type", type}}));
+    return by_type;
+  }();
 
   std::pair<std::shared_ptr<const hooks::HookChain>, std::shared_ptr<const Router>> snapshot()
       const {
@@ -168,8 +181,11 @@ struct Gateway::Impl {
   // Counts a diagnostic and appends the deliveries it routes to; returns how many.
   size_t route_diagnostic(const Router* r, const DiagnosticEvent& d,
                           std::vector<webhooks::Delivery>& out) {
-    metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
-        .inc();
+    if (auto it = diagnostics_by_type.find(d.type); it != diagnostics_by_type.end())
+      it->second->inc();
+    else
+      metrics::counter("hookgate_diagnostics_total", "Diagnostic events raised", {{"type", d.type}})
+          .inc();
     if (!r || r->empty()) return 0;
     Event ev = make_diagnostic_event(d, now_unix_ms());
     const size_t n = r->route(ev, schedule_now_ms(), out, own_failure_skips(d));

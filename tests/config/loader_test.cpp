@@ -35,6 +35,33 @@ TEST(ConfigLoaderTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(cfg->spool.memory_max_pending, 100000);
 }
 
+// PRODUCT.md's default hook folders, in order: the built-in ones, the user's
+// ($XDG_CONFIG_HOME/hookgate/hooks, else ~/.config/hookgate/hooks), then ./hooks beside the
+// config. And a path starting with ~/ is the user's home.
+TEST(ConfigLoaderTest, DefaultHookFoldersAndHomePaths) {
+  const char* old_xdg = std::getenv("XDG_CONFIG_HOME");
+  const std::string saved_xdg = old_xdg ? old_xdg : "";
+  const char* old_home = std::getenv("HOME");
+  const std::string saved_home = old_home ? old_home : "";
+  setenv("XDG_CONFIG_HOME", "/xdg", 1);
+  setenv("HOME", "/home/ann", 1);
+  EXPECT_EQ(default_hook_directories("/etc/hg"),
+            (std::vector<std::string>{HOOKGATE_SHARE_DIR, "/xdg/hookgate/hooks", "/etc/hg/hooks"}));
+  unsetenv("XDG_CONFIG_HOME");
+  EXPECT_EQ(default_hook_directories("/etc/hg"),
+            (std::vector<std::string>{HOOKGATE_SHARE_DIR, "/home/ann/.config/hookgate/hooks",
+                                      "/etc/hg/hooks"}));
+  auto cfg = load("hooks: { directories: [~/hooks, \"~\"] }\nspool: { path: ~/spool.db }\n");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_EQ(cfg->hooks.directories, (std::vector<std::string>{"/home/ann/hooks", "/home/ann"}));
+  EXPECT_EQ(cfg->spool.path, "/home/ann/spool.db");
+  if (old_xdg) setenv("XDG_CONFIG_HOME", saved_xdg.c_str(), 1);
+  if (old_home)
+    setenv("HOME", saved_home.c_str(), 1);
+  else
+    unsetenv("HOME");
+}
+
 TEST(ConfigLoaderTest, FullProductExample) {
   setenv("HG_TEST_SECRET", "s3cr3t-value", 1);
   unsetenv("HG_TEST_TOKEN");

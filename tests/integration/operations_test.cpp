@@ -248,6 +248,9 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
   EXPECT_NE(m.find("# TYPE hookgate_delivery_duration_seconds histogram"), std::string::npos);
   EXPECT_NE(m.find("hookgate_hook_runs_total{hook=\"tag\""), std::string::npos) << m;
   EXPECT_EQ(metric_value(m, "hookgate_hook_duration_seconds_count{hook=\"tag\"}"), 3u) << m;
+  // Every diagnostic type has its series from the start, so an alert on increase() sees the first.
+  EXPECT_EQ(metric_value(m, "hookgate_diagnostics_total{type=\"hookgate.delivery.dead\"}"), 0u)
+      << m;
   EXPECT_NE(m.find("hookgate_spool_depth"), std::string::npos);
 
   // The spool records the outcomes asynchronously too: its depth reaches 0 once they commit.
