@@ -13,6 +13,7 @@
 #include <future>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -88,6 +89,7 @@ struct Gateway::Impl {
     uint64_t router_generation = 0;  // of the webhooks that routed it (read before the snapshot)
   };
   uint64_t backlogs_reported_generation = 0;  // ingest thread only
+  std::set<std::string> reshaped_webhooks;    // ingest thread only: body:/hec: changed by a reload
   uint64_t external_changes_seen = 0;         // ingest thread only: store->external_changes()
   std::map<std::string, size_t> unconfigured_named;  // backlogs last named (ingest thread)
   std::deque<AddInFlight> adds;
@@ -357,7 +359,15 @@ struct Gateway::Impl {
     for (const auto& add : adds)
       if (add.router_generation != current) return;
     backlogs_reported_generation = current;
-    report_unconfigured_backlogs(*snapshot().second, store->pending_by_webhook());
+    const auto pending = store->pending_by_webhook();
+    report_unconfigured_backlogs(*snapshot().second, pending);
+    for (const auto& name : reshaped_webhooks)
+      if (auto it = pending.find(name); it != pending.end() && it->second > 0)
+        spdlog::warn(
+            "reload: webhook {} sends a body of another shape now (body:/hec: changed); its {} "
+            "pending deliveries were made before and go out in the old shape",
+            name, it->second);
+    reshaped_webhooks.clear();
   }
 
   // A replay from the command line (`--spool FILE`: it cannot know the config) may have made
@@ -448,6 +458,14 @@ struct Gateway::Impl {
     if (n.log.format != cfg.log.format)
       spdlog::warn("reload: log.format changed; it takes effect on restart");
     n.log.format = cfg.log.format;
+    // Bodies are made when an event is routed: a webhook whose body changes shape keeps its
+    // spooled backlog in the old one. Said once the new webhooks take over, with the count.
+    for (const auto& w : n.webhooks)
+      for (const auto& old : cfg.webhooks)
+        if (old.name == w.name &&
+            (old.body != w.body || old.hec_sourcetype != w.hec_sourcetype ||
+             old.hec_index != w.hec_index || old.hec_host_field != w.hec_host_field))
+          reshaped_webhooks.insert(w.name);
     cfg.webhooks = n.webhooks;
     log_missing_hook_directories(n.hooks);
     n.hooks.max_event_bytes = cfg.hooks.max_event_bytes;  // the running bus limit, as above

@@ -535,6 +535,36 @@ TEST(OperationsTest, AReloadAppliesTheShutdownGraceAndNamesRestartOnlySettings) 
   EXPECT_TRUE(gw.wait_for_log("waiting up to 1234 ms", 10s)) << gw.log();
 }
 
+// Found in review: bodies are made when an event is routed, so a reload that changed a webhook's
+// body: sent its spooled backlog in the old shape (to a receiver that now expects the new one),
+// without a word. The reload now says how many deliveries keep the old shape.
+TEST(OperationsTest, AReloadThatChangesABodyShapeNamesTheBacklogInTheOldShape) {
+  TempDir dir;
+  ClosedPort down;  // the backlog stays pending
+  GatewayProcess gw(dir);
+  auto config = [&](const std::string& body) {
+    // app.* only: each failed attempt raises a hookgate.delivery.failed the other would take.
+    const std::string common =
+        "\n    events: [\"app.*\"]\n    retry: { max_attempts: 5, initial_backoff_ms: 60000 }\n";
+    return config_with("webhooks:\n  - name: siem\n    url: " + down.url() + common +
+                       "    body: " + body + "\n  - name: steady\n    url: " + down.url() + common);
+  };
+  ASSERT_TRUE(gw.start(config("cloudevent"))) << gw.log();
+  for (int i = 0; i < 3; ++i) ASSERT_FALSE(publish(gw.bus_endpoint(), "app.event", "{}").empty());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return metric_value(http_get(gw.admin_port(), "/metrics"), "hookgate_spool_depth") == 6;
+      },
+      10s))
+      << gw.log();
+  dir.write("hookgate.yaml", config("splunk_hec"));
+  gw.signal(SIGHUP);
+  EXPECT_TRUE(gw.wait_for_log(
+      "webhook siem sends a body of another shape now (body:/hec: changed); its 3 pending", 10s))
+      << gw.log();
+  EXPECT_EQ(gw.log().find("webhook steady sends a body"), std::string::npos) << gw.log();
+}
+
 TEST(OperationsTest, TopicFiltersAreNotCountedAsDroppedMessages) {
   TempDir dir;
   HttpReceiver rx;
