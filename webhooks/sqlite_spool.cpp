@@ -193,8 +193,6 @@ DeliveryState state_from(int code) {
   return DeliveryState::Pending;
 }
 
-// Resets a cached statement when the scope ends, so no statement keeps a read snapshot open
-// (which would stall WAL checkpoints) and bindings never leak into the next use.
 // A batch of adds whose transaction failed on these is written again (after 100 ms, doubling to
 // 5 s) instead of refused: a full disk is freed, an I/O error may pass, and a refused event is
 // lost while one the bus still holds is not. Anything else (a read-only file, a damaged one, a
@@ -206,6 +204,8 @@ bool writes_wait_for(int code) {
 constexpr int64_t kDiskRetryInitialMs = 100;
 constexpr int64_t kDiskRetryMaxMs = 5000;
 
+// Resets a cached statement when the scope ends, so no statement keeps a read snapshot open
+// (which would stall WAL checkpoints) and bindings never leak into the next use.
 class StmtScope {
  public:
   explicit StmtScope(sqlite3_stmt* stmt) : stmt_(stmt) {}
@@ -830,6 +830,180 @@ void SqliteSpool::writer_loop() {
   }
 }
 
+// One try at writing `ops` in one transaction (rolled back when it fails). Each op's per-try
+// state was reset by the caller; the outcomes it records are read by run_batch's publish step.
+SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
+                                                              std::vector<std::unique_ptr<Op>>& ops,
+                                                              int64_t now) {
+  std::string failure;   // non-empty: the whole transaction was lost
+  int failure_code = 0;  // SQLite's primary result code for `failure`
+  size_t rows = 0;
+  if (!begin_waiting(c)) failure = c.error();
+  for (auto& op_ptr : ops) {
+    if (!failure.empty()) break;
+    Op& op = *op_ptr;
+    switch (op.kind) {
+      case Op::Kind::Add: {
+        // A savepoint per add() call: a bad batch (duplicate id) fails alone, atomically.
+        if (!c.exec("SAVEPOINT add_batch")) {
+          failure = c.error();
+          break;
+        }
+        sqlite3_stmt* s = c.stmt(kInsert);
+        sqlite3_stmt* ps = c.stmt(kInsertPayload);
+        std::string err = s == nullptr || ps == nullptr ? c.error() : "";
+        bool duplicate = false;  // the caller's fault, not the spool's
+        int64_t payload = 0;
+        for (size_t i = 0; err.empty() && i < op.batch.size(); ++i) {
+          const Delivery& d = op.batch[i];
+          // Consecutive deliveries of one event with the same body (the router shares it)
+          // share one payload row; add() gave them consecutive rowids.
+          if (i == 0 || !same_payload(op.batch[i - 1], d)) {
+            size_t span = 1;
+            while (i + span < op.batch.size() && same_payload(d, op.batch[i + span])) ++span;
+            payload = op.rowids[i];
+            StmtScope pscope(ps);
+            sqlite3_bind_int64(ps, 1, payload);
+            sqlite3_bind_int64(ps, 2, static_cast<int64_t>(span));
+            bind_text(ps, 3, d.event_id);
+            bind_text(ps, 4, d.event_type);
+            sqlite3_bind_int64(ps, 5, d.created_ms);
+            if (d.body && !d.body->empty()) {
+              sqlite3_bind_blob64(ps, 6, d.body->data(), d.body->size(), SQLITE_STATIC);
+            } else {
+              sqlite3_bind_zeroblob(ps, 6, 0);
+            }
+            if (sqlite3_step(ps) != SQLITE_DONE) {
+              err = c.error();  // a taken rowid: a second gateway writing this file
+              break;
+            }
+          }
+          StmtScope scope(s);
+          sqlite3_bind_int64(s, 1, op.rowids[i]);
+          bind_text(s, 2, d.id);
+          sqlite3_bind_int64(s, 3, payload);
+          bind_text(s, 4, d.webhook);
+          sqlite3_bind_int(s, 5, d.attempts);
+          sqlite3_bind_int64(s, 6, d.next_attempt_ms);
+          sqlite3_bind_int64(s, 7, now);
+          sqlite3_bind_int(s, 8, state_code(d.state));
+          bind_text(s, 9, d.last_error);
+          const int rc = sqlite3_step(s);
+          if (rc == SQLITE_DONE) continue;
+          // Only a clash on the id is the caller's fault; anything else, a taken rowid included
+          // (a second gateway writing this file, see docs/spool.md), is reported as SQLite
+          // says.
+          const std::string why = c.error();
+          if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_UNIQUE &&
+              why.find("deliveries.id") != std::string::npos) {
+            err = "duplicate delivery id " + d.id;
+            duplicate = true;
+          } else {
+            err = why;
+          }
+        }
+        if (sqlite3_get_autocommit(c.db)) {  // SQLite rolled the whole transaction back
+          failure = err.empty() ? c.error() : err;
+        } else if (!err.empty() && !duplicate && writes_wait_for(sqlite3_errcode(c.db))) {
+          // A full disk or an I/O error failing only this statement: the whole transaction
+          // goes, and is tried again below, instead of refusing these events.
+          failure_code = sqlite3_errcode(c.db);
+          failure = err;
+        } else if (!err.empty()) {
+          // If the partial batch cannot be undone, the whole transaction goes: committing it
+          // would keep part of a batch reported refused.
+          if (!c.undo_savepoint("add_batch")) failure = err + "; " + c.error();
+          op.status = make_error("spool " + path_ + ": " + err);
+          // Anything but a duplicate id (a file that became read-only, a full disk failing
+          // only this statement) refuses events as a lost transaction does: count and say it.
+          if (!duplicate && failure.empty()) {
+            spool_metrics().errors.inc();
+            static LogLimiter log_limit{5, "spool: unwritten-batch lines"};
+            if (log_limit.allow())
+              spdlog::error("spool {}: a batch of {} deliveries could not be written: {}", path_,
+                            op.batch.size(), err);
+          }
+        } else if (!c.exec("RELEASE add_batch")) {
+          failure = c.error();
+        } else {
+          rows += op.batch.size();
+        }
+        break;
+      }
+      case Op::Kind::Complete: {
+        // Per try: a held outcome must not keep what the UPDATE of a lost transaction matched
+        // (the row may have been lost with it, an Add in the same transaction).
+        op.applied = false;
+        op.attempts = 0;
+        sqlite3_stmt* s = c.stmt(kComplete);
+        if (s == nullptr) {
+          failure = c.error();
+          break;
+        }
+        StmtScope scope(s);
+        bind_text(s, 1, op.delivery.id);
+        sqlite3_bind_int64(s, 2, now);
+        int state = kPending;
+        if (op.outcome.kind == AttemptOutcome::Kind::Delivered) state = kDelivered;
+        if (op.outcome.kind == AttemptOutcome::Kind::Dead) state = kDead;
+        sqlite3_bind_int(s, 3, state);
+        sqlite3_bind_int64(s, 4, op.outcome.next_attempt_ms);
+        static const std::string kNoError;
+        bind_text(s, 5, state == kDelivered ? kNoError : op.outcome.error);
+        sqlite3_bind_int64(s, 6, op.rowid);
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+          op.applied = true;
+          op.attempts = sqlite3_column_int(s, 0);
+          rc = sqlite3_step(s);
+        }
+        if (rc != SQLITE_DONE) {
+          // Not fatal for the others unless SQLite gave up the transaction. Logged once per
+          // outcome: it is retried until it is written.
+          if (op.write_tries == 0)
+            spdlog::warn("spool {}: recording outcome of {} failed, retrying: {}", path_,
+                         op.delivery.id, c.error());
+          op.applied = false;
+          op.write_failed = true;
+          if (sqlite3_get_autocommit(c.db)) failure = c.error();
+        } else if (op.applied) {
+          ++rows;
+        }
+        break;
+      }
+      case Op::Kind::Replay: {
+        // All of it or none: a replay that failed half-way must not commit the half it did
+        // while reporting failure.
+        if (!c.exec("SAVEPOINT replay")) {
+          failure = c.error();
+          break;
+        }
+        if (!replay_rows(c, op.ids, op.all_dead, op.webhook, now, op.count)) {
+          const std::string why = c.error();
+          op.status = make_error("spool " + path_ + ": replay failed: " + why);
+          op.count = 0;
+          if (sqlite3_get_autocommit(c.db)) {
+            failure = why;
+          } else if (!c.undo_savepoint("replay")) {
+            failure = why + "; " + c.error();
+          }
+        } else if (!c.exec("RELEASE replay")) {
+          failure = c.error();
+        }
+        rows += op.count;
+        break;
+      }
+      case Op::Kind::Prune:
+      case Op::Kind::Flush:
+        break;
+    }
+  }
+  if (failure.empty() && !c.exec("COMMIT")) failure = c.error();
+  if (!failure.empty() && failure_code == 0) failure_code = sqlite3_errcode(c.db);
+  if (!failure.empty() && !sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
+  return {std::move(failure), failure_code, rows};
+}
+
 void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   Conn& c = *writer_;
   bool any_txn = false;
@@ -846,9 +1020,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   size_t rows = 0;
   int64_t retry_wait_ms = 0;  // > 0 once a batch of adds waits for the disk
   for (;;) {
-    const int64_t now = schedule_now_ms();
     const int64_t t0 = now_steady_ns();
-    int failure_code = 0;  // SQLite's primary result code for `failure`
     failure.clear();
     rows = 0;
     for (auto& op : ops) {  // what a lost try left behind
@@ -865,169 +1037,9 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         std::lock_guard lock(stats_mu_);
         ++batches_taken_;
       }
-      if (!begin_waiting(c)) failure = c.error();
-      for (auto& op_ptr : ops) {
-        if (!failure.empty()) break;
-        Op& op = *op_ptr;
-        switch (op.kind) {
-          case Op::Kind::Add: {
-            // A savepoint per add() call: a bad batch (duplicate id) fails alone, atomically.
-            if (!c.exec("SAVEPOINT add_batch")) {
-              failure = c.error();
-              break;
-            }
-            sqlite3_stmt* s = c.stmt(kInsert);
-            sqlite3_stmt* ps = c.stmt(kInsertPayload);
-            std::string err = s == nullptr || ps == nullptr ? c.error() : "";
-            bool duplicate = false;  // the caller's fault, not the spool's
-            int64_t payload = 0;
-            for (size_t i = 0; err.empty() && i < op.batch.size(); ++i) {
-              const Delivery& d = op.batch[i];
-              // Consecutive deliveries of one event with the same body (the router shares it)
-              // share one payload row; add() gave them consecutive rowids.
-              if (i == 0 || !same_payload(op.batch[i - 1], d)) {
-                size_t span = 1;
-                while (i + span < op.batch.size() && same_payload(d, op.batch[i + span])) ++span;
-                payload = op.rowids[i];
-                StmtScope pscope(ps);
-                sqlite3_bind_int64(ps, 1, payload);
-                sqlite3_bind_int64(ps, 2, static_cast<int64_t>(span));
-                bind_text(ps, 3, d.event_id);
-                bind_text(ps, 4, d.event_type);
-                sqlite3_bind_int64(ps, 5, d.created_ms);
-                if (d.body && !d.body->empty()) {
-                  sqlite3_bind_blob64(ps, 6, d.body->data(), d.body->size(), SQLITE_STATIC);
-                } else {
-                  sqlite3_bind_zeroblob(ps, 6, 0);
-                }
-                if (sqlite3_step(ps) != SQLITE_DONE) {
-                  err = c.error();  // a taken rowid: a second gateway writing this file
-                  break;
-                }
-              }
-              StmtScope scope(s);
-              sqlite3_bind_int64(s, 1, op.rowids[i]);
-              bind_text(s, 2, d.id);
-              sqlite3_bind_int64(s, 3, payload);
-              bind_text(s, 4, d.webhook);
-              sqlite3_bind_int(s, 5, d.attempts);
-              sqlite3_bind_int64(s, 6, d.next_attempt_ms);
-              sqlite3_bind_int64(s, 7, now);
-              sqlite3_bind_int(s, 8, state_code(d.state));
-              bind_text(s, 9, d.last_error);
-              const int rc = sqlite3_step(s);
-              if (rc == SQLITE_DONE) continue;
-              // Only a clash on the id is the caller's fault; anything else, a taken rowid included
-              // (a second gateway writing this file, see docs/spool.md), is reported as SQLite
-              // says.
-              const std::string why = c.error();
-              if (sqlite3_extended_errcode(c.db) == SQLITE_CONSTRAINT_UNIQUE &&
-                  why.find("deliveries.id") != std::string::npos) {
-                err = "duplicate delivery id " + d.id;
-                duplicate = true;
-              } else {
-                err = why;
-              }
-            }
-            if (sqlite3_get_autocommit(c.db)) {  // SQLite rolled the whole transaction back
-              failure = err.empty() ? c.error() : err;
-            } else if (!err.empty() && !duplicate && writes_wait_for(sqlite3_errcode(c.db))) {
-              // A full disk or an I/O error failing only this statement: the whole transaction
-              // goes, and is tried again below, instead of refusing these events.
-              failure_code = sqlite3_errcode(c.db);
-              failure = err;
-            } else if (!err.empty()) {
-              // If the partial batch cannot be undone, the whole transaction goes: committing it
-              // would keep part of a batch reported refused.
-              if (!c.undo_savepoint("add_batch")) failure = err + "; " + c.error();
-              op.status = make_error("spool " + path_ + ": " + err);
-              // Anything but a duplicate id (a file that became read-only, a full disk failing
-              // only this statement) refuses events as a lost transaction does: count and say it.
-              if (!duplicate && failure.empty()) {
-                spool_metrics().errors.inc();
-                static LogLimiter log_limit{5, "spool: unwritten-batch lines"};
-                if (log_limit.allow())
-                  spdlog::error("spool {}: a batch of {} deliveries could not be written: {}",
-                                path_, op.batch.size(), err);
-              }
-            } else if (!c.exec("RELEASE add_batch")) {
-              failure = c.error();
-            } else {
-              rows += op.batch.size();
-            }
-            break;
-          }
-          case Op::Kind::Complete: {
-            // Per try: a held outcome must not keep what the UPDATE of a lost transaction matched
-            // (the row may have been lost with it, an Add in the same transaction).
-            op.applied = false;
-            op.attempts = 0;
-            sqlite3_stmt* s = c.stmt(kComplete);
-            if (s == nullptr) {
-              failure = c.error();
-              break;
-            }
-            StmtScope scope(s);
-            bind_text(s, 1, op.delivery.id);
-            sqlite3_bind_int64(s, 2, now);
-            int state = kPending;
-            if (op.outcome.kind == AttemptOutcome::Kind::Delivered) state = kDelivered;
-            if (op.outcome.kind == AttemptOutcome::Kind::Dead) state = kDead;
-            sqlite3_bind_int(s, 3, state);
-            sqlite3_bind_int64(s, 4, op.outcome.next_attempt_ms);
-            static const std::string kNoError;
-            bind_text(s, 5, state == kDelivered ? kNoError : op.outcome.error);
-            sqlite3_bind_int64(s, 6, op.rowid);
-            int rc = sqlite3_step(s);
-            if (rc == SQLITE_ROW) {
-              op.applied = true;
-              op.attempts = sqlite3_column_int(s, 0);
-              rc = sqlite3_step(s);
-            }
-            if (rc != SQLITE_DONE) {
-              // Not fatal for the others unless SQLite gave up the transaction. Logged once per
-              // outcome: it is retried until it is written.
-              if (op.write_tries == 0)
-                spdlog::warn("spool {}: recording outcome of {} failed, retrying: {}", path_,
-                             op.delivery.id, c.error());
-              op.applied = false;
-              op.write_failed = true;
-              if (sqlite3_get_autocommit(c.db)) failure = c.error();
-            } else if (op.applied) {
-              ++rows;
-            }
-            break;
-          }
-          case Op::Kind::Replay: {
-            // All of it or none: a replay that failed half-way must not commit the half it did
-            // while reporting failure.
-            if (!c.exec("SAVEPOINT replay")) {
-              failure = c.error();
-              break;
-            }
-            if (!replay_rows(c, op.ids, op.all_dead, op.webhook, now, op.count)) {
-              const std::string why = c.error();
-              op.status = make_error("spool " + path_ + ": replay failed: " + why);
-              op.count = 0;
-              if (sqlite3_get_autocommit(c.db)) {
-                failure = why;
-              } else if (!c.undo_savepoint("replay")) {
-                failure = why + "; " + c.error();
-              }
-            } else if (!c.exec("RELEASE replay")) {
-              failure = c.error();
-            }
-            rows += op.count;
-            break;
-          }
-          case Op::Kind::Prune:
-          case Op::Kind::Flush:
-            break;
-        }
-      }
-      if (failure.empty() && !c.exec("COMMIT")) failure = c.error();
-      if (!failure.empty() && failure_code == 0) failure_code = sqlite3_errcode(c.db);
-      if (!failure.empty() && !sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
+      TransactionResult written = write_transaction(c, ops, schedule_now_ms());
+      failure = std::move(written.failure);
+      rows = written.rows;
       auto& m = spool_metrics();
       if (failure.empty()) {
         m.commit.observe_ns(now_steady_ns() - t0);
@@ -1047,7 +1059,8 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         std::lock_guard lock(q_mu_);
         stopping = stopping_;
       }
-      const bool wait = !failure.empty() && any_add && writes_wait_for(failure_code) && !stopping;
+      const bool wait =
+          !failure.empty() && any_add && writes_wait_for(written.failure_code) && !stopping;
       // Once per cause (refused adds are logged by their caller); waiting once per episode.
       if (!failure.empty() && failure != last_write_error_) {
         spdlog::error("spool {}: write transaction failed: {}", path_, failure);

@@ -214,6 +214,12 @@ class SqliteSpool final : public DeliveryStore {
   // Writer side.
   void writer_loop();
   void run_batch(std::vector<std::unique_ptr<Op>>& ops);
+  struct TransactionResult {
+    std::string failure;   // empty: committed
+    int failure_code = 0;  // SQLite's result code for `failure`
+    size_t rows = 0;       // rows written
+  };
+  TransactionResult write_transaction(Conn& c, std::vector<std::unique_ptr<Op>>& ops, int64_t now);
   void tick(int64_t now_ms);
   // `dead`, if given, gets how many of the deleted rows were dead letters.
   size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more, size_t* dead = nullptr);
