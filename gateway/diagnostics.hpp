@@ -16,6 +16,9 @@ inline constexpr const char* kHookTimeout = "hookgate.hook.timeout";
 inline constexpr const char* kHooksReloaded = "hookgate.hooks.reloaded";
 inline constexpr const char* kDeliveryFailed = "hookgate.delivery.failed";
 inline constexpr const char* kDeliveryDead = "hookgate.delivery.dead";
+inline constexpr const char* kAllTypes[] = {kEventRejected, kEventVetoed,   kHookFailed,
+                                            kHookTimeout,   kHooksReloaded, kDeliveryFailed,
+                                            kDeliveryDead};
 }  // namespace diag
 
 struct DiagnosticEvent {

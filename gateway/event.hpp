@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "config/config.hpp"
 #include "gateway/common/result.hpp"
 
 namespace hookgate {
@@ -21,9 +22,9 @@ using JsonValue = rapidjson::Value;
 using JsonDocument = rapidjson::Document;
 
 // The longest event type: as long as a bus.topics prefix may be. A type travels as the topic
-// frame, in X-Hookgate-Event and in a one-shot hook's environment, where a very long one would be
-// refused (a receiver's 431, the exec limit) long after the event was accepted.
-inline constexpr size_t kMaxTypeBytes = 1023;
+// frame and in X-Hookgate-Event, where a very long one would be refused (a receiver's 431) long
+// after the event was accepted.
+inline constexpr size_t kMaxTypeBytes = config::kMaxTopicBytes;
 
 class Event {
  public:

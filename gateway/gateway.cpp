@@ -144,7 +144,7 @@ struct Gateway::Impl {
       metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
   metrics::Counter& reloads =
       metrics::counter("hookgate_hooks_reloads_total", "Hook chain reloads");
-  // The same text as the spool's own registration: whichever comes first sets the HELP line.
+  // Set here for either store, from its pending_count(), on every turn of the ingest loop.
   metrics::Gauge& spool_depth = metrics::gauge(
       "hookgate_spool_depth", "Pending deliveries in the spool, including those in flight");
   // One counter per diagnostic type, found once (and shown at 0 from the start): a lookup takes
@@ -152,9 +152,7 @@ struct Gateway::Impl {
   // rejected bus messages raise a diagnostic each on the ingest thread.
   const std::map<std::string, metrics::Counter*, std::less<>> diagnostics_by_type = [] {
     std::map<std::string, metrics::Counter*, std::less<>> by_type;
-    for (const char* type :
-         {diag::kEventRejected, diag::kEventVetoed, diag::kHookFailed, diag::kHookTimeout,
-          diag::kHooksReloaded, diag::kDeliveryFailed, diag::kDeliveryDead})
+    for (const char* type : diag::kAllTypes)
       by_type.emplace(type, &metrics::counter("hookgate_diagnostics_total",
                                               "Diagnostic events raised", {{"type", type}}));
     return by_type;

@@ -361,8 +361,6 @@ struct SqliteSpool::Op {
 
 namespace {
 struct SpoolMetrics {
-  metrics::Gauge& depth = metrics::gauge(
-      "hookgate_spool_depth", "Pending deliveries in the spool, including those in flight");
   metrics::Histogram& commit = metrics::histogram("hookgate_spool_commit_duration_seconds",
                                                   "Time to write and commit one spool transaction");
   metrics::Counter& commits =
@@ -639,7 +637,6 @@ Status SqliteSpool::init(bool tools) {
     next_rowid_ = *max_rowid + 1;
     if (!resync_locked()) return fail(*writer_, "cannot read pending deliveries");
   }
-  spool_metrics().depth.set(static_cast<int64_t>(pending_));
   spdlog::debug("spool {}: opened ({} pending, synchronous={})", path_, pending_, sync);
   writer_thread_ = std::thread([this] {
     name_this_thread("hg-spool-writer");
@@ -1159,7 +1156,6 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
     if (!failure.empty()) resync = true;  // adds lost with it
     if (resync && !resync_locked()) resync_pending_ = true;
     enforce_cap_locked();
-    spool_metrics().depth.set(static_cast<int64_t>(pending_));
     if (claims_capped_ && completing_ < tuning_.max_unrecorded_outcomes) {
       claims_capped_ = false;
       ready = true;
@@ -1322,7 +1318,6 @@ void SqliteSpool::tick(int64_t now_ms) {
     {
       std::scoped_lock lock(disk_mu_, mu_);
       resync_pending_ = !resync_locked();
-      spool_metrics().depth.set(static_cast<int64_t>(pending_));
     }
     // Announced only with counts read after it: a failed resync is retried next tick.
     if (external_unannounced_ && !resync_pending_) {

@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -211,6 +210,12 @@ std::optional<std::string> condition_text(const YAML::Node& node, const std::str
 }
 
 // "data.user.name": non-empty segments separated by single dots.
+// Whether dotted path `p` lies inside `parent` (data.a.b inside data.a; not data.ab).
+bool is_under(std::string_view p, std::string_view parent) {
+  return p.size() > parent.size() && p.substr(0, parent.size()) == parent &&
+         p[parent.size()] == '.';
+}
+
 // A path segment that is all digits: a list index where the value is a list.
 bool is_index(std::string_view segment) {
   return !segment.empty() &&
@@ -587,10 +592,6 @@ class DeclarativeHook final : public Hook {
   // index k was k + 1. (Removals between two renames are applied in turn by failed(), not
   // mapped here.)
   std::vector<std::string> before_renames(const std::string& path, size_t step) const {
-    const auto under = [](std::string_view p, std::string_view parent) {
-      return p.size() > parent.size() && p.substr(0, parent.size()) == parent &&
-             p[parent.size()] == '.';
-    };
     std::vector<std::string> paths{path};
     for (size_t j = step; j-- > 0;) {
       if (actions_[j].op != ActionStep::Op::Rename) continue;
@@ -602,10 +603,10 @@ class DeclarativeHook final : public Hook {
         const std::string_view index = std::string_view(from).substr(dot + 1);
         std::vector<std::string> before;
         for (const auto& p : paths) {
-          if (p == to || under(p, to)) before.push_back(from + p.substr(to.size()));
-          if (under(to, p)) before.push_back(from);  // the renamed value sits inside it
+          if (p == to || is_under(p, to)) before.push_back(from + p.substr(to.size()));
+          if (is_under(to, p)) before.push_back(from);  // the renamed value sits inside it
           std::string q = p;
-          if (dot != std::string::npos && is_index(index) && under(p, list)) {
+          if (dot != std::string::npos && is_index(index) && is_under(p, list)) {
             const size_t begin = list.size() + 1;
             const size_t end = std::min(p.find('.', begin), p.size());
             const std::string_view k = std::string_view(p).substr(begin, end - begin);
@@ -708,7 +709,7 @@ class DeclarativeHook final : public Hook {
         rest.remove_prefix(std::min(rest.size(), segment.size() + 1));
       }
       for (std::string_view q : touched) {
-        if (q.size() > p.size() && q.substr(0, p.size()) == p && q[p.size()] == '.') return;
+        if (is_under(q, p)) return;
       }
     }
     in_place_ = true;
