@@ -131,9 +131,13 @@ void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string
                 connect_endpoint_named(connect_endpoints_, !connects_only_, endpoint))
           redials_.forget(*configured);
         spdlog::info("bus: connected to {}", endpoint);
+        live_.insert(endpoint);
+        live_count_->store(static_cast<int>(live_.size()));
       }
       break;
     case ZMQ_EVENT_DISCONNECTED:
+      // Also the end of a refused handshake, which was never counted as live.
+      if (ours && live_.erase(endpoint) > 0) live_count_->store(static_cast<int>(live_.size()));
       if (ours && log_limit.allow())
         spdlog::warn("bus: connection to {} lost; reconnecting", endpoint);
       break;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,11 @@ class ConnectionMonitor {
       std::chrono::steady_clock::time_point now) {
     return redials_.take_due(now);
   }
+  // How many connect endpoints have a live connection now (handshake done, not lost since); set
+  // by the monitor's thread, readable from any thread for as long as the holder keeps it.
+  [[nodiscard]] std::shared_ptr<const std::atomic<int>> live_connections() const {
+    return live_count_;
+  }
 
  private:
   ConnectionMonitor(zmq::socket_t& watched, zmq::socket_t events,
@@ -54,6 +60,10 @@ class ConnectionMonitor {
   const bool connects_only_;
   const bool curve_server_;
   RedialSchedule redials_;
+  // Connected peers, by the address the events name (the same for a connection's handshake and
+  // its loss); the monitor's thread alone touches the set.
+  std::set<std::string> live_;
+  const std::shared_ptr<std::atomic<int>> live_count_ = std::make_shared<std::atomic<int>>(0);
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

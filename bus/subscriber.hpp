@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -43,6 +44,11 @@ class Subscriber {
   // the allow-list no longer has, not for want of messages: more may wait behind them.
   bool stopped_at_denials() const { return stopped_at_denials_; }
 
+  // For a socket that only connects: how many of its connect endpoints are connected now (the
+  // gateway is not ready without one). nullptr for a bound socket, which is ready without peers.
+  [[nodiscard]] std::shared_ptr<const std::atomic<int>> live_connections() const {
+    return bound_.empty() && monitor_ ? monitor_->live_connections() : nullptr;
+  }
   // The endpoint actually bound (resolves a `*` port), "" if the socket only connects.
   const std::string& bound_endpoint() const { return bound_; }
   zmq::socket_t& socket() { return socket_; }

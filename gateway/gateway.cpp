@@ -79,6 +79,10 @@ struct Gateway::Impl {
   std::unique_ptr<bus::Subscriber> sub;
   std::string bus_endpoint;  // what sub bound to; /status reads it while sub may be closing
   std::atomic<bool> bus_open{false};  // bus_endpoint is set (the admin listener starts first)
+  // A gateway that only connects: how many bus.connect peers it has now (nullptr when it binds).
+  // Set before bus_open, like bus_endpoint.
+  std::shared_ptr<const std::atomic<int>> bus_links;
+  metrics::Gauge* bus_links_gauge = nullptr;  // with bus_links
   std::unique_ptr<webhooks::DeliveryStore> store;
   struct AddInFlight {  // ingest thread only
     std::future<Status> accepted;
@@ -616,6 +620,7 @@ struct Gateway::Impl {
       report_backlogs_after_reload();
       report_backlogs_after_external_change();
       spool_depth.set(static_cast<int64_t>(store->pending_count()));
+      if (bus_links_gauge) bus_links_gauge->set(bus_links->load());
       // While adds are open, look at them every millisecond even if the bus is quiet, so the
       // accepted/refused counters follow the commits closely.
       const auto wait =
@@ -656,7 +661,11 @@ struct Gateway::Impl {
 
   // /readyz and /status "ready": taking events, not stopping, and the spool can write (while it
   // cannot, intake waits: a load balancer should send publishers elsewhere).
-  bool ready() const { return running.load() && !stop.load() && (!store || store->writable()); }
+  // A gateway that only connects takes no events until a peer is connected.
+  bool ready() const {
+    return running.load() && !stop.load() && (!store || store->writable()) &&
+           (!bus_links || bus_links->load() > 0);
+  }
 
   std::string status_json() const {
     rapidjson::StringBuffer buf;
@@ -671,6 +680,11 @@ struct Gateway::Impl {
     w.Bool(ready());
     w.Key("bus");
     w.String(bus_open.load(std::memory_order_acquire) ? bus_endpoint.c_str() : "");
+    w.Key("bus_connections");  // live bus.connect peers; null for a gateway that binds
+    if (bus_open.load(std::memory_order_acquire) && bus_links)
+      w.Int(bus_links->load());
+    else
+      w.Null();
     w.Key("spool");
     w.StartObject();
     w.Key("mode");
@@ -823,6 +837,11 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   if (!sub) return sub.error();
   g.sub = std::move(sub.value());
   g.bus_endpoint = g.sub->bound_endpoint();
+  g.bus_links = g.sub->live_connections();
+  if (g.bus_links)
+    g.bus_links_gauge = &metrics::gauge(
+        "hookgate_bus_connections",
+        "bus.connect peers with a live connection (a gateway that binds has no such gauge)");
   const std::string& bound = g.bus_endpoint;
   if (!g.cfg.bus.curve.enabled && bound.rfind("tcp://", 0) == 0 &&
       bound.rfind("tcp://127.", 0) != 0 && bound.rfind("tcp://[::1]:", 0) != 0)

@@ -149,6 +149,42 @@ TEST(OperationsTest, AStartThatFailsOnTheAdminPortNeverSubscribes) {
       << "the failed start subscribed: " << subscription.to_string();
 }
 
+// A gateway that only connects (to a `hookgate bus` proxy, say) takes no events while no peer is
+// connected: /readyz says so, and /status and the gauge count the connections.
+TEST(OperationsTest, AGatewayThatOnlyConnectsIsReadyWhileAPeerIsConnected) {
+  TempDir dir;
+  const std::string endpoint = "ipc://" + (dir / "bus.sock").string();
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start("bus: { connect: [\"" + endpoint +
+                       "\"] }\nadmin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+                       "spool: { mode: memory }\n"))
+      << gw.log();
+  int status = 0;
+  auto ready_is = [&](int want, int connections) {
+    return wait_until(
+        [&] {
+          http_get(gw.admin_port(), "/readyz", &status);
+          const std::string s = http_get(gw.admin_port(), "/status");
+          const std::string m = http_get(gw.admin_port(), "/metrics");
+          return status == want &&
+                 s.find("\"bus_connections\":" + std::to_string(connections) + ",") !=
+                     std::string::npos &&
+                 metric_value(m, "hookgate_bus_connections") == static_cast<uint64_t>(connections);
+        },
+        10s);
+  };
+  EXPECT_TRUE(ready_is(503, 0)) << http_get(gw.admin_port(), "/status");
+  {
+    zmq::context_t ctx;
+    zmq::socket_t proxy(ctx, zmq::socket_type::xpub);
+    proxy.set(zmq::sockopt::linger, 0);
+    proxy.bind(endpoint);
+    EXPECT_TRUE(ready_is(200, 1)) << http_get(gw.admin_port(), "/status") << gw.log();
+  }
+  EXPECT_TRUE(ready_is(503, 0)) << http_get(gw.admin_port(), "/status") << gw.log();
+  EXPECT_TRUE(gw.wait_for_log("bus: connection to", 5s)) << gw.log();
+}
+
 // Zombie processes (state Z) named `name` whose parent's command line mentions `marker`.
 int zombies_under(const std::string& name, const std::string& marker) {
   int count = 0;
@@ -269,6 +305,8 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
   ASSERT_TRUE(d.IsObject()) << st;
   EXPECT_EQ(d["pid"].GetInt64(), gw.pid());
   EXPECT_TRUE(d["ready"].GetBool());
+  EXPECT_TRUE(d["bus_connections"].IsNull());  // it binds: ready without peers
+  EXPECT_EQ(m.find("hookgate_bus_connections"), std::string::npos);
   ASSERT_EQ(d["hooks"].Size(), 1u);
   EXPECT_STREQ(d["hooks"][0]["name"].GetString(), "tag");
   EXPECT_EQ(std::string(d["hooks"][0]["directory"].GetString()), (dir / "hooks").string());
