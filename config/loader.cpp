@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "config/yaml_reader.hpp"
@@ -190,8 +191,14 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
             r.context() + ".rate_limit_per_s: expected 0 (no limit), or 0.001 up to " +
                 std::to_string(static_cast<int>(kMaxRatePerSecond)) + " requests a second");
   for (const auto& s : w.secrets) {
-    if (s.empty())
-      r.error(r.pos(r.has("secrets") ? "secrets" : "secret"),
+    const Position where = r.pos(r.has("secrets") ? "secrets" : "secret");
+    // An unset ${VAR} was reported already, here: that is why the secret is empty.
+    const bool said = std::any_of(r.errors().begin(), r.errors().end(), [&](const Diagnostic& d) {
+      return d.where.line == where.line && d.where.column == where.column &&
+             d.where.file == where.file;
+    });
+    if (s.empty() && !said)
+      r.error(where,
               r.context() +
                   ": a secret is empty (an unset or empty ${VAR}?); leave the key out to send "
                   "unsigned");
@@ -280,8 +287,9 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   for (auto a = w.headers.begin(); a != w.headers.end(); ++a)
     for (auto b = std::next(a); b != w.headers.end(); ++b)
       if (a->first != b->first && iequals(a->first, b->first))  // exact twins: duplicate key
-        r.error(r.pos("headers"), context + ".headers: '" + a->first + "' and '" + b->first +
-                                      "' are one header (names ignore case)");
+        r.error(key_position(r.node("headers"), b->first, file).value_or(r.pos("headers")),
+                context + ".headers: '" + a->first + "' and '" + b->first +
+                    "' are one header (names ignore case)");
   read_retry(MapReader(r.node("retry"), file, context + ".retry", errors), w.retry);
   r.get("max_in_flight", w.max_in_flight);
   r.get("rate_limit_per_s", w.rate_limit_per_s);
@@ -365,9 +373,17 @@ void read_webhooks(const YAML::Node& node, const std::string& file, Diagnostics&
     errors.push_back({position_of(node, file), "webhooks: expected a list"});
     return;
   }
-  for (size_t i = 0; i < node.size(); ++i)
-    out.push_back(
-        read_webhook(node[i], file, "webhooks[" + std::to_string(i) + "]", errors, base_dir));
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string context = "webhooks[" + std::to_string(i) + "]";
+    // yaml-cpp places an empty item where the next token starts, so the message names the `-`.
+    if (node[i].IsNull()) {
+      errors.push_back({position_of(node[i], file),
+                        context + " is empty: a `-` with nothing after it, just before here "
+                                  "(remove it, or indent the webhook's keys under it)"});
+      continue;
+    }
+    out.push_back(read_webhook(node[i], file, context, errors, base_dir));
+  }
 }
 
 void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
@@ -532,10 +548,15 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   r.finish();
   cfg.hooks.max_event_bytes = cfg.bus.max_message_bytes;
 
-  std::set<std::string> names;
-  for (const auto& w : cfg.webhooks) {
-    if (!w.name.empty() && !names.insert(w.name).second)
-      errors.push_back({w.where, "webhook name '" + w.name + "' is used twice" +
+  // Named by index too: a YAML alias (`- *hook`) repeats a webhook at its anchor's position.
+  std::map<std::string, size_t> names;
+  for (size_t i = 0; i < cfg.webhooks.size(); ++i) {
+    const auto& w = cfg.webhooks[i];
+    auto [first, fresh] = names.emplace(w.name, i);
+    if (!w.name.empty() && !fresh)
+      errors.push_back({w.where, "webhooks[" + std::to_string(i) + "]: webhook name '" + w.name +
+                                     "' is used twice (first by webhooks[" +
+                                     std::to_string(first->second) + "])" +
                                      (w.name.rfind("extensions-", 0) == 0
                                           ? " (two extensions.webhooks entries with the same hook "
                                             "and URL: give each a name:)"

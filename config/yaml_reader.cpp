@@ -32,6 +32,14 @@ Position position_of(const YAML::Node& node, const std::string& file) {
   return {file, mark.line + 1, mark.column + 1};
 }
 
+std::optional<Position> key_position(const YAML::Node& map, const std::string& key,
+                                     const std::string& file) {
+  if (!map || !map.IsMap()) return std::nullopt;
+  for (auto it : map)
+    if (it.first.IsScalar() && it.first.Scalar() == key) return position_of(it.first, file);
+  return std::nullopt;
+}
+
 namespace {
 
 constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";

@@ -18,6 +18,9 @@
 namespace hookgate::config {
 
 Position position_of(const YAML::Node& node, const std::string& file);
+// Where `key` is written in `map` (the key itself); nullopt when `map` has no such key.
+std::optional<Position> key_position(const YAML::Node& map, const std::string& key,
+                                     const std::string& file);
 
 // Parses YAML text; a syntax error becomes one Diagnostic at the parser's position.
 Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::string& file);

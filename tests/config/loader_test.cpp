@@ -380,6 +380,29 @@ TEST(ConfigLoaderTest, AnEmptySecretIsAnErrorNotUnsignedDelivery) {
   EXPECT_TRUE(unsigned_ok->webhooks[0].secrets.empty());
 }
 
+// One error for an unset ${VAR} in a secret (not a second about the empty secret it leaves); a
+// webhook repeated through a YAML alias named by its index (an alias has its anchor's position);
+// an empty list item said to be one (yaml-cpp places it at the next token, not at its `-`).
+TEST(ConfigLoaderTest, ErrorsAreSaidOnceAndWhereTheirPositionIsWeakTheySayWhat) {
+  auto dash = load("webhooks:\n  -\n  - name: a\n    url: http://x/\n");
+  ASSERT_FALSE(dash);
+  ASSERT_EQ(dash.error().size(), 1u) << dash.error().back().str();
+  EXPECT_EQ(dash.error()[0].str(),
+            "test.yaml:3:3: webhooks[0] is empty: a `-` with nothing after it, just before here "
+            "(remove it, or indent the webhook's keys under it)");
+  unsetenv("HG_DOES_NOT_EXIST");
+  auto unset =
+      load("webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_DOES_NOT_EXIST}\n");
+  ASSERT_FALSE(unset);
+  ASSERT_EQ(unset.error().size(), 1u) << unset.error().back().str();
+  EXPECT_NE(unset.error()[0].message.find("HG_DOES_NOT_EXIST is not set"), std::string::npos);
+  auto alias = load(
+      "webhooks:\n  - &hook\n    name: a\n    url: http://x/\n  - name: b\n    url: "
+      "http://y/\n  - *hook\n");
+  EXPECT_EQ(first_error(alias),
+            "test.yaml:2:5: webhooks[2]: webhook name 'a' is used twice (first by webhooks[0])");
+}
+
 // The `extensions.webhooks` form has `secret` only: `secrets` and `headers` there used to be
 // accepted and then ignored, so the webhook went out unsigned and without its headers.
 TEST(ConfigLoaderTest, TheExtensionsFormRefusesKeysItDoesNotHave) {
@@ -404,10 +427,11 @@ TEST(ConfigLoaderTest, EmptyListsAndPathsThatWouldSilentlyDisableSomethingAreRef
   EXPECT_TRUE(load("spool: { mode: memory, path: \"\" }\n"));
 }
 
+// Pointed at the repeat, which is where the operator looks (not at the first header).
 TEST(ConfigLoaderTest, HeaderNamesDifferingOnlyInCaseAreOneHeader) {
   EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    headers: { "
                              "Authorization: a, authorization: b }\n")),
-            "test.yaml:4:14: webhooks[0].headers: 'Authorization' and 'authorization' are one "
+            "test.yaml:4:34: webhooks[0].headers: 'Authorization' and 'authorization' are one "
             "header (names ignore case)");
 }
 
