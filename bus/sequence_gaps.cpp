@@ -24,4 +24,16 @@ uint64_t SequenceGaps::observe(std::string_view stream, uint64_t seq) {
   return seq - last - 1;
 }
 
+std::vector<std::pair<std::string, uint64_t>> SequenceGaps::marks() const {
+  return {last_.begin(), last_.end()};
+}
+
+void SequenceGaps::restore(const std::vector<std::pair<std::string, uint64_t>>& marks) {
+  for (const auto& [stream, seq] : marks) {
+    if (last_.size() >= kMaxStreams) return;
+    if (stream.empty() || stream.size() > kMaxStreamIdBytes) continue;
+    last_.emplace(stream, seq);  // a stream seen already keeps its own number
+  }
+}
+
 }  // namespace hookgate::bus

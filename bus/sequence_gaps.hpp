@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace hookgate::bus {
 
@@ -34,6 +36,11 @@ class SequenceGaps {
   // (0 for the first message seen of a stream, and for a repeated or late number).
   [[nodiscard]] uint64_t observe(std::string_view stream, uint64_t seq);
   size_t streams() const { return last_.size(); }
+  // Every stream's last number, to carry across a restart.
+  [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> marks() const;
+  // Continues the streams an earlier instance saw (marks()): their next number counts what was
+  // skipped meanwhile, instead of being a first sight.
+  void restore(const std::vector<std::pair<std::string, uint64_t>>& marks);
 
  private:
   // Transparent hashing: a lookup by string_view allocates nothing (once per bus message).

@@ -820,6 +820,15 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
     spdlog::info(
         "bus: topics filter the bus, so gaps in publishers' sequence numbers are not "
         "counted as dropped messages");
+  // Numbers published while the gateway was down and never received count as dropped: the
+  // streams go on from where the last clean stop left them (the durable spool keeps them).
+  if (auto marks = g.store->take_stream_marks(); !marks.empty() && g.subscribes_to_everything) {
+    g.sequence_gaps.restore(marks);
+    spdlog::info(
+        "bus: {} publisher streams go on from the last stop: numbers they sent meanwhile that "
+        "never arrive count as dropped",
+        g.sequence_gaps.streams());
+  }
   // The admin listener before the bus: a start that fails on its port (an old instance still
   // draining; with the durable spool its lock refuses that start earlier, a memory-spool one
   // gets this far) must not have subscribed first, taking events from publishers and exiting.
@@ -875,6 +884,9 @@ Gateway::~Gateway() {
 
 void Gateway::run() {
   impl_->ingest_loop();
+  // After the last message the ingest thread took in: what comes later is lost with the socket.
+  if (impl_->subscribes_to_everything)
+    impl_->store->keep_stream_marks(impl_->sequence_gaps.marks());
   spdlog::info("shutting down: intake stopped, waiting up to {} ms for {}",
                impl_->cfg.spool.shutdown_grace_ms,
                impl_->store->keeps_pending_across_restarts() ? "in-flight deliveries"

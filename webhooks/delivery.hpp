@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gateway/common/diagnostic_type.hpp"
@@ -33,6 +34,9 @@ struct Delivery {
   // Deliveries of the gateway's own hookgate.* events never raise further diagnostics (no loops).
   bool is_diagnostic() const { return is_diagnostic_type(event_type); }
 };
+
+// Publisher streams and the last sequence number seen of each (bus::SequenceGaps::marks()).
+using StreamMarks = std::vector<std::pair<std::string, uint64_t>>;
 
 // What happened to one attempt, reported back to the store.
 struct AttemptOutcome {
@@ -97,6 +101,12 @@ class DeliveryStore {
   // Whether what is still pending when the gateway stops is kept for the next start. A store
   // that keeps nothing (memory mode) gets its queue drained within the shutdown grace instead.
   [[nodiscard]] virtual bool keeps_pending_across_restarts() const { return true; }
+  // Publisher streams' last sequence numbers, kept from a clean stop to the next start, so that
+  // numbers published in between and never received count as lost bus messages. A store without
+  // a file keeps none. take_stream_marks() hands over, once, what the last clean stop kept;
+  // keep_stream_marks() is written when the store closes.
+  virtual StreamMarks take_stream_marks() { return {}; }
+  virtual void keep_stream_marks(StreamMarks) {}
 };
 
 }  // namespace hookgate::webhooks

@@ -169,6 +169,19 @@ constexpr const char* kDataVersion = "PRAGMA data_version";
 constexpr const char* kLatestRecorded =
     "SELECT MAX(COALESCE((SELECT updated_ms FROM deliveries ORDER BY rowid DESC LIMIT 1), 0), "
     "COALESCE((SELECT MAX(updated_ms) FROM deliveries WHERE state = 1), 0))";
+// Publisher streams' sequence numbers from a clean stop to the next start (SqliteSpool::
+// keep_stream_marks). Not part of the versioned schema: the table exists only in between, and a
+// hookgate that does not know it leaves it alone (then the marks are stale; see
+// load_stream_marks). Prepared once each, not cached: the table comes and goes.
+constexpr const char* kStreamMarksExist =
+    "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'bus_streams'";
+constexpr const char* kReadStreamMarks = "SELECT stream, last_seq, saved_ms FROM bus_streams";
+constexpr const char* kDropStreamMarks = "DROP TABLE IF EXISTS bus_streams";
+constexpr const char* kCreateStreamMarks =
+    "CREATE TABLE bus_streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
+    "saved_ms INTEGER NOT NULL) WITHOUT ROWID";
+constexpr const char* kInsertStreamMark =
+    "INSERT OR REPLACE INTO bus_streams(stream, last_seq, saved_ms) VALUES(?1, ?2, ?3)";
 // Past every rowid in use: a payload's rowid is its first delivery's, and that delivery may be
 // gone while the payload (and a later delivery) remains.
 constexpr const char* kMaxRowid =
@@ -632,6 +645,11 @@ Status SqliteSpool::init(bool tools) {
   auto latest = writer_->scalar(kLatestRecorded);
   if (!latest) return fail(*writer_, "cannot read the latest update time");
   latest_recorded_ms_ = *latest;
+  if (auto st = load_stream_marks(); !st)
+    spdlog::warn(
+        "spool {}: publisher sequence numbers from the last stop not read ({}): gaps "
+        "across that restart are not counted",
+        path_, st.error().message);
   {
     std::scoped_lock lock(disk_mu_, mu_);
     next_rowid_ = *max_rowid + 1;
@@ -643,6 +661,87 @@ Status SqliteSpool::init(bool tools) {
     writer_loop();
   });
   return {};
+}
+
+Status SqliteSpool::load_stream_marks() {
+  auto exists = writer_->scalar(kStreamMarksExist);
+  if (!exists) return make_error(writer_->error());
+  if (*exists == 0) return {};
+  StreamMarks marks;
+  int64_t saved_ms = std::numeric_limits<int64_t>::max();
+  {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(writer_->db, kReadStreamMarks, -1, &s, nullptr) != SQLITE_OK) {
+      sqlite3_finalize(s);
+      return make_error(writer_->error());
+    }
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+      marks.emplace_back(column_text(s, 0), static_cast<uint64_t>(sqlite3_column_int64(s, 1)));
+      saved_ms = std::min<int64_t>(saved_ms, sqlite3_column_int64(s, 2));
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) return make_error(writer_->error());
+  }
+  // Read once: a crash later must not find these again, by then out of date.
+  if (!writer_->exec(kDropStreamMarks)) return make_error(writer_->error());
+  if (!marks.empty() && latest_recorded_ms_ > saved_ms) {
+    spdlog::info(
+        "spool {}: publisher sequence numbers from an earlier stop are older than the file's "
+        "latest record (another hookgate ran on it since): not used",
+        path_);
+    return {};
+  }
+  std::lock_guard lock(marks_mu_);
+  restored_marks_ = std::move(marks);
+  return {};
+}
+
+void SqliteSpool::save_stream_marks() {
+  std::optional<StreamMarks> marks;
+  {
+    std::lock_guard lock(marks_mu_);
+    marks = std::move(marks_to_keep_);
+  }
+  if (!marks || marks->empty() || !writer_) return;
+  // At or after every time this run recorded, so that the next open sees no later record.
+  const int64_t saved_ms =
+      std::max(now_unix_ms(), writer_->scalar(kLatestRecorded).value_or(latest_recorded_ms_));
+  bool ok = writer_->exec("BEGIN IMMEDIATE") && writer_->exec(kDropStreamMarks) &&
+            writer_->exec(kCreateStreamMarks);
+  sqlite3_stmt* s = nullptr;
+  if (ok) ok = sqlite3_prepare_v2(writer_->db, kInsertStreamMark, -1, &s, nullptr) == SQLITE_OK;
+  for (size_t i = 0; ok && i < marks->size(); ++i) {
+    const auto& [stream, seq] = (*marks)[i];
+    sqlite3_reset(s);
+    bind_text(s, 1, stream);
+    sqlite3_bind_int64(s, 2, static_cast<int64_t>(seq));  // the bits round-trip
+    sqlite3_bind_int64(s, 3, saved_ms);
+    ok = sqlite3_step(s) == SQLITE_DONE;
+  }
+  sqlite3_finalize(s);
+  if (ok) ok = writer_->exec("COMMIT");
+  if (!ok) {
+    spdlog::warn(
+        "spool {}: cannot keep publisher sequence numbers for the next start ({}): gaps "
+        "across this restart will not be counted",
+        path_, writer_->error());
+    writer_->exec("ROLLBACK");
+    return;
+  }
+  spdlog::debug("spool {}: kept the sequence numbers of {} publisher streams", path_,
+                marks->size());
+}
+
+StreamMarks SqliteSpool::take_stream_marks() {
+  std::lock_guard lock(marks_mu_);
+  return std::exchange(restored_marks_, {});
+}
+
+void SqliteSpool::keep_stream_marks(StreamMarks marks) {
+  if (tools_) return;
+  std::lock_guard lock(marks_mu_);
+  marks_to_keep_ = std::move(marks);
 }
 
 Status SqliteSpool::migrate_from_1(Conn& c) {
@@ -691,6 +790,7 @@ void SqliteSpool::close() {
     reader_.reset();
   }
   if (writer_) {
+    save_stream_marks();
     // Fold the WAL back into the main file so a copied or backed-up .db is self-contained. Fails
     // harmlessly (busy) if another process holds a read snapshot.
     writer_->exec("PRAGMA wal_checkpoint(TRUNCATE)");

@@ -135,6 +135,11 @@ class SqliteSpool final : public DeliveryStore {
   // From here on a foreign write lock is waited out for one busy timeout, not busy_retries more.
   // Also ends a wait for the disk (the batch is then refused, as at any stop).
   void begin_stop() override;
+  // Kept in a table of their own (bus_streams) that exists from a clean close to the next open,
+  // which reads and drops it. Marks older than the file's latest record are dropped unread: a
+  // gateway that does not know the table ran on the file in between.
+  StreamMarks take_stream_marks() override;
+  void keep_stream_marks(StreamMarks marks) override;
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
   // replay could not be written (no write permission, the file locked beyond busy_timeout).
   Result<size_t> replay_all_dead(const std::string& webhook = "");
@@ -210,6 +215,8 @@ class SqliteSpool final : public DeliveryStore {
               bool tools);
   Status init(bool tools);
   Status migrate_from_1(Conn& c);  // schema 1 to 2, in one transaction
+  Status load_stream_marks();      // at open, before the writer thread starts
+  void save_stream_marks();        // at close, after the writer thread ended
 
   // Writer side.
   void writer_loop();
@@ -333,6 +340,10 @@ class SqliteSpool final : public DeliveryStore {
   std::mutex cb_mu_;
   std::function<void()> on_ready_;
   bool announce_backlog_ = false;  // set_on_ready with rows pending: writer fires once
+
+  std::mutex marks_mu_;
+  StreamMarks restored_marks_;                // read at open, until taken
+  std::optional<StreamMarks> marks_to_keep_;  // written at close
 
   // Writer-thread state.
   int64_t data_version_ = -1;

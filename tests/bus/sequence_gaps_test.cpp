@@ -62,5 +62,21 @@ TEST(SequenceGapsTest, TableIsBoundedAndStartsOverWithoutInventingGaps) {
   EXPECT_EQ(gaps.observe("s0", 9), 0u);  // forgotten: first sight again
 }
 
+// Marks carried over from an earlier instance continue their streams; a stream this instance has
+// seen already keeps its own number; ids the wire would not accept are not restored.
+TEST(SequenceGapsTest, RestoredStreamsCountWhatWasSkippedSinceTheirMark) {
+  SequenceGaps before;
+  EXPECT_EQ(before.observe("s1", 4), 0u);
+  EXPECT_EQ(before.observe("s2", 9), 0u);
+  SequenceGaps after;
+  EXPECT_EQ(after.observe("s2", 20), 0u);
+  auto marks = before.marks();
+  marks.emplace_back(std::string(kMaxStreamIdBytes + 1, 'x'), 1);
+  after.restore(marks);
+  EXPECT_EQ(after.streams(), 2u);
+  EXPECT_EQ(after.observe("s1", 8), 3u);   // 5, 6, 7
+  EXPECT_EQ(after.observe("s2", 21), 0u);  // its own number, not the mark's
+}
+
 }  // namespace
 }  // namespace hookgate::bus

@@ -507,6 +507,51 @@ TEST(OperationsTest, SequenceGapsAreCountedAsDroppedBusMessages) {
       << gw.log();
 }
 
+// What a publisher sent while the gateway restarted, and that never arrived, is counted too: the
+// durable spool keeps each stream's last number from a clean stop to the next start. After a
+// kill -9 nothing was kept, and nothing is counted (the marks of the stop before are not reused).
+TEST(OperationsTest, GapsAcrossACleanRestartAreCounted) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with(webhook_rx(rx.url(), "app.*")))) << gw.log();
+  auto send_after_connecting = [&](const std::vector<std::pair<std::string, int>>& events) {
+    zmq::context_t ctx;
+    zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+    pub.set(zmq::sockopt::linger, 2000);
+    if (!connect_raw_publisher(pub, gw.bus_endpoint())) return false;
+    for (const auto& [stream, seq] : events)
+      send_stamped(pub, "app.event", "app.event", stream, seq);
+    return true;
+  };
+  ASSERT_TRUE(send_after_connecting({{"s1", 1}, {"s1", 2}, {"s1", 3}})) << gw.log();
+  ASSERT_TRUE(rx.wait_for(3, 10s)) << gw.log();
+  gw.signal(SIGTERM);
+  ASSERT_EQ(gw.wait_exit(20s), 0) << gw.log();
+
+  ASSERT_TRUE(gw.restart()) << gw.log();
+  EXPECT_TRUE(gw.wait_for_run_log("bus: 1 publisher streams go on from the last stop", 5s))
+      << gw.run_log();
+  ASSERT_TRUE(send_after_connecting({{"s1", 7}, {"s2", 50}})) << gw.log();  // 4, 5, 6 lost
+  ASSERT_TRUE(rx.wait_for(5, 10s)) << gw.log();
+  EXPECT_EQ(
+      metric_value(http_get(gw.admin_port(), "/metrics"), "hookgate_bus_messages_dropped_total"),
+      3u);
+  EXPECT_TRUE(gw.wait_for_run_log(
+      "3 message(s) from publisher stream s1 (source 'test') never arrived", 5s))
+      << gw.run_log();
+
+  gw.signal(SIGKILL);
+  gw.wait_exit(10s);
+  ASSERT_TRUE(gw.restart()) << gw.log();
+  ASSERT_TRUE(send_after_connecting({{"s1", 20}})) << gw.log();
+  ASSERT_TRUE(rx.wait_for(6, 10s)) << gw.log();
+  EXPECT_EQ(
+      metric_value(http_get(gw.admin_port(), "/metrics"), "hookgate_bus_messages_dropped_total"),
+      0u);
+  EXPECT_EQ(gw.run_log().find("publisher streams go on"), std::string::npos) << gw.run_log();
+}
+
 // A message the gateway rejects still arrived: its sequence number is not a gap. Only the
 // numbers that never came are counted as dropped, so each bad message is counted once.
 TEST(OperationsTest, ARejectedMessageIsNotAlsoCountedAsDropped) {
