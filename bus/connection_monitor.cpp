@@ -14,7 +14,12 @@ namespace {
 constexpr int kWatchedEvents =
     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+    ZMQ_EVENT_CONNECT_RETRIED |
     ZMQ_EVENT_MONITOR_STOPPED;  // wakes the thread at once when the monitor stops
+
+// How long after a connection ends libzmq has to say it dials again (it does at once) before the
+// endpoint counts as abandoned.
+constexpr auto kRedialGrace = std::chrono::seconds(1);
 
 std::atomic<uint64_t> g_monitors{0};
 
@@ -69,13 +74,29 @@ void ConnectionMonitor::run() {
   while (!stop_) {
     try {
       zmq::pollitem_t item{events_.handle(), 0, ZMQ_POLLIN, 0};
-      if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) <= 0) continue;
-      if (auto e = read_monitor_event(events_)) report(e->event, e->value, e->endpoint);
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) > 0)
+        if (auto e = read_monitor_event(events_)) report(e->event, e->value, e->endpoint);
+      redial_abandoned(std::chrono::steady_clock::now());
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       spdlog::warn("bus: connection monitor stopping: {}", e.what());
       return;
     }
+  }
+}
+
+void ConnectionMonitor::redial_abandoned(std::chrono::steady_clock::time_point now) {
+  for (auto it = ended_.begin(); it != ended_.end();) {
+    if (now - it->second < kRedialGrace) {
+      ++it;
+      continue;
+    }
+    const auto delay = redials_.schedule(it->first);
+    spdlog::error(
+        "bus: libzmq will not dial {} again: the connection ended with a protocol error (a "
+        "message with a frame over twice bus.max_message_bytes, or a peer that broke ZMTP); {}",
+        it->first, redial_plan(delay));
+    it = ended_.erase(it);
   }
 }
 
@@ -128,18 +149,31 @@ void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string
     case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
       if (ours) {
         if (const std::string* configured =
-                connect_endpoint_named(connect_endpoints_, !connects_only_, endpoint))
+                connect_endpoint_named(connect_endpoints_, !connects_only_, endpoint)) {
           redials_.forget(*configured);
+          ended_.erase(*configured);
+        }
         spdlog::info("bus: connected to {}", endpoint);
         live_.insert(endpoint);
         live_count_->store(static_cast<int>(live_.size()));
       }
       break;
     case ZMQ_EVENT_DISCONNECTED:
-      // Also the end of a refused handshake, which was never counted as live.
-      if (ours && live_.erase(endpoint) > 0) live_count_->store(static_cast<int>(live_.size()));
+      // Also the end of a refused handshake, which was never counted as live (and is dialled
+      // again above).
+      if (ours && live_.erase(endpoint) > 0) {
+        live_count_->store(static_cast<int>(live_.size()));
+        if (const std::string* configured =
+                connect_endpoint_named(connect_endpoints_, !connects_only_, endpoint))
+          ended_.emplace(*configured, std::chrono::steady_clock::now());
+      }
       if (ours && log_limit.allow())
         spdlog::warn("bus: connection to {} lost; reconnecting", endpoint);
+      break;
+    case ZMQ_EVENT_CONNECT_RETRIED:  // libzmq dials again by itself
+      if (const std::string* configured =
+              connect_endpoint_named(connect_endpoints_, !connects_only_, endpoint))
+        ended_.erase(*configured);
       break;
     default:
       break;

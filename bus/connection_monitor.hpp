@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -51,6 +52,7 @@ class ConnectionMonitor {
                     std::vector<std::string> connect_endpoints, bool binds, bool curve_server);
   void run();
   void report(uint16_t event, uint32_t value, const std::string& endpoint);
+  void redial_abandoned(std::chrono::steady_clock::time_point now);
 
   zmq::socket_t& watched_;
   zmq::socket_t events_;  // the PAIR end of zmq_socket_monitor()
@@ -63,6 +65,10 @@ class ConnectionMonitor {
   // Connected peers, by the address the events name (the same for a connection's handshake and
   // its loss); the monitor's thread alone touches the set.
   std::set<std::string> live_;
+  // Configured connect endpoints whose live connection ended, and since when: libzmq dials again
+  // after a dropped connection (CONNECT_RETRIED says so), but not after a protocol error (a frame
+  // over ZMQ_MAXMSGSIZE), which would leave the socket deaf. Monitor thread only.
+  std::map<std::string, std::chrono::steady_clock::time_point> ended_;
   const std::shared_ptr<std::atomic<int>> live_count_ = std::make_shared<std::atomic<int>>(0);
   std::atomic<bool> stop_{false};
   std::thread thread_;

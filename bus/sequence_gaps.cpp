@@ -8,31 +8,36 @@ uint64_t SequenceGaps::observe(std::string_view stream, uint64_t seq) {
     // Unknown stream: the gateway (re)started or the publisher is new. Numbers before this one
     // may have gone to an earlier gateway instance, so nothing is counted.
     if (last_.size() >= kMaxStreams) last_.clear();
-    last_.emplace(std::string(stream), seq);
+    last_.emplace(std::string(stream), Last{seq, 0});
     return 0;
   }
-  const uint64_t last = it->second;
+  it->second.restored_seen_ms = 0;
+  const uint64_t last = it->second.seq;
   // A jump no queue could explain (a third-party publisher that restarted with the same stream
   // id, or a bogus number) starts the stream over instead of counting millions as lost, or
   // hiding the real gaps below the old maximum.
   if ((seq > last && seq - last > kMaxPlausibleGap) || (seq < last && last - seq > kMaxLateness)) {
-    it->second = seq;
+    it->second.seq = seq;
     return 0;
   }
   if (seq <= last) return 0;  // repeated or late (the same stream over two paths)
-  it->second = seq;
+  it->second.seq = seq;
   return seq - last - 1;
 }
 
-std::vector<std::pair<std::string, uint64_t>> SequenceGaps::marks() const {
-  return {last_.begin(), last_.end()};
+StreamMarks SequenceGaps::marks(int64_t now_ms) const {
+  StreamMarks out;
+  out.reserve(last_.size());
+  for (const auto& [stream, last] : last_)
+    out.push_back({stream, last.seq, last.restored_seen_ms != 0 ? last.restored_seen_ms : now_ms});
+  return out;
 }
 
-void SequenceGaps::restore(const std::vector<std::pair<std::string, uint64_t>>& marks) {
-  for (const auto& [stream, seq] : marks) {
+void SequenceGaps::restore(const StreamMarks& marks) {
+  for (const auto& m : marks) {
     if (last_.size() >= kMaxStreams) return;
-    if (stream.empty() || stream.size() > kMaxStreamIdBytes) continue;
-    last_.emplace(stream, seq);  // a stream seen already keeps its own number
+    if (m.stream.empty() || m.stream.size() > kMaxStreamIdBytes) continue;
+    last_.emplace(m.stream, Last{m.seq, m.seen_ms});  // a stream seen already keeps its own
   }
 }
 

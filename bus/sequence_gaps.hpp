@@ -9,8 +9,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <utility>
-#include <vector>
+
+#include "gateway/common/stream_mark.hpp"
 
 namespace hookgate::bus {
 
@@ -36,11 +36,12 @@ class SequenceGaps {
   // (0 for the first message seen of a stream, and for a repeated or late number).
   [[nodiscard]] uint64_t observe(std::string_view stream, uint64_t seq);
   size_t streams() const { return last_.size(); }
-  // Every stream's last number, to carry across a restart.
-  [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> marks() const;
+  // Every stream's last number, to carry across a restart: a stream this instance saw is seen at
+  // `now_ms`, one it only restored keeps the time it had.
+  [[nodiscard]] StreamMarks marks(int64_t now_ms) const;
   // Continues the streams an earlier instance saw (marks()): their next number counts what was
   // skipped meanwhile, instead of being a first sight.
-  void restore(const std::vector<std::pair<std::string, uint64_t>>& marks);
+  void restore(const StreamMarks& marks);
 
  private:
   // Transparent hashing: a lookup by string_view allocates nothing (once per bus message).
@@ -48,7 +49,11 @@ class SequenceGaps {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  std::unordered_map<std::string, uint64_t, Hash, std::equal_to<>> last_;
+  struct Last {
+    uint64_t seq;
+    int64_t restored_seen_ms;  // a restored stream not seen since: its mark's time; else 0
+  };
+  std::unordered_map<std::string, Last, Hash, std::equal_to<>> last_;
 };
 
 }  // namespace hookgate::bus

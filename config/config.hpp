@@ -134,6 +134,7 @@ struct WebhookConfig {
   // Of the webhook's mapping, and of the values checked after loading (by `hookgate check`, and
   // by the dispatcher, which pauses a webhook it cannot use): each problem points at its key.
   Position where;
+  std::string label;  // how messages name it: "webhooks[2]", "extensions.webhooks[0]"
   Position url_where;
   Position secrets_where;  // `secret` or `secrets`
   Position allow_cidrs_where;

@@ -101,7 +101,15 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
     check_endpoint("bind", *bus.bind, std::nullopt);
     bus.bind_where = r.pos("bind");
   }
-  for (size_t i = 0; i < bus.connect.size(); ++i) check_endpoint("connect", bus.connect[i], i);
+  for (size_t i = 0; i < bus.connect.size(); ++i) {
+    check_endpoint("connect", bus.connect[i], i);
+    // Two connections to one peer would receive every event twice.
+    if (std::find(bus.connect.begin(), bus.connect.begin() + static_cast<std::ptrdiff_t>(i),
+                  bus.connect[i]) != bus.connect.begin() + static_cast<std::ptrdiff_t>(i))
+      r.error(r.pos("connect", i), "bus.connect lists " +
+                                       r.as_written("connect", bus.connect[i], i) +
+                                       " twice (each event would arrive twice)");
+  }
   if (bus.max_message_bytes < 64 || bus.max_message_bytes > kMaxMessageBytesLimit)
     r.error(r.pos("max_message_bytes"),
             "bus.max_message_bytes: expected 64 up to " + std::to_string(kMaxMessageBytesLimit));
@@ -160,8 +168,10 @@ void read_hooks(MapReader r, HooksConfig& hooks) {
 // `timeout_key` is the key the timeout was read from (`timeout` in `extensions.webhooks`).
 void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = "timeout_ms") {
   w.where = r.pos();
+  w.label = r.context();
   w.url_where = r.pos("url");
-  w.secrets_where = r.pos(r.has("secrets") ? "secrets" : "secret");
+  const char* secrets_key = r.has("secrets") ? "secrets" : "secret";
+  w.secrets_where = r.pos(secrets_key);
   if (w.name.empty()) {
     r.error(r.pos(), r.context() + ": `name` is required");
   } else if (!valid_webhook_name(w.name)) {
@@ -190,15 +200,16 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
     r.error(r.pos("rate_limit_per_s"),
             r.context() + ".rate_limit_per_s: expected 0 (no limit), or 0.001 up to " +
                 std::to_string(static_cast<int>(kMaxRatePerSecond)) + " requests a second");
-  for (const auto& s : w.secrets) {
-    const Position where = r.pos(r.has("secrets") ? "secrets" : "secret");
-    // An unset ${VAR} was reported already, here: that is why the secret is empty.
+  for (size_t k = 0; k < w.secrets.size(); ++k) {
+    const std::string& s = w.secrets[k];
+    // An unset ${VAR} was reported already where it is written: that is why the secret is empty.
+    const Position written = r.pos(secrets_key, k);
     const bool said = std::any_of(r.errors().begin(), r.errors().end(), [&](const Diagnostic& d) {
-      return d.where.line == where.line && d.where.column == where.column &&
-             d.where.file == where.file;
+      return d.where.line == written.line && d.where.column == written.column &&
+             d.where.file == written.file;
     });
     if (s.empty() && !said)
-      r.error(where,
+      r.error(r.pos(secrets_key),
               r.context() +
                   ": a secret is empty (an unset or empty ${VAR}?); leave the key out to send "
                   "unsigned");
@@ -548,15 +559,13 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   r.finish();
   cfg.hooks.max_event_bytes = cfg.bus.max_message_bytes;
 
-  // Named by index too: a YAML alias (`- *hook`) repeats a webhook at its anchor's position.
-  std::map<std::string, size_t> names;
-  for (size_t i = 0; i < cfg.webhooks.size(); ++i) {
-    const auto& w = cfg.webhooks[i];
-    auto [first, fresh] = names.emplace(w.name, i);
+  // Named by their place too: a YAML alias (`- *hook`) repeats a webhook at its anchor's position.
+  std::map<std::string, const std::string*> names;  // name → label of its first webhook
+  for (const auto& w : cfg.webhooks) {
+    auto [first, fresh] = names.emplace(w.name, &w.label);
     if (!w.name.empty() && !fresh)
-      errors.push_back({w.where, "webhooks[" + std::to_string(i) + "]: webhook name '" + w.name +
-                                     "' is used twice (first by webhooks[" +
-                                     std::to_string(first->second) + "])" +
+      errors.push_back({w.where, w.label + ": webhook name '" + w.name +
+                                     "' is used twice (first by " + *first->second + ")" +
                                      (w.name.rfind("extensions-", 0) == 0
                                           ? " (two extensions.webhooks entries with the same hook "
                                             "and URL: give each a name:)"

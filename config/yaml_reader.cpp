@@ -346,6 +346,16 @@ Position MapReader::pos() const {
   return position_of(node_, file_);
 }
 
+Position MapReader::pos(const char* key, size_t index) const {
+  if (valid_ && node_ && node_.IsMap()) {
+    for (auto it : node_)
+      if (it.first.IsScalar() && it.first.Scalar() == key && it.second.IsSequence() &&
+          index < it.second.size())
+        return position_of(it.second[index], file_);
+  }
+  return pos(key);
+}
+
 Position MapReader::pos(const char* key) const {
   if (valid_ && node_ && node_.IsMap()) {
     for (auto it : node_)

@@ -50,6 +50,8 @@ class MapReader {
   bool has(const char* key) const;
   Position pos(const char* key) const;  // of the value, or of the mapping if the key is absent
   Position pos() const;                 // of the mapping itself
+  // Of item `index` when the value is a list, else as pos(key).
+  Position pos(const char* key, size_t index) const;
 
   // Each getter leaves `out` untouched when the key is absent and records a Diagnostic on a
   // type error. Strings are ${VAR}-expanded.

@@ -885,8 +885,9 @@ Gateway::~Gateway() {
 void Gateway::run() {
   impl_->ingest_loop();
   // After the last message the ingest thread took in: what comes later is lost with the socket.
-  if (impl_->subscribes_to_everything)
-    impl_->store->keep_stream_marks(impl_->sequence_gaps.marks());
+  // A gateway that filters topics counts no gaps, and keeps no marks (its own would be stale).
+  impl_->store->keep_stream_marks(
+      impl_->subscribes_to_everything ? impl_->sequence_gaps.marks(now_unix_ms()) : StreamMarks{});
   spdlog::info("shutting down: intake stopped, waiting up to {} ms for {}",
                impl_->cfg.spool.shutdown_grace_ms,
                impl_->store->keeps_pending_across_restarts() ? "in-flight deliveries"

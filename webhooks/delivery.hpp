@@ -8,11 +8,11 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "gateway/common/diagnostic_type.hpp"
 #include "gateway/common/result.hpp"
+#include "gateway/common/stream_mark.hpp"
 
 namespace hookgate::webhooks {
 
@@ -34,9 +34,6 @@ struct Delivery {
   // Deliveries of the gateway's own hookgate.* events never raise further diagnostics (no loops).
   bool is_diagnostic() const { return is_diagnostic_type(event_type); }
 };
-
-// Publisher streams and the last sequence number seen of each (bus::SequenceGaps::marks()).
-using StreamMarks = std::vector<std::pair<std::string, uint64_t>>;
 
 // What happened to one attempt, reported back to the store.
 struct AttemptOutcome {

@@ -165,6 +165,10 @@ constexpr const char* kCountPending = "SELECT COUNT(*) FROM deliveries WHERE sta
 constexpr const char* kNextDue =
     "SELECT MIN(next_attempt_ms) FROM deliveries WHERE state = 0 AND webhook = ?1";
 constexpr const char* kDataVersion = "PRAGMA data_version";
+// Bytes the file's live pages hold (free pages excluded: SQLite reuses them before it grows).
+constexpr const char* kUsedBytes =
+    "SELECT (SELECT page_count FROM pragma_page_count) - (SELECT freelist_count FROM "
+    "pragma_freelist_count), (SELECT page_size FROM pragma_page_size)";
 // Both through an index: the newest row by rowid, and the newest outcome (deliveries_prune).
 constexpr const char* kLatestRecorded =
     "SELECT MAX(COALESCE((SELECT updated_ms FROM deliveries ORDER BY rowid DESC LIMIT 1), 0), "
@@ -172,16 +176,19 @@ constexpr const char* kLatestRecorded =
 // Publisher streams' sequence numbers from a clean stop to the next start (SqliteSpool::
 // keep_stream_marks). Not part of the versioned schema: the table exists only in between, and a
 // hookgate that does not know it leaves it alone (then the marks are stale; see
-// load_stream_marks). Prepared once each, not cached: the table comes and goes.
+// load_stream_marks). Those naming the table are prepared per use, not cached: it comes and goes.
 constexpr const char* kStreamMarksExist =
     "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'bus_streams'";
-constexpr const char* kReadStreamMarks = "SELECT stream, last_seq, saved_ms FROM bus_streams";
+constexpr const char* kReadStreamMarks = "SELECT stream, last_seq, seen_ms FROM bus_streams";
 constexpr const char* kDropStreamMarks = "DROP TABLE IF EXISTS bus_streams";
 constexpr const char* kCreateStreamMarks =
     "CREATE TABLE bus_streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
-    "saved_ms INTEGER NOT NULL) WITHOUT ROWID";
+    "seen_ms INTEGER NOT NULL) WITHOUT ROWID";
+// A stream no gateway saw for this long is forgotten at the next start: its publisher is gone,
+// or (a stop that long) another gateway may have taken its messages meanwhile.
+constexpr int64_t kMaxStreamMarkAgeMs = 3'600'000;
 constexpr const char* kInsertStreamMark =
-    "INSERT OR REPLACE INTO bus_streams(stream, last_seq, saved_ms) VALUES(?1, ?2, ?3)";
+    "INSERT OR REPLACE INTO bus_streams(stream, last_seq, seen_ms) VALUES(?1, ?2, ?3)";
 // Past every rowid in use: a payload's rowid is its first delivery's, and that delivery may be
 // gone while the payload (and a later delivery) remains.
 constexpr const char* kMaxRowid =
@@ -397,6 +404,12 @@ struct SpoolMetrics {
   metrics::Counter& inline_checkpoints = metrics::counter(
       "hookgate_spool_inline_checkpoints_total",
       "Checkpoints the writer ran itself because the WAL outgrew the checkpointer");
+  metrics::Gauge& file_bytes = metrics::gauge(
+      "hookgate_spool_file_bytes",
+      "Disk space the spool takes: the database file and its WAL (neither shrinks by itself)");
+  metrics::Gauge& used_bytes = metrics::gauge(
+      "hookgate_spool_used_bytes",
+      "Bytes of the spool's database pages in use (free pages excluded): what its rows take");
 };
 SpoolMetrics& spool_metrics() {
   static SpoolMetrics m;
@@ -668,69 +681,77 @@ Status SqliteSpool::load_stream_marks() {
   if (!exists) return make_error(writer_->error());
   if (*exists == 0) return {};
   StreamMarks marks;
-  int64_t saved_ms = std::numeric_limits<int64_t>::max();
+  std::string read_error;
   {
     sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(writer_->db, kReadStreamMarks, -1, &s, nullptr) != SQLITE_OK) {
-      sqlite3_finalize(s);
-      return make_error(writer_->error());
-    }
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-      marks.emplace_back(column_text(s, 0), static_cast<uint64_t>(sqlite3_column_int64(s, 1)));
-      saved_ms = std::min<int64_t>(saved_ms, sqlite3_column_int64(s, 2));
+    if (sqlite3_prepare_v2(writer_->db, kReadStreamMarks, -1, &s, nullptr) == SQLITE_OK) {
+      int rc;
+      while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+        marks.push_back({column_text(s, 0), static_cast<uint64_t>(sqlite3_column_int64(s, 1)),
+                         sqlite3_column_int64(s, 2)});
+      if (rc != SQLITE_DONE) read_error = writer_->error();
+    } else {
+      read_error = writer_->error();
     }
     sqlite3_finalize(s);
-    if (rc != SQLITE_DONE) return make_error(writer_->error());
   }
-  // Read once: a crash later must not find these again, by then out of date.
+  // Read once: a crash later must not find these again, by then out of date. (A start that
+  // fails after this writes them back at close: keep_stream_marks below.)
   if (!writer_->exec(kDropStreamMarks)) return make_error(writer_->error());
-  if (!marks.empty() && latest_recorded_ms_ > saved_ms) {
+  if (!read_error.empty()) return make_error(read_error);
+  // The stop that wrote them saw its live streams last (seen_ms is its time): a later record in
+  // the file means another hookgate ran on it since, and took their messages.
+  int64_t stopped_ms = 0;
+  for (const auto& m : marks) stopped_ms = std::max(stopped_ms, m.seen_ms);
+  if (!marks.empty() && latest_recorded_ms_ > stopped_ms) {
     spdlog::info(
         "spool {}: publisher sequence numbers from an earlier stop are older than the file's "
         "latest record (another hookgate ran on it since): not used",
         path_);
     return {};
   }
+  const int64_t oldest = now_unix_ms() - kMaxStreamMarkAgeMs;
+  std::erase_if(marks, [&](const StreamMark& m) { return m.seen_ms < oldest; });
   std::lock_guard lock(marks_mu_);
-  restored_marks_ = std::move(marks);
+  restored_marks_ = marks;
+  marks_to_keep_ = std::move(marks);
   return {};
 }
 
 void SqliteSpool::save_stream_marks() {
-  std::optional<StreamMarks> marks;
+  StreamMarks marks;
   {
     std::lock_guard lock(marks_mu_);
     marks = std::move(marks_to_keep_);
   }
-  if (!marks || marks->empty() || !writer_) return;
-  // At or after every time this run recorded, so that the next open sees no later record.
-  const int64_t saved_ms =
-      std::max(now_unix_ms(), writer_->scalar(kLatestRecorded).value_or(latest_recorded_ms_));
-  bool ok = writer_->exec("BEGIN IMMEDIATE") && writer_->exec(kDropStreamMarks) &&
-            writer_->exec(kCreateStreamMarks);
-  sqlite3_stmt* s = nullptr;
-  if (ok) ok = sqlite3_prepare_v2(writer_->db, kInsertStreamMark, -1, &s, nullptr) == SQLITE_OK;
-  for (size_t i = 0; ok && i < marks->size(); ++i) {
-    const auto& [stream, seq] = (*marks)[i];
-    sqlite3_reset(s);
-    bind_text(s, 1, stream);
-    sqlite3_bind_int64(s, 2, static_cast<int64_t>(seq));  // the bits round-trip
-    sqlite3_bind_int64(s, 3, saved_ms);
-    ok = sqlite3_step(s) == SQLITE_DONE;
+  if (!writer_) return;
+  // Always goes: a table this run did not replace must not be read at the next start.
+  bool ok = writer_->exec("BEGIN IMMEDIATE") && writer_->exec(kDropStreamMarks);
+  if (ok && !marks.empty()) {
+    ok = writer_->exec(kCreateStreamMarks);
+    sqlite3_stmt* s = nullptr;
+    if (ok) ok = sqlite3_prepare_v2(writer_->db, kInsertStreamMark, -1, &s, nullptr) == SQLITE_OK;
+    for (size_t i = 0; ok && i < marks.size(); ++i) {
+      sqlite3_reset(s);
+      bind_text(s, 1, marks[i].stream);
+      sqlite3_bind_int64(s, 2, static_cast<int64_t>(marks[i].seq));  // the bits round-trip
+      sqlite3_bind_int64(s, 3, marks[i].seen_ms);
+      ok = sqlite3_step(s) == SQLITE_DONE;
+    }
+    sqlite3_finalize(s);
   }
-  sqlite3_finalize(s);
   if (ok) ok = writer_->exec("COMMIT");
   if (!ok) {
     spdlog::warn(
-        "spool {}: cannot keep publisher sequence numbers for the next start ({}): gaps "
-        "across this restart will not be counted",
+        "spool {}: cannot keep publisher sequence numbers for the next start ({}): gaps across "
+        "this restart will not be counted",
         path_, writer_->error());
     writer_->exec("ROLLBACK");
     return;
   }
-  spdlog::debug("spool {}: kept the sequence numbers of {} publisher streams", path_,
-                marks->size());
+  if (!marks.empty())
+    spdlog::debug("spool {}: kept the sequence numbers of {} publisher streams", path_,
+                  marks.size());
 }
 
 StreamMarks SqliteSpool::take_stream_marks() {
@@ -1433,6 +1454,10 @@ void SqliteSpool::tick(int64_t now_ms) {
   }
   if (announce && pending_count() > 0) notify_ready();
 
+  if (now_ms - last_size_ms_ >= 1000 || now_ms < last_size_ms_) {
+    last_size_ms_ = now_ms;
+    set_size_gauges();
+  }
   if (prune_more_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
     size_t dead = 0;
     const size_t n = prune_chunk(*writer_, now_ms, &prune_more_, &dead);
@@ -1443,6 +1468,21 @@ void SqliteSpool::tick(int64_t now_ms) {
       spdlog::info("spool {}: removed {} dead letters older than spool.dead_retention_ms ({} ms)",
                    path_, dead, cfg_.dead_retention_ms);
   }
+}
+
+void SqliteSpool::set_size_gauges() {
+  auto& m = spool_metrics();
+  int64_t on_disk = 0;
+  for (const std::string& file : {path_, path_ + "-wal"}) {
+    struct stat st;
+    if (::stat(file.c_str(), &st) == 0) on_disk += static_cast<int64_t>(st.st_size);
+  }
+  m.file_bytes.set(on_disk);
+  sqlite3_stmt* s = writer_->stmt(kUsedBytes);
+  if (s == nullptr) return;
+  StmtScope scope(s);
+  if (sqlite3_step(s) == SQLITE_ROW)
+    m.used_bytes.set(sqlite3_column_int64(s, 0) * sqlite3_column_int64(s, 1));
 }
 
 void SqliteSpool::notify_ready() {

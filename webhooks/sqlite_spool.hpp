@@ -136,8 +136,9 @@ class SqliteSpool final : public DeliveryStore {
   // Also ends a wait for the disk (the batch is then refused, as at any stop).
   void begin_stop() override;
   // Kept in a table of their own (bus_streams) that exists from a clean close to the next open,
-  // which reads and drops it. Marks older than the file's latest record are dropped unread: a
-  // gateway that does not know the table ran on the file in between.
+  // which reads and drops it. All are dropped when the file has a record later than that close
+  // (a gateway that does not know the table ran on it in between), and each one no gateway saw
+  // for an hour.
   StreamMarks take_stream_marks() override;
   void keep_stream_marks(StreamMarks marks) override;
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
@@ -216,6 +217,7 @@ class SqliteSpool final : public DeliveryStore {
   Status init(bool tools);
   Status migrate_from_1(Conn& c);  // schema 1 to 2, in one transaction
   Status load_stream_marks();      // at open, before the writer thread starts
+  void set_size_gauges();          // writer thread: hookgate_spool_file_bytes and _used_bytes
   void save_stream_marks();        // at close, after the writer thread ended
 
   // Writer side.
@@ -342,8 +344,10 @@ class SqliteSpool final : public DeliveryStore {
   bool announce_backlog_ = false;  // set_on_ready with rows pending: writer fires once
 
   std::mutex marks_mu_;
-  StreamMarks restored_marks_;                // read at open, until taken
-  std::optional<StreamMarks> marks_to_keep_;  // written at close
+  StreamMarks restored_marks_;  // read at open, until taken
+  // Written at close: what open() read, unless the gateway hands over its own (so a start that
+  // fails after open() loses none).
+  StreamMarks marks_to_keep_;
 
   // Writer-thread state.
   int64_t data_version_ = -1;
@@ -352,6 +356,7 @@ class SqliteSpool final : public DeliveryStore {
   std::atomic<uint64_t> external_changes_{0};  // bumped by the writer after it resyncs
   bool external_unannounced_ = false;  // writer thread: a change seen, no resync succeeded yet
   int64_t last_prune_ms_ = 0;
+  int64_t last_size_ms_ = 0;  // when the size gauges were last set
   bool prune_more_ = false;
   bool resync_pending_ = false;
   std::string last_write_error_;

@@ -1,5 +1,7 @@
 #include "bus/sequence_gaps.hpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -70,12 +72,19 @@ TEST(SequenceGapsTest, RestoredStreamsCountWhatWasSkippedSinceTheirMark) {
   EXPECT_EQ(before.observe("s2", 9), 0u);
   SequenceGaps after;
   EXPECT_EQ(after.observe("s2", 20), 0u);
-  auto marks = before.marks();
-  marks.emplace_back(std::string(kMaxStreamIdBytes + 1, 'x'), 1);
+  auto marks = before.marks(1000);
+  std::sort(marks.begin(), marks.end());
+  EXPECT_EQ(marks, (StreamMarks{{"s1", 4, 1000}, {"s2", 9, 1000}}));
+  marks.push_back({"s3", 7, 500});
+  marks.push_back({std::string(kMaxStreamIdBytes + 1, 'x'), 1, 1000});
   after.restore(marks);
-  EXPECT_EQ(after.streams(), 2u);
+  EXPECT_EQ(after.streams(), 3u);
   EXPECT_EQ(after.observe("s1", 8), 3u);   // 5, 6, 7
   EXPECT_EQ(after.observe("s2", 21), 0u);  // its own number, not the mark's
+  // Seen in this run: seen now; restored and not seen since: the time it had.
+  marks = after.marks(2000);
+  std::sort(marks.begin(), marks.end());
+  EXPECT_EQ(marks, (StreamMarks{{"s1", 8, 2000}, {"s2", 21, 2000}, {"s3", 7, 500}}));
 }
 
 }  // namespace

@@ -74,5 +74,49 @@ TEST(SubscriberTest, ASignalDuringTheWaitIsNotAnError) {
   EXPECT_EQ(received, 1);
 }
 
+// Found in review: a frame over the socket's hard cap (twice bus.max_message_bytes) from a peer
+// the gateway connected to (a `hookgate bus` proxy whose own limit is higher) ends that
+// connection with a protocol error, after which libzmq never dials the endpoint again: the
+// gateway stayed deaf until restarted. It dials again by itself now, and counts the connection.
+TEST(SubscriberTest, AConnectEndpointThatSentAnOversizeFrameIsDialledAgain) {
+  zmq::context_t ctx;
+  zmq::socket_t proxy(ctx, zmq::socket_type::xpub);
+  proxy.set(zmq::sockopt::linger, 0);
+  proxy.bind("tcp://127.0.0.1:*");
+  config::BusConfig cfg;
+  cfg.bind.reset();
+  cfg.connect = {proxy.get(zmq::sockopt::last_endpoint)};
+  cfg.max_message_bytes = 100;  // the socket refuses frames over 200 bytes
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub) << sub.error().message;
+  const auto live = sub.value()->live_connections();
+  ASSERT_TRUE(live);
+  auto subscribed = [&] {
+    zmq::message_t m;
+    return testing::wait_until(
+        [&] {
+          std::vector<zmq::message_t> frames;
+          (void)sub.value()->receive(frames, std::chrono::milliseconds(10));
+          return proxy.recv(m, zmq::recv_flags::dontwait).has_value() && m.size() > 0 &&
+                 m.data<char>()[0] == 1;
+        },
+        std::chrono::seconds(10));
+  };
+  ASSERT_TRUE(subscribed());
+  ASSERT_TRUE(testing::wait_until([&] { return live->load() == 1; }, std::chrono::seconds(5)));
+
+  proxy.send(zmq::buffer(std::string(1000, 'x')));
+  // The connection ends; the subscriber's receive() dials again (its subscription comes back).
+  ASSERT_TRUE(subscribed()) << "never dialled again";
+  std::vector<zmq::message_t> frames;
+  ASSERT_TRUE(testing::wait_until(
+      [&] {
+        proxy.send(zmq::buffer(std::string(R"({"type":"app.event"})")));
+        return sub.value()->receive(frames, std::chrono::milliseconds(50));
+      },
+      std::chrono::seconds(10)));
+  EXPECT_TRUE(testing::wait_until([&] { return live->load() == 1; }, std::chrono::seconds(5)));
+}
+
 }  // namespace
 }  // namespace hookgate::bus

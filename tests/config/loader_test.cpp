@@ -396,11 +396,43 @@ TEST(ConfigLoaderTest, ErrorsAreSaidOnceAndWhereTheirPositionIsWeakTheySayWhat) 
   ASSERT_FALSE(unset);
   ASSERT_EQ(unset.error().size(), 1u) << unset.error().back().str();
   EXPECT_NE(unset.error()[0].message.find("HG_DOES_NOT_EXIST is not set"), std::string::npos);
+  auto unset_item = load(
+      "webhooks:\n  - name: a\n    url: http://x/\n    secrets: [whsec_a, "
+      "\"${HG_DOES_NOT_EXIST}\"]\n");
+  ASSERT_FALSE(unset_item);
+  ASSERT_EQ(unset_item.error().size(), 1u) << unset_item.error().back().str();
+  EXPECT_NE(unset_item.error()[0].message.find("HG_DOES_NOT_EXIST is not set"), std::string::npos);
+  // Labels are the file's: an empty item still counts, and extensions.webhooks are named so.
+  auto shifted = load(
+      "webhooks:\n  -\n  - name: a\n    url: http://x/\n  - name: a\n    url: "
+      "http://y/\n");
+  ASSERT_FALSE(shifted);
+  ASSERT_EQ(shifted.error().size(), 2u);
+  EXPECT_EQ(shifted.error()[1].str(),
+            "test.yaml:5:5: webhooks[2]: webhook name 'a' is used twice (first by webhooks[1])");
+  auto extensions = load(
+      "extensions:\n  webhooks:\n    - { hook: a, url: \"http://x/\" }\n    - { hook: a, url: "
+      "\"http://x/\" }\n");
+  EXPECT_NE(first_error(extensions).find("extensions.webhooks[1]: webhook name 'extensions-a-"),
+            std::string::npos)
+      << first_error(extensions);
+  EXPECT_NE(first_error(extensions).find("used twice (first by extensions.webhooks[0])"),
+            std::string::npos)
+      << first_error(extensions);
   auto alias = load(
       "webhooks:\n  - &hook\n    name: a\n    url: http://x/\n  - name: b\n    url: "
       "http://y/\n  - *hook\n");
   EXPECT_EQ(first_error(alias),
             "test.yaml:2:5: webhooks[2]: webhook name 'a' is used twice (first by webhooks[0])");
+}
+
+// Connecting twice to one peer would make it deliver every event twice (two pipes).
+TEST(ConfigLoaderTest, AConnectEndpointListedTwiceIsAnError) {
+  EXPECT_EQ(first_error(load("bus:\n  connect:\n    - tcp://proxy:5557\n    - tcp://other:5557\n"
+                             "    - tcp://proxy:5557\n")),
+            "test.yaml:5:7: bus.connect lists 'tcp://proxy:5557' twice (each event would arrive "
+            "twice)");
+  EXPECT_TRUE(load("bus:\n  connect: [tcp://proxy:5557, tcp://other:5557]\n"));
 }
 
 // The `extensions.webhooks` form has `secret` only: `secrets` and `headers` there used to be

@@ -873,42 +873,42 @@ TEST_F(SqliteSpoolTest, SurvivesAbruptExitOfTheWritingProcess) {
   for (int i = 0; i < kN; ++i) EXPECT_EQ(all[i].id, seq_id(i));
 }
 
-// Publisher streams' sequence numbers go from a clean close to the next open, once (a crash
-// after that open must not find them again), every bit of a 64-bit number intact. Marks older
-// than a record another writer made in between are not used.
-TEST_F(SqliteSpoolTest, StreamMarksGoFromACleanCloseToTheNextOpenOnce) {
-  const StreamMarks marks{{"s1", 3}, {"s2", ~uint64_t{0}}};
-  {
+// Publisher streams' sequence numbers go from a clean close to the next open, every bit of a
+// 64-bit number intact. The open takes them out of the file (a crash after it must not find them
+// again); its close writes back what it read unless it is handed others (a start that failed
+// after opening the spool loses none). A mark no gateway saw for an hour is dropped, and all are
+// when another writer recorded something after the close that kept them.
+TEST_F(SqliteSpoolTest, StreamMarksGoFromACleanCloseToTheNextOpen) {
+  const int64_t now = now_unix_ms();
+  const StreamMarks marks{{"s1", 3, now}, {"s2", ~uint64_t{0}, now - 60'000}};
+  auto taken_at_open = [&](std::optional<StreamMarks> keep) {
     auto spool = open();
-    ASSERT_TRUE(spool);
-    EXPECT_TRUE(spool->take_stream_marks().empty());
-    spool->keep_stream_marks(marks);
-  }
-  {
-    auto spool = open();
-    ASSERT_TRUE(spool);
+    EXPECT_TRUE(spool);
+    if (!spool) return StreamMarks{};
     auto taken = spool->take_stream_marks();
-    std::sort(taken.begin(), taken.end());
-    EXPECT_EQ(taken, marks);
     EXPECT_TRUE(spool->take_stream_marks().empty());
     EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'bus_streams'"),
               0);
-  }
-  {
-    auto spool = open();  // the last close kept none: nothing carried over
-    ASSERT_TRUE(spool);
-    EXPECT_TRUE(spool->take_stream_marks().empty());
-    spool->keep_stream_marks(marks);
-  }
-  // A hookgate that does not know the table records a delivery after them.
+    if (keep) spool->keep_stream_marks(*keep);
+    std::sort(taken.begin(), taken.end());
+    return taken;
+  };
+  EXPECT_TRUE(taken_at_open(marks).empty());
+  EXPECT_EQ(taken_at_open(std::nullopt), marks);  // closed without others: written back
+  EXPECT_EQ(taken_at_open(StreamMarks{}), marks);
+  EXPECT_TRUE(taken_at_open(StreamMarks{{"old", 5, now - 3'700'000}, {"s1", 4, now}}).empty());
+  EXPECT_EQ(taken_at_open(marks), (StreamMarks{{"s1", 4, now}}));  // "old": unseen for an hour
+
+  // A hookgate that does not know the table records a delivery after the close that kept them.
   exec_on(cfg_.path,
           "INSERT INTO payloads(id, span, event_id, event_type, created_ms, body) "
           "VALUES(1, 1, 'e', 't', 0, x'00');"
           "INSERT INTO deliveries(seq, id, payload, webhook, attempts, next_attempt_ms, "
           "updated_ms, state, last_error) VALUES(1, 'msg_x', 1, 'w', 0, 0, 9000000000000, 0, '')");
+  EXPECT_TRUE(taken_at_open(std::nullopt).empty());
+  EXPECT_TRUE(taken_at_open(std::nullopt).empty());
   auto spool = open();
   ASSERT_TRUE(spool);
-  EXPECT_TRUE(spool->take_stream_marks().empty());
   EXPECT_EQ(spool->pending_count(), 1u);
 }
 
