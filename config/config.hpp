@@ -151,6 +151,9 @@ struct SpoolConfig {
   // Dead letters kept this long after their last attempt, then pruned; 0 = until replayed or
   // purged (`hookgate deliveries purge`).
   int64_t dead_retention_ms = 0;
+  // While the spool's rows take more than this many bytes, delivered rows are pruned before their
+  // retention_ms is up, oldest first (pending and dead ones never are); 0 = no cap.
+  int64_t retention_max_bytes = 0;
   int64_t shutdown_grace_ms = 5000;
   // Memory mode only: pending deliveries one webhook may hold before its new ones are dropped
   // (counted in hookgate_deliveries_dropped_total); 0 = no bound.

@@ -416,6 +416,7 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
     r.error(r.pos("synchronous"), "spool.synchronous: expected NORMAL or FULL");
   r.get("retention_ms", spool.retention_ms);
   r.get("dead_retention_ms", spool.dead_retention_ms);
+  r.get("retention_max_bytes", spool.retention_max_bytes);
   r.get("shutdown_grace_ms", spool.shutdown_grace_ms);
   r.get("memory_max_pending", spool.memory_max_pending);
   // SQLite opens "" as a private temporary database: the gateway would run, and keep nothing.
@@ -423,6 +424,7 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
     r.error(r.pos("path"), "spool.path is empty (an empty ${VAR}?)");
   for (auto [key, value] : {std::pair<const char*, int64_t>{"retention_ms", spool.retention_ms},
                             {"dead_retention_ms", spool.dead_retention_ms},
+                            {"retention_max_bytes", spool.retention_max_bytes},
                             {"shutdown_grace_ms", spool.shutdown_grace_ms},
                             {"memory_max_pending", spool.memory_max_pending}})
     if (value < 0) r.error(r.pos(key), std::string("spool.") + key + " must not be negative");

@@ -432,10 +432,11 @@ struct Gateway::Impl {
         n.spool.memory_max_pending != cfg.spool.memory_max_pending ||
         n.spool.synchronous != cfg.spool.synchronous ||
         n.spool.retention_ms != cfg.spool.retention_ms ||
-        n.spool.dead_retention_ms != cfg.spool.dead_retention_ms)
+        n.spool.dead_retention_ms != cfg.spool.dead_retention_ms ||
+        n.spool.retention_max_bytes != cfg.spool.retention_max_bytes)
       spdlog::warn(
           "reload: spool settings (path, mode, synchronous, memory_max_pending, retention_ms, "
-          "dead_retention_ms) changed; they take effect on restart");
+          "dead_retention_ms, retention_max_bytes) changed; they take effect on restart");
     // Read only when stopping, on this thread: the next stop uses the new grace.
     cfg.spool.shutdown_grace_ms = n.spool.shutdown_grace_ms;
     if (n.admin.enabled != cfg.admin.enabled)

@@ -32,6 +32,9 @@ constexpr int kPending = 0;
 constexpr int kDelivered = 1;
 constexpr int kDead = 2;
 constexpr int64_t kPruneChunk = 5000;  // rows per prune transaction: keeps the writer responsive
+// Delivered rows per early prune (spool.retention_max_bytes), each followed by a look at the
+// size: about 350 KiB of 500-byte events, so a cap is not undershot by much history.
+constexpr int64_t kEarlyPruneChunk = 500;
 // Accounting for one cached delivery beyond its body (strings, map node): an estimate is enough.
 constexpr size_t kCachedOverhead = 256;
 // The spool whose writer runs on this thread, if any (see enqueue()).
@@ -1391,7 +1394,7 @@ bool SqliteSpool::delete_rows(Conn& c, sqlite3_stmt* s, size_t& deleted) {
   return true;
 }
 
-size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dead) {
+size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dead, bool early) {
   *more = false;
   if (dead != nullptr) *dead = 0;
   sqlite3_stmt* s = c.stmt(kPrune);
@@ -1408,8 +1411,10 @@ size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dea
   bool ok;
   {
     StmtScope scope(s);
-    sqlite3_bind_int64(s, 1, now_ms - std::max<int64_t>(cfg_.retention_ms, 0));
-    sqlite3_bind_int64(s, 2, kPruneChunk);
+    sqlite3_bind_int64(s, 1,
+                       early ? std::numeric_limits<int64_t>::max()
+                             : now_ms - std::max<int64_t>(cfg_.retention_ms, 0));
+    sqlite3_bind_int64(s, 2, early ? kEarlyPruneChunk : kPruneChunk);
     ok = delete_rows(c, s, delivered);
   }
   if (ok && ds != nullptr) {
@@ -1423,7 +1428,7 @@ size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dea
     c.exec("ROLLBACK");
     return 0;
   }
-  *more = delivered == static_cast<size_t>(kPruneChunk) ||
+  *more = delivered == static_cast<size_t>(early ? kEarlyPruneChunk : kPruneChunk) ||
           dead_rows == static_cast<size_t>(kPruneChunk);
   if (dead != nullptr) *dead = dead_rows;
   return delivered + dead_rows;
@@ -1454,15 +1459,33 @@ void SqliteSpool::tick(int64_t now_ms) {
   }
   if (announce && pending_count() > 0) notify_ready();
 
-  if (now_ms - last_size_ms_ >= 1000 || now_ms < last_size_ms_) {
+  // Once a second, and after each early prune while over the cap.
+  if (over_size_cap_ || now_ms - last_size_ms_ >= 1000 || now_ms < last_size_ms_) {
     last_size_ms_ = now_ms;
-    set_size_gauges();
+    const int64_t used = set_size_gauges();
+    over_size_cap_ = cfg_.retention_max_bytes > 0 && used > cfg_.retention_max_bytes;
+    if (!over_size_cap_) said_cap_unreachable_ = false;
   }
-  if (prune_more_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
+  if (prune_more_ || over_size_cap_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
     size_t dead = 0;
-    const size_t n = prune_chunk(*writer_, now_ms, &prune_more_, &dead);
+    const bool early = over_size_cap_;
+    const size_t n = prune_chunk(*writer_, now_ms, &prune_more_, &dead, early);
     last_prune_ms_ = now_ms;
-    if (n > dead) spdlog::debug("spool {}: pruned {} delivered rows", path_, n - dead);
+    if (early && n == dead) {
+      // Nothing delivered left to give way: what remains is accepted events (pending) and dead
+      // letters, which no cap drops. Looked at again in a second.
+      over_size_cap_ = false;
+      if (!std::exchange(said_cap_unreachable_, true))
+        spdlog::warn(
+            "spool {}: over spool.retention_max_bytes ({} bytes) with no delivered rows left to "
+            "prune: pending deliveries and dead letters take the rest (replay or purge dead "
+            "letters; the file keeps growing while receivers are down)",
+            path_, cfg_.retention_max_bytes);
+    } else if (early && n > dead) {
+      spdlog::debug("spool {}: pruned {} delivered rows early (spool.retention_max_bytes)", path_,
+                    n - dead);
+    }
+    if (!early && n > dead) spdlog::debug("spool {}: pruned {} delivered rows", path_, n - dead);
     // Dropping dead letters is dropping events for good: an operator should see it.
     if (dead > 0)
       spdlog::info("spool {}: removed {} dead letters older than spool.dead_retention_ms ({} ms)",
@@ -1470,7 +1493,7 @@ void SqliteSpool::tick(int64_t now_ms) {
   }
 }
 
-void SqliteSpool::set_size_gauges() {
+int64_t SqliteSpool::set_size_gauges() {
   auto& m = spool_metrics();
   int64_t on_disk = 0;
   for (const std::string& file : {path_, path_ + "-wal"}) {
@@ -1479,10 +1502,12 @@ void SqliteSpool::set_size_gauges() {
   }
   m.file_bytes.set(on_disk);
   sqlite3_stmt* s = writer_->stmt(kUsedBytes);
-  if (s == nullptr) return;
+  if (s == nullptr) return -1;
   StmtScope scope(s);
-  if (sqlite3_step(s) == SQLITE_ROW)
-    m.used_bytes.set(sqlite3_column_int64(s, 0) * sqlite3_column_int64(s, 1));
+  if (sqlite3_step(s) != SQLITE_ROW) return -1;
+  const int64_t used = sqlite3_column_int64(s, 0) * sqlite3_column_int64(s, 1);
+  m.used_bytes.set(used);
+  return used;
 }
 
 void SqliteSpool::notify_ready() {

@@ -217,8 +217,9 @@ class SqliteSpool final : public DeliveryStore {
   Status init(bool tools);
   Status migrate_from_1(Conn& c);  // schema 1 to 2, in one transaction
   Status load_stream_marks();      // at open, before the writer thread starts
-  void set_size_gauges();          // writer thread: hookgate_spool_file_bytes and _used_bytes
-  void save_stream_marks();        // at close, after the writer thread ended
+  // Writer thread: sets hookgate_spool_file_bytes and _used_bytes; the bytes in use (-1: unknown).
+  int64_t set_size_gauges();
+  void save_stream_marks();  // at close, after the writer thread ended
 
   // Writer side.
   void writer_loop();
@@ -231,7 +232,9 @@ class SqliteSpool final : public DeliveryStore {
   TransactionResult write_transaction(Conn& c, std::vector<std::unique_ptr<Op>>& ops, int64_t now);
   void tick(int64_t now_ms);
   // `dead`, if given, gets how many of the deleted rows were dead letters.
-  size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more, size_t* dead = nullptr);
+  // `early`: every delivered row is due, retention_ms or not (spool.retention_max_bytes).
+  size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more, size_t* dead = nullptr,
+                     bool early = false);
   // Steps `s`, a DELETE ... RETURNING payload, inside the caller's transaction; counts the rows
   // into `deleted` and deletes each payload that has no delivery left.
   static bool delete_rows(Conn& conn, sqlite3_stmt* s, size_t& deleted);
@@ -356,7 +359,9 @@ class SqliteSpool final : public DeliveryStore {
   std::atomic<uint64_t> external_changes_{0};  // bumped by the writer after it resyncs
   bool external_unannounced_ = false;  // writer thread: a change seen, no resync succeeded yet
   int64_t last_prune_ms_ = 0;
-  int64_t last_size_ms_ = 0;  // when the size gauges were last set
+  int64_t last_size_ms_ = 0;    // when the size gauges were last set
+  bool over_size_cap_ = false;  // rows past spool.retention_max_bytes: prune delivered ones early
+  bool said_cap_unreachable_ = false;  // warned that only pending and dead rows are left
   bool prune_more_ = false;
   bool resync_pending_ = false;
   std::string last_write_error_;

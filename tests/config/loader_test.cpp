@@ -702,6 +702,11 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
             "test.yaml:2:17: spool.retention_ms must not be negative");
   EXPECT_EQ(first_error(load("spool:\n  dead_retention_ms: -5\n")),
             "test.yaml:2:22: spool.dead_retention_ms must not be negative");
+  EXPECT_EQ(first_error(load("spool:\n  retention_max_bytes: -5\n")),
+            "test.yaml:2:24: spool.retention_max_bytes must not be negative");
+  auto capped = load("spool: { retention_max_bytes: 10737418240 }\n");
+  ASSERT_TRUE(capped) << first_error(capped);
+  EXPECT_EQ(capped->spool.retention_max_bytes, 10737418240);
   EXPECT_EQ(first_error(load("spool: { mode: memory, memory_max_pending: -5 }\n")),
             "test.yaml:1:44: spool.memory_max_pending must not be negative");
   EXPECT_NE(first_error(load("spool: { shutdown_grace_ms: -100 }\n")).find("must not be negative"),

@@ -288,6 +288,15 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
   EXPECT_EQ(metric_value(m, "hookgate_diagnostics_total{type=\"hookgate.delivery.dead\"}"), 0u)
       << m;
   EXPECT_NE(m.find("hookgate_spool_depth"), std::string::npos);
+  // The spool's size, set by its writer once a second: what the rows take is inside the file.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        m = http_get(gw.admin_port(), "/metrics");
+        const uint64_t used = metric_value(m, "hookgate_spool_used_bytes");
+        return used > 0 && used <= metric_value(m, "hookgate_spool_file_bytes");
+      },
+      5s))
+      << m;
 
   // The spool records the outcomes asynchronously too: its depth reaches 0 once they commit.
   std::string st;
@@ -611,7 +620,7 @@ TEST(OperationsTest, AReloadAppliesTheShutdownGraceAndNamesRestartOnlySettings) 
   dir.write("hookgate.yaml", config(", shutdown_grace_ms: 1234, retention_ms: 60000", false));
   gw.signal(SIGHUP);
   ASSERT_TRUE(gw.wait_for_log("configuration reloaded", 10s)) << gw.log();
-  EXPECT_TRUE(gw.wait_for_log("retention_ms) changed; they take effect on restart", 1s))
+  EXPECT_TRUE(gw.wait_for_log("retention_max_bytes) changed; they take effect on restart", 1s))
       << gw.log();
   EXPECT_TRUE(gw.wait_for_log("admin.enabled changed; it takes effect on restart", 1s)) << gw.log();
   gw.signal(SIGTERM);

@@ -353,6 +353,75 @@ int64_t count_in(const std::string& path, const std::string& sql) {
   return n;
 }
 
+// spool.retention_max_bytes: while the rows take more than that, delivered rows go before their
+// retention is up, oldest first; pending deliveries and dead letters never do, and when only they
+// are left the spool says so (once) instead of pruning on.
+TEST_F(SqliteSpoolTest, ASizeCapPrunesDeliveredRowsEarlyAndNothingElse) {
+  cfg_.retention_max_bytes = 1 << 20;
+  SqliteSpoolTuning tuning;
+  tuning.poll_interval_ms = 20;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  constexpr int kEvents = 3000;  // about 3.3 MB of rows
+  std::vector<Delivery> batch;
+  for (int i = 0; i < kEvents; ++i)
+    batch.push_back(make(seq_id(i), "siem", std::string(1000, 'b')));
+  ASSERT_TRUE(spool->add(std::move(batch)));
+  int done = 0;
+  while (done < kEvents) {
+    auto claimed = spool->claim_due("siem", now_unix_ms() + 1000, 500);
+    ASSERT_FALSE(claimed.empty());
+    for (const auto& d : claimed) {
+      const int i = std::stoi(d.id.substr(4));
+      if (i < kEvents - 10)
+        spool->complete(d, {AttemptOutcome::Kind::Delivered});
+      else if (i < kEvents - 5)
+        spool->complete(d, {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
+      else
+        spool->release(d);
+      ++done;
+    }
+    ASSERT_TRUE(spool->flush());
+  }
+  auto used_bytes = [&] {
+    return count_in(cfg_.path,
+                    "SELECT ((SELECT page_count FROM pragma_page_count) - (SELECT freelist_count "
+                    "FROM pragma_freelist_count)) * (SELECT page_size FROM pragma_page_size)");
+  };
+  ASSERT_TRUE(testing::wait_until([&] { return used_bytes() <= cfg_.retention_max_bytes; },
+                                  std::chrono::seconds(20)))
+      << used_bytes();
+  const int64_t delivered = count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries WHERE state = 1");
+  EXPECT_GT(delivered, 0);  // under the cap once enough went: the newest stay
+  EXPECT_LT(delivered, kEvents - 10);
+  EXPECT_FALSE(spool->get(seq_id(0)));  // oldest first
+  EXPECT_TRUE(spool->get(seq_id(kEvents - 11)));
+  EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries WHERE state = 2"), 5);
+  EXPECT_EQ(spool->pending_count(), 5u);
+}
+
+TEST_F(SqliteSpoolTest, ASizeCapThatOnlyPendingAndDeadRowsExceedIsSaidOnce) {
+  cfg_.retention_max_bytes = 4096;  // less than the schema's own pages
+  SqliteSpoolTuning tuning;
+  tuning.poll_interval_ms = 20;
+  testing::LogCapture log;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("done", "siem"), make("dead", "siem"), make("waiting", "siem")}));
+  for (auto& d : spool->claim_due("siem", now_unix_ms(), 2))
+    spool->complete(d, d.id == "done" ? AttemptOutcome{AttemptOutcome::Kind::Delivered}
+                                      : AttemptOutcome{AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
+  ASSERT_TRUE(spool->flush());
+  ASSERT_TRUE(testing::wait_until([&] { return !spool->get("done"); }, std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      testing::wait_until([&] { return log.contains("with no delivered rows left to prune"); },
+                          std::chrono::seconds(10)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // a second look
+  EXPECT_EQ(log.lines_containing("with no delivered rows left to prune").size(), 1u);
+  EXPECT_EQ(spool->get("dead")->state, DeliveryState::Dead);
+  EXPECT_EQ(spool->get("waiting")->state, DeliveryState::Pending);
+}
+
 // spool.dead_retention_ms: off (0) keeps every dead letter; on, the prune takes old ones only,
 // and a payload stays while one of its deliveries does.
 TEST_F(SqliteSpoolTest, DeadRetentionPrunesOnlyOldDeadLetters) {
