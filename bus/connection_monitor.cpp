@@ -174,6 +174,11 @@ void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string
       if (const std::string* configured =
               connect_endpoint_named(connect_endpoints_, !connects_only_, endpoint))
         ended_.erase(*configured);
+      else
+        // A host name's retry names the address it resolved, which cannot be told apart among
+        // several endpoints: a redial of the wrong one would cut a healthy connection, so none
+        // is made (a protocol error within the same second goes without one).
+        ended_.clear();
       break;
     default:
       break;

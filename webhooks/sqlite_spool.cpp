@@ -119,7 +119,8 @@ constexpr const char* kReplayDead =
     "ORDER BY webhook, rowid LIMIT ?3) RETURNING webhook, rowid";
 constexpr const char* kPrune =
     "DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries INDEXED BY "
-    "deliveries_prune WHERE state = 1 AND updated_ms < ?1 LIMIT ?2) RETURNING payload";
+    "deliveries_prune WHERE state = 1 AND updated_ms < ?1 ORDER BY updated_ms LIMIT ?2) "
+    "RETURNING payload";
 // Dead letters past spool.dead_retention_ms, through deliveries_dead_age, which the gateway
 // creates at open only when that setting is on (no cost to a spool that keeps them).
 constexpr const char* kDeadAgeIndex =
@@ -182,16 +183,18 @@ constexpr const char* kLatestRecorded =
 // load_stream_marks). Those naming the table are prepared per use, not cached: it comes and goes.
 constexpr const char* kStreamMarksExist =
     "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'bus_streams'";
-constexpr const char* kReadStreamMarks = "SELECT stream, last_seq, seen_ms FROM bus_streams";
+constexpr const char* kReadStreamMarks =
+    "SELECT stream, last_seq, seen_ms, saved_ms FROM bus_streams";
 constexpr const char* kDropStreamMarks = "DROP TABLE IF EXISTS bus_streams";
 constexpr const char* kCreateStreamMarks =
     "CREATE TABLE bus_streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
-    "seen_ms INTEGER NOT NULL) WITHOUT ROWID";
+    "seen_ms INTEGER NOT NULL, saved_ms INTEGER NOT NULL) WITHOUT ROWID";
 // A stream no gateway saw for this long is forgotten at the next start: its publisher is gone,
 // or (a stop that long) another gateway may have taken its messages meanwhile.
 constexpr int64_t kMaxStreamMarkAgeMs = 3'600'000;
 constexpr const char* kInsertStreamMark =
-    "INSERT OR REPLACE INTO bus_streams(stream, last_seq, seen_ms) VALUES(?1, ?2, ?3)";
+    "INSERT OR REPLACE INTO bus_streams(stream, last_seq, seen_ms, saved_ms) "
+    "VALUES(?1, ?2, ?3, ?4)";
 // Past every rowid in use: a payload's rowid is its first delivery's, and that delivery may be
 // gone while the payload (and a later delivery) remains.
 constexpr const char* kMaxRowid =
@@ -685,13 +688,16 @@ Status SqliteSpool::load_stream_marks() {
   if (*exists == 0) return {};
   StreamMarks marks;
   std::string read_error;
+  int64_t saved_ms = 0;  // when the close that wrote them ran (every row has it)
   {
     sqlite3_stmt* s = nullptr;
     if (sqlite3_prepare_v2(writer_->db, kReadStreamMarks, -1, &s, nullptr) == SQLITE_OK) {
       int rc;
-      while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+      while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         marks.push_back({column_text(s, 0), static_cast<uint64_t>(sqlite3_column_int64(s, 1)),
                          sqlite3_column_int64(s, 2)});
+        saved_ms = std::max<int64_t>(saved_ms, sqlite3_column_int64(s, 3));
+      }
       if (rc != SQLITE_DONE) read_error = writer_->error();
     } else {
       read_error = writer_->error();
@@ -702,11 +708,9 @@ Status SqliteSpool::load_stream_marks() {
   // fails after this writes them back at close: keep_stream_marks below.)
   if (!writer_->exec(kDropStreamMarks)) return make_error(writer_->error());
   if (!read_error.empty()) return make_error(read_error);
-  // The stop that wrote them saw its live streams last (seen_ms is its time): a later record in
-  // the file means another hookgate ran on it since, and took their messages.
-  int64_t stopped_ms = 0;
-  for (const auto& m : marks) stopped_ms = std::max(stopped_ms, m.seen_ms);
-  if (!marks.empty() && latest_recorded_ms_ > stopped_ms) {
+  // Saved at or after every record of the run that wrote them: a later record means another
+  // hookgate ran on the file since, and took their streams' messages.
+  if (!marks.empty() && latest_recorded_ms_ > saved_ms) {
     spdlog::info(
         "spool {}: publisher sequence numbers from an earlier stop are older than the file's "
         "latest record (another hookgate ran on it since): not used",
@@ -728,6 +732,10 @@ void SqliteSpool::save_stream_marks() {
     marks = std::move(marks_to_keep_);
   }
   if (!writer_) return;
+  // At or after every time this run recorded (outcomes during the shutdown grace included; the
+  // schedule clock may be ahead of the wall clock), so that the next open sees no later record.
+  const int64_t saved_ms =
+      std::max(now_unix_ms(), writer_->scalar(kLatestRecorded).value_or(latest_recorded_ms_));
   // Always goes: a table this run did not replace must not be read at the next start.
   bool ok = writer_->exec("BEGIN IMMEDIATE") && writer_->exec(kDropStreamMarks);
   if (ok && !marks.empty()) {
@@ -739,6 +747,7 @@ void SqliteSpool::save_stream_marks() {
       bind_text(s, 1, marks[i].stream);
       sqlite3_bind_int64(s, 2, static_cast<int64_t>(marks[i].seq));  // the bits round-trip
       sqlite3_bind_int64(s, 3, marks[i].seen_ms);
+      sqlite3_bind_int64(s, 4, saved_ms);
       ok = sqlite3_step(s) == SQLITE_DONE;
     }
     sqlite3_finalize(s);
@@ -1394,9 +1403,11 @@ bool SqliteSpool::delete_rows(Conn& c, sqlite3_stmt* s, size_t& deleted) {
   return true;
 }
 
-size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dead, bool early) {
+size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dead, bool early,
+                                bool* failed) {
   *more = false;
   if (dead != nullptr) *dead = 0;
+  if (failed != nullptr) *failed = true;  // until the commit
   sqlite3_stmt* s = c.stmt(kPrune);
   // Dead letters only where open() created their age index: the gateway, not the CLI's tools mode.
   const bool prune_dead = cfg_.dead_retention_ms > 0 && !tools_;
@@ -1428,6 +1439,7 @@ size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dea
     c.exec("ROLLBACK");
     return 0;
   }
+  if (failed != nullptr) *failed = false;
   *more = delivered == static_cast<size_t>(early ? kEarlyPruneChunk : kPruneChunk) ||
           dead_rows == static_cast<size_t>(kPruneChunk);
   if (dead != nullptr) *dead = dead_rows;
@@ -1469,9 +1481,12 @@ void SqliteSpool::tick(int64_t now_ms) {
   if (prune_more_ || over_size_cap_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
     size_t dead = 0;
     const bool early = over_size_cap_;
-    const size_t n = prune_chunk(*writer_, now_ms, &prune_more_, &dead, early);
+    bool failed = false;
+    const size_t n = prune_chunk(*writer_, now_ms, &prune_more_, &dead, early, &failed);
     last_prune_ms_ = now_ms;
-    if (early && n == dead) {
+    if (early && failed) {
+      over_size_cap_ = false;  // logged; the size is looked at again in a second
+    } else if (early && n == dead) {
       // Nothing delivered left to give way: what remains is accepted events (pending) and dead
       // letters, which no cap drops. Looked at again in a second.
       over_size_cap_ = false;

@@ -233,8 +233,9 @@ class SqliteSpool final : public DeliveryStore {
   void tick(int64_t now_ms);
   // `dead`, if given, gets how many of the deleted rows were dead letters.
   // `early`: every delivered row is due, retention_ms or not (spool.retention_max_bytes).
+  // `failed`, if given, says whether the transaction failed (then 0 rows, logged).
   size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more, size_t* dead = nullptr,
-                     bool early = false);
+                     bool early = false, bool* failed = nullptr);
   // Steps `s`, a DELETE ... RETURNING payload, inside the caller's transaction; counts the rows
   // into `deleted` and deletes each payload that has no delivery left.
   static bool delete_rows(Conn& conn, sqlite3_stmt* s, size_t& deleted);

@@ -968,17 +968,32 @@ TEST_F(SqliteSpoolTest, StreamMarksGoFromACleanCloseToTheNextOpen) {
   EXPECT_TRUE(taken_at_open(StreamMarks{{"old", 5, now - 3'700'000}, {"s1", 4, now}}).empty());
   EXPECT_EQ(taken_at_open(marks), (StreamMarks{{"s1", 4, now}}));  // "old": unseen for an hour
 
+  // What the same run records after its marks were handed over (outcomes during the shutdown
+  // grace) does not make them look stale.
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    EXPECT_EQ(spool->take_stream_marks().size(), 2u);
+    spool->keep_stream_marks({{"s1", 9, now - 1000}});
+    ASSERT_TRUE(spool->add({make("late", "siem")}));
+    for (auto& d : spool->claim_due("siem", now_unix_ms() + 1000, 1))
+      spool->complete(d, {AttemptOutcome::Kind::Delivered});
+    ASSERT_TRUE(spool->flush());
+  }
+  EXPECT_EQ(taken_at_open(marks), (StreamMarks{{"s1", 9, now - 1000}}));
+
   // A hookgate that does not know the table records a delivery after the close that kept them.
   exec_on(cfg_.path,
           "INSERT INTO payloads(id, span, event_id, event_type, created_ms, body) "
-          "VALUES(1, 1, 'e', 't', 0, x'00');"
+          "VALUES(1000, 1, 'e', 't', 0, x'00');"
           "INSERT INTO deliveries(seq, id, payload, webhook, attempts, next_attempt_ms, "
-          "updated_ms, state, last_error) VALUES(1, 'msg_x', 1, 'w', 0, 0, 9000000000000, 0, '')");
+          "updated_ms, state, last_error) "
+          "VALUES(1000, 'msg_x', 1000, 'w', 0, 0, 9000000000000, 0, '')");
   EXPECT_TRUE(taken_at_open(std::nullopt).empty());
   EXPECT_TRUE(taken_at_open(std::nullopt).empty());
   auto spool = open();
   ASSERT_TRUE(spool);
-  EXPECT_EQ(spool->pending_count(), 1u);
+  EXPECT_EQ(spool->pending_count(), 1u);  // "msg_x"; "late" was delivered
 }
 
 // Runs `child` in a forked process whose files may grow to 512 KiB (a full disk: writes fail
