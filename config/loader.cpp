@@ -18,6 +18,27 @@ namespace hookgate::config {
 namespace fs = std::filesystem;
 namespace {
 
+// Why libzmq cannot use `endpoint` (tcp:// only; other transports are left to it); nullopt if it
+// looks usable. A bound socket may take port `*` (any free one) or 0.
+std::optional<std::string> tcp_endpoint_problem(std::string_view endpoint, bool bind) {
+  if (!endpoint.starts_with("tcp://")) return std::nullopt;
+  if (endpoint.find_first_of(" \t\r\n") != std::string_view::npos)
+    return "holds a space or line break";
+  const size_t colon = endpoint.rfind(':');
+  if (colon < std::string_view("tcp://").size() || colon + 1 == endpoint.size())
+    return std::string("no port (tcp://HOST:PORT") + (bind ? ", or tcp://HOST:* for any)" : ")");
+  const std::string_view port = endpoint.substr(colon + 1);
+  if (port == "*") {
+    if (bind) return std::nullopt;
+    return "port * is for bus.bind; a connection needs the peer's port";
+  }
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)
+    return "the port is not a number";
+  const int number = std::stoi(std::string(port));
+  if (number > 65535 || (number == 0 && !bind)) return "the port is out of range (1 to 65535)";
+  return std::nullopt;
+}
+
 std::string resolve_path(const std::string& path, const std::string& base_dir) {
   if (path.empty()) return path;
   if (path == "~" || path.rfind("~/", 0) == 0) {
@@ -91,11 +112,19 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
         std::any_of(std::begin(kTransports), std::end(kTransports), [&](std::string_view t) {
           return endpoint.size() > t.size() && endpoint.compare(0, t.size(), t) == 0;
         });
-    if (!known)
-      r.error(r.pos(key), std::string("bus.") + key +
-                              ": expected a ZeroMQ endpoint such as tcp://127.0.0.1:5556 or "
-                              "ipc:///run/hookgate/bus, got " +
-                              r.as_written(key, endpoint, item));
+    const Position where = item ? r.pos(key, *item) : r.pos(key);
+    if (!known) {
+      r.error(where, std::string("bus.") + key +
+                         ": expected a ZeroMQ endpoint such as tcp://127.0.0.1:5556 or "
+                         "ipc:///run/hookgate/bus, got " +
+                         r.as_written(key, endpoint, item));
+      return;
+    }
+    // What libzmq would refuse only at `run` (EINVAL), or take and never reach: `check` is the
+    // pre-start that must catch it.
+    if (auto problem = tcp_endpoint_problem(endpoint, std::string_view(key) == "bind"))
+      r.error(where, std::string("bus.") + key + ": " + r.as_written(key, endpoint, item) + ": " +
+                         *problem);
   };
   if (bus.bind) {
     check_endpoint("bind", *bus.bind, std::nullopt);
@@ -295,12 +324,18 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   r.get("headers", w.headers);
   // HTTP header names ignore case: `Authorization` and `authorization` would both be sent, and
   // which one a receiver reads is up to it.
-  for (auto a = w.headers.begin(); a != w.headers.end(); ++a)
-    for (auto b = std::next(a); b != w.headers.end(); ++b)
-      if (a->first != b->first && iequals(a->first, b->first))  // exact twins: duplicate key
-        r.error(key_position(r.node("headers"), b->first, file).value_or(r.pos("headers")),
-                context + ".headers: '" + a->first + "' and '" + b->first +
-                    "' are one header (names ignore case)");
+  // Each name once, against the first it repeats (an exact repeat is a duplicate key, reported
+  // as such), where it is written.
+  for (auto b = w.headers.begin(); b != w.headers.end(); ++b) {
+    auto same = [&](const auto& a) { return a.first == b->first; };
+    if (std::find_if(w.headers.begin(), b, same) != b) continue;
+    auto twin = std::find_if(w.headers.begin(), b,
+                             [&](const auto& a) { return iequals(a.first, b->first); });
+    if (twin != b)
+      r.error(key_position(r.node("headers"), b->first, file).value_or(r.pos("headers")),
+              context + ".headers: '" + twin->first + "' and '" + b->first +
+                  "' are one header (names ignore case)");
+  }
   read_retry(MapReader(r.node("retry"), file, context + ".retry", errors), w.retry);
   r.get("max_in_flight", w.max_in_flight);
   r.get("rate_limit_per_s", w.rate_limit_per_s);

@@ -864,7 +864,9 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   g.dispatcher->start();
   g.loader = std::thread([raw] { raw->loader_loop(); });
   spdlog::info("hookgate {} listening on {}{}{}", HOOKGATE_VERSION,
-               g.bus_endpoint.empty() ? "(connect only)" : g.bus_endpoint,
+               g.bus_endpoint.empty()
+                   ? "(no bind; connecting to " + join(g.cfg.bus.connect, ", ") + ")"
+                   : g.bus_endpoint,
                g.admin ? ", admin on port " + std::to_string(g.admin->port()) : std::string(),
                ", " + std::to_string(g.cfg.webhooks.size()) + " webhooks");
   return std::unique_ptr<Gateway>(new Gateway(std::move(impl)));

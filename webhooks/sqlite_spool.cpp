@@ -184,16 +184,16 @@ constexpr const char* kLatestRecorded =
 constexpr const char* kStreamMarksExist =
     "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'bus_streams'";
 constexpr const char* kReadStreamMarks =
-    "SELECT stream, last_seq, seen_ms, saved_ms FROM bus_streams";
+    "SELECT stream, last_seq, seen_ms, saved_rowid FROM bus_streams";
 constexpr const char* kDropStreamMarks = "DROP TABLE IF EXISTS bus_streams";
 constexpr const char* kCreateStreamMarks =
     "CREATE TABLE bus_streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
-    "seen_ms INTEGER NOT NULL, saved_ms INTEGER NOT NULL) WITHOUT ROWID";
+    "seen_ms INTEGER NOT NULL, saved_rowid INTEGER NOT NULL) WITHOUT ROWID";
 // A stream no gateway saw for this long is forgotten at the next start: its publisher is gone,
 // or (a stop that long) another gateway may have taken its messages meanwhile.
 constexpr int64_t kMaxStreamMarkAgeMs = 3'600'000;
 constexpr const char* kInsertStreamMark =
-    "INSERT OR REPLACE INTO bus_streams(stream, last_seq, seen_ms, saved_ms) "
+    "INSERT OR REPLACE INTO bus_streams(stream, last_seq, seen_ms, saved_rowid) "
     "VALUES(?1, ?2, ?3, ?4)";
 // Past every rowid in use: a payload's rowid is its first delivery's, and that delivery may be
 // gone while the payload (and a later delivery) remains.
@@ -688,7 +688,7 @@ Status SqliteSpool::load_stream_marks() {
   if (*exists == 0) return {};
   StreamMarks marks;
   std::string read_error;
-  int64_t saved_ms = 0;  // when the close that wrote them ran (every row has it)
+  int64_t saved_rowid = 0;  // the file's last rowid at the close that wrote them (every row's)
   {
     sqlite3_stmt* s = nullptr;
     if (sqlite3_prepare_v2(writer_->db, kReadStreamMarks, -1, &s, nullptr) == SQLITE_OK) {
@@ -696,7 +696,7 @@ Status SqliteSpool::load_stream_marks() {
       while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         marks.push_back({column_text(s, 0), static_cast<uint64_t>(sqlite3_column_int64(s, 1)),
                          sqlite3_column_int64(s, 2)});
-        saved_ms = std::max<int64_t>(saved_ms, sqlite3_column_int64(s, 3));
+        saved_rowid = std::max<int64_t>(saved_rowid, sqlite3_column_int64(s, 3));
       }
       if (rc != SQLITE_DONE) read_error = writer_->error();
     } else {
@@ -708,12 +708,15 @@ Status SqliteSpool::load_stream_marks() {
   // fails after this writes them back at close: keep_stream_marks below.)
   if (!writer_->exec(kDropStreamMarks)) return make_error(writer_->error());
   if (!read_error.empty()) return make_error(read_error);
-  // Saved at or after every record of the run that wrote them: a later record means another
-  // hookgate ran on the file since, and took their streams' messages.
-  if (!marks.empty() && latest_recorded_ms_ > saved_ms) {
+  // A delivery added since means another hookgate took events on this file meanwhile, maybe
+  // their streams' messages. (Not a time: `hookgate deliveries replay` and purge rewrite or drop
+  // rows while the gateway is stopped, and add none.)
+  auto last_rowid = writer_->scalar(kMaxRowid);
+  if (!last_rowid) return make_error(writer_->error());
+  if (!marks.empty() && *last_rowid > saved_rowid) {
     spdlog::info(
-        "spool {}: publisher sequence numbers from an earlier stop are older than the file's "
-        "latest record (another hookgate ran on it since): not used",
+        "spool {}: publisher sequence numbers from the last stop are not used: deliveries were "
+        "added to the file since (another hookgate ran on it)",
         path_);
     return {};
   }
@@ -732,10 +735,8 @@ void SqliteSpool::save_stream_marks() {
     marks = std::move(marks_to_keep_);
   }
   if (!writer_) return;
-  // At or after every time this run recorded (outcomes during the shutdown grace included; the
-  // schedule clock may be ahead of the wall clock), so that the next open sees no later record.
-  const int64_t saved_ms =
-      std::max(now_unix_ms(), writer_->scalar(kLatestRecorded).value_or(latest_recorded_ms_));
+  // Past every delivery this run added: the next open compares (see load_stream_marks).
+  const int64_t saved_rowid = writer_->scalar(kMaxRowid).value_or(0);
   // Always goes: a table this run did not replace must not be read at the next start.
   bool ok = writer_->exec("BEGIN IMMEDIATE") && writer_->exec(kDropStreamMarks);
   if (ok && !marks.empty()) {
@@ -747,7 +748,7 @@ void SqliteSpool::save_stream_marks() {
       bind_text(s, 1, marks[i].stream);
       sqlite3_bind_int64(s, 2, static_cast<int64_t>(marks[i].seq));  // the bits round-trip
       sqlite3_bind_int64(s, 3, marks[i].seen_ms);
-      sqlite3_bind_int64(s, 4, saved_ms);
+      sqlite3_bind_int64(s, 4, saved_rowid);
       ok = sqlite3_step(s) == SQLITE_DONE;
     }
     sqlite3_finalize(s);

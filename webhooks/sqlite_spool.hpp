@@ -136,9 +136,9 @@ class SqliteSpool final : public DeliveryStore {
   // Also ends a wait for the disk (the batch is then refused, as at any stop).
   void begin_stop() override;
   // Kept in a table of their own (bus_streams) that exists from a clean close to the next open,
-  // which reads and drops it. All are dropped when the file has a record later than that close
-  // (a gateway that does not know the table ran on it in between), and each one no gateway saw
-  // for an hour.
+  // which reads and drops it. All are dropped when a delivery was added after that close (a
+  // gateway that does not know the table ran on the file in between), and each one no gateway
+  // saw for an hour.
   StreamMarks take_stream_marks() override;
   void keep_stream_marks(StreamMarks marks) override;
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the

@@ -19,12 +19,6 @@ namespace hookgate::cli {
 namespace {
 namespace fs = std::filesystem;
 
-std::string join(const std::vector<std::string>& items, const char* sep = ",") {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
-  return out;
-}
-
 int hooks_list(const Args& args) {
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;

@@ -5,8 +5,19 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hookgate {
+
+// `items` with `sep` between them.
+inline std::string join(const std::vector<std::string>& items, std::string_view sep = ",") {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += sep;
+    out += items[i];
+  }
+  return out;
+}
 
 // Case-insensitive equality for ASCII names (HTTP header names, tokens).
 inline bool iequals(std::string_view a, std::string_view b) {

@@ -9,6 +9,7 @@
 
 #include "config/yaml_reader.hpp"
 #include "gateway/common/log.hpp"
+#include "tests/support/gateway_process.hpp"
 
 namespace hookgate::config {
 namespace {
@@ -391,17 +392,14 @@ TEST(ConfigLoaderTest, ErrorsAreSaidOnceAndWhereTheirPositionIsWeakTheySayWhat) 
             "test.yaml:3:3: webhooks[0] is empty: a `-` with nothing after it, just before here "
             "(remove it, or indent the webhook's keys under it)");
   unsetenv("HG_DOES_NOT_EXIST");
-  auto unset =
-      load("webhooks:\n  - name: a\n    url: http://x/\n    secret: ${HG_DOES_NOT_EXIST}\n");
-  ASSERT_FALSE(unset);
-  ASSERT_EQ(unset.error().size(), 1u) << unset.error().back().str();
-  EXPECT_NE(unset.error()[0].message.find("HG_DOES_NOT_EXIST is not set"), std::string::npos);
-  auto unset_item = load(
-      "webhooks:\n  - name: a\n    url: http://x/\n    secrets: [whsec_a, "
-      "\"${HG_DOES_NOT_EXIST}\"]\n");
-  ASSERT_FALSE(unset_item);
-  ASSERT_EQ(unset_item.error().size(), 1u) << unset_item.error().back().str();
-  EXPECT_NE(unset_item.error()[0].message.find("HG_DOES_NOT_EXIST is not set"), std::string::npos);
+  for (const char* secret :
+       {"secret: ${HG_DOES_NOT_EXIST}", "secrets: [whsec_a, \"${HG_DOES_NOT_EXIST}\"]"}) {
+    auto unset =
+        load(std::string("webhooks:\n  - name: a\n    url: http://x/\n    ") + secret + "\n");
+    ASSERT_FALSE(unset);
+    ASSERT_EQ(unset.error().size(), 1u) << secret << ": " << unset.error().back().str();
+    EXPECT_NE(unset.error()[0].message.find("HG_DOES_NOT_EXIST is not set"), std::string::npos);
+  }
   // Labels are the file's: an empty item still counts, and extensions.webhooks are named so.
   auto shifted = load(
       "webhooks:\n  -\n  - name: a\n    url: http://x/\n  - name: a\n    url: "
@@ -435,6 +433,29 @@ TEST(ConfigLoaderTest, AConnectEndpointListedTwiceIsAnError) {
   EXPECT_TRUE(load("bus:\n  connect: [tcp://proxy:5557, tcp://other:5557]\n"));
 }
 
+// What libzmq refuses at `run` (EINVAL), or takes and never reaches, is an error `check` sees.
+TEST(ConfigLoaderTest, TcpEndpointsNeedAPortAndNoSpaces) {
+  const std::pair<const char*, const char*> bad[] = {
+      {"connect: [\"tcp://127.0.0.1:5557 \"]", "holds a space or line break"},
+      {"connect: [tcp://127.0.0.1]", "no port (tcp://HOST:PORT)"},
+      {"connect: [tcp://127.0.0.1:99999]", "the port is out of range (1 to 65535)"},
+      {"connect: [tcp://127.0.0.1:0]", "the port is out of range"},
+      {"connect: [\"tcp://127.0.0.1:*\"]", "port * is for bus.bind"},
+      {"connect: [tcp://127.0.0.1:55x]", "the port is not a number"},
+      {"bind: tcp://127.0.0.1", "no port (tcp://HOST:PORT, or tcp://HOST:* for any)"},
+  };
+  for (const auto& [bus, why] : bad)
+    EXPECT_NE(first_error(load(std::string("bus: { ") + bus + " }\n")).find(why), std::string::npos)
+        << bus << ": " << first_error(load(std::string("bus: { ") + bus + " }\n"));
+  EXPECT_EQ(first_error(load("bus:\n  connect:\n    - tcp://a:1\n    - tcp://b\n")),
+            "test.yaml:4:7: bus.connect: 'tcp://b': no port (tcp://HOST:PORT)");
+  for (const char* fine :
+       {"bind: \"tcp://*:5556\"", "bind: \"tcp://127.0.0.1:*\"", "bind: \"tcp://[::1]:5556\"",
+        "bind: tcp://eth0:5556", "connect: [\"tcp://10.0.0.5:0;10.0.0.1:5557\"]",
+        "bind: \"ipc:///run/my bus\""})
+    EXPECT_TRUE(load(std::string("bus: { ") + fine + " }\n")) << fine;
+}
+
 // The `extensions.webhooks` form has `secret` only: `secrets` and `headers` there used to be
 // accepted and then ignored, so the webhook went out unsigned and without its headers.
 TEST(ConfigLoaderTest, TheExtensionsFormRefusesKeysItDoesNotHave) {
@@ -465,6 +486,14 @@ TEST(ConfigLoaderTest, HeaderNamesDifferingOnlyInCaseAreOneHeader) {
                              "Authorization: a, authorization: b }\n")),
             "test.yaml:4:34: webhooks[0].headers: 'Authorization' and 'authorization' are one "
             "header (names ignore case)");
+  // Once per name, with an exact repeat left to the duplicate-key error.
+  auto three =
+      load("webhooks:\n  - name: a\n    url: http://x/\n    headers: { X-A: 1, x-a: 2, X-A: 3 }\n");
+  ASSERT_FALSE(three);
+  std::string all;
+  for (const auto& d : three.error()) all += d.str() + "\n";
+  EXPECT_EQ(testing::count_occurrences(all, "are one header"), 1u) << all;
+  EXPECT_EQ(testing::count_occurrences(all, "duplicate key 'X-A'"), 1u) << all;
 }
 
 // Load() reads only the first document: what follows a `---` used to vanish.

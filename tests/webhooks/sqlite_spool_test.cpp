@@ -946,7 +946,7 @@ TEST_F(SqliteSpoolTest, SurvivesAbruptExitOfTheWritingProcess) {
 // 64-bit number intact. The open takes them out of the file (a crash after it must not find them
 // again); its close writes back what it read unless it is handed others (a start that failed
 // after opening the spool loses none). A mark no gateway saw for an hour is dropped, and all are
-// when another writer recorded something after the close that kept them.
+// when another writer added a delivery after the close that kept them.
 TEST_F(SqliteSpoolTest, StreamMarksGoFromACleanCloseToTheNextOpen) {
   const int64_t now = now_unix_ms();
   const StreamMarks marks{{"s1", 3, now}, {"s2", ~uint64_t{0}, now - 60'000}};
@@ -969,16 +969,25 @@ TEST_F(SqliteSpoolTest, StreamMarksGoFromACleanCloseToTheNextOpen) {
   EXPECT_EQ(taken_at_open(marks), (StreamMarks{{"s1", 4, now}}));  // "old": unseen for an hour
 
   // What the same run records after its marks were handed over (outcomes during the shutdown
-  // grace) does not make them look stale.
+  // grace) does not make them look stale, nor does a replay by the CLI while it is stopped.
   {
     auto spool = open();
     ASSERT_TRUE(spool);
     EXPECT_EQ(spool->take_stream_marks().size(), 2u);
     spool->keep_stream_marks({{"s1", 9, now - 1000}});
-    ASSERT_TRUE(spool->add({make("late", "siem")}));
-    for (auto& d : spool->claim_due("siem", now_unix_ms() + 1000, 1))
-      spool->complete(d, {AttemptOutcome::Kind::Delivered});
+    ASSERT_TRUE(spool->add({make("late", "siem"), make("gone", "siem")}));
+    for (auto& d : spool->claim_due("siem", now_unix_ms() + 1000, 2))
+      spool->complete(d, d.id == "late"
+                             ? AttemptOutcome{AttemptOutcome::Kind::Delivered}
+                             : AttemptOutcome{AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
     ASSERT_TRUE(spool->flush());
+  }
+  {
+    auto cli = open(/*tools=*/true);
+    ASSERT_TRUE(cli);
+    auto replayed = cli->replay_all_dead();
+    ASSERT_TRUE(replayed);
+    EXPECT_EQ(replayed.value(), 1u);
   }
   EXPECT_EQ(taken_at_open(marks), (StreamMarks{{"s1", 9, now - 1000}}));
 
@@ -993,7 +1002,7 @@ TEST_F(SqliteSpoolTest, StreamMarksGoFromACleanCloseToTheNextOpen) {
   EXPECT_TRUE(taken_at_open(std::nullopt).empty());
   auto spool = open();
   ASSERT_TRUE(spool);
-  EXPECT_EQ(spool->pending_count(), 1u);  // "msg_x"; "late" was delivered
+  EXPECT_EQ(spool->pending_count(), 2u);  // "gone" (replayed) and "msg_x"
 }
 
 // Runs `child` in a forked process whose files may grow to 512 KiB (a full disk: writes fail
