@@ -175,7 +175,7 @@ TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
   auto gateway_config = [&](const char* key, const HttpReceiver& to) {
     return "bus:\n  connect: [\"" + backend +
            "\"]\n  curve: { enabled: true, server_key: ./proxy.key.pub, secret_key_file: ./" + key +
-           " }\nadmin: { enabled: false }\nspool: { mode: memory }\n"
+           " }\nadmin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\nspool: { mode: memory }\n"
            "webhooks:\n  - name: rx\n    url: " +
            to.url() + "\n    events: [\"app.*\"]\n";
   };
@@ -190,6 +190,15 @@ TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
   ASSERT_TRUE(wait_until(
       [&] { return proxy.process->log().find("bus: refused") != std::string::npos; }, 10s))
       << proxy.process->log();
+  // Readiness follows: the listed gateway is connected, the refused one is not.
+  int status = 0;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        http_get(gw.admin_port(), "/readyz", &status);
+        return status == 200;
+      },
+      10s))
+      << gw.log();
   auto sent = run_hookgate({"publish", "--endpoint", frontend, "--type", "app.secret", "--data",
                             "{}", "--server-key", (dir / "proxy.key.pub").string(), "--client-key",
                             (dir / "publisher.key").string(), "--wait-ms", "5000"});
@@ -197,6 +206,10 @@ TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
   EXPECT_TRUE(rx.wait_for(1, 10s)) << gw.log();
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(snooped.count(), 0u) << "a publisher's key read events off the proxy";
+  http_get(snoop.admin_port(), "/readyz", &status);
+  EXPECT_EQ(status, 503) << http_get(snoop.admin_port(), "/status");
+  EXPECT_NE(http_get(snoop.admin_port(), "/status").find("\"bus_connections\":0,"),
+            std::string::npos);
   proxy.process->signal(SIGTERM);
   EXPECT_EQ(proxy.process->wait_exit(10s), 0) << proxy.process->log();
 }
