@@ -173,7 +173,7 @@ std::optional<std::string> Event::syntax_error(std::string_view json) {
 Result<Event> Event::parse(std::string_view json, size_t extra_depth) {
   Event ev;
   if (auto error = parse_into(ev.doc_, json)) return make_error(std::move(*error));
-  if (!ev.doc_.IsObject()) return make_error("event is not a JSON object");
+  if (!ev.doc_.IsObject()) return make_error(std::string(kNotAnObject));
   // One scan of the text instead of one per string: most events have no \u escape at all.
   const bool escapes = json.find("\\u") != std::string_view::npos;
   if (auto problem = unwritable(ev.doc_, escapes, kMaxDepth + extra_depth))

@@ -162,6 +162,12 @@ constexpr const char* kListAny = HG_LIST("", "");
 constexpr const char* kListByState[] = {HG_LIST("d.state = 0 AND ", ""),
                                         HG_LIST("d.state = 1 AND ", ""),
                                         HG_LIST("d.state = 2 AND ", "INDEXED BY deliveries_dead ")};
+// `hookgate deliveries list`'s total, per state ('' = every webhook); each state a literal, so
+// pending and dead counts walk their partial indexes.
+#define HG_COUNT(where) \
+  "SELECT COUNT(*) FROM deliveries WHERE " where " AND (?1 = '' OR webhook = ?1)"
+constexpr const char* kCountByState[] = {HG_COUNT("state = 0"), HG_COUNT("state = 1"),
+                                         HG_COUNT("state = 2")};
 constexpr const char* kLanes =
     "SELECT webhook, MIN(next_attempt_ms), COUNT(*) FROM deliveries WHERE state = 0 "
     "GROUP BY webhook";
@@ -1988,6 +1994,23 @@ size_t SqliteSpool::pending_count() {
   }
   std::lock_guard lock(mu_);
   return pending_;
+}
+
+size_t SqliteSpool::count(DeliveryState state, const std::string& webhook) {
+  std::lock_guard rl(read_mu_);
+  if (!reader_) return 0;
+  sqlite3_stmt* s = reader_->stmt(kCountByState[state_code(state)]);
+  if (s == nullptr) {
+    note_read_error_locked();
+    return 0;
+  }
+  StmtScope scope(s);
+  bind_text(s, 1, webhook);
+  if (sqlite3_step(s) != SQLITE_ROW) {
+    note_read_error_locked();
+    return 0;
+  }
+  return static_cast<size_t>(sqlite3_column_int64(s, 0));
 }
 
 void SqliteSpool::set_on_ready(std::function<void()> on_ready) {

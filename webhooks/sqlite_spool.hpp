@@ -115,6 +115,9 @@ class SqliteSpool final : public DeliveryStore {
   std::optional<Delivery> get(const std::string& id) override;
   // As get(), without reading the body (up to 1 MiB): for state look-ups of many ids.
   std::optional<Delivery> get_head(const std::string& id);
+  // Rows in `state` (of `webhook`; "" = all), read from the file; 0 on a read error
+  // (take_read_error() says which).
+  size_t count(DeliveryState state, const std::string& webhook);
   // Dead → pending, attempts 0, due now (last_error kept as history). Blocks until committed.
   // 0 when the replay could not be written (logged); replay_ids() says why.
   size_t replay(const std::vector<std::string>& ids) override;

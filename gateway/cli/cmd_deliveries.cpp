@@ -55,7 +55,7 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     return fail("list takes no arguments (did you mean --state " + args.positional()[1] + "?)", 2);
   if (sub == "show" && operands != 1) return fail("usage: hookgate deliveries show ID", 2);
   if ((sub == "replay" || sub == "purge") && (operands > 0) == args.has("all-dead"))
-    return fail("usage: hookgate deliveries " + sub + " ID... | --all-dead", 2);
+    return fail("usage: hookgate deliveries " + sub + " ID... | --all-dead [--webhook NAME]", 2);
   // An option a sub-verb does not read is a usage error: `replay --all-dead --limit 5` replayed
   // every dead letter, not five.
   std::vector<std::string> takes = {"config", "spool"};
@@ -116,7 +116,9 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   if (sub == "list") {
     const auto limit = static_cast<size_t>(*limit_option);
     auto rows = store.list(state, webhook, limit);
-    const size_t pending = store.pending_count();
+    // The total of what was asked for: of its state (pending when none) and webhook.
+    const auto counted = state.value_or(webhooks::DeliveryState::Pending);
+    const size_t total = store.count(counted, webhook);
     if (auto code = read_failed()) return *code;
     std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK",
                 "EVENT TYPE", "EVENT ID", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
@@ -131,7 +133,8 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                       : "-",
                   escape_controls(d.last_error).c_str());
     }
-    std::printf("%zu shown; %zu pending in all\n", rows.size(), pending);
+    std::printf("%zu shown; %zu %s in all%s\n", rows.size(), total, state_name(counted),
+                webhook.empty() ? "" : (" for webhook " + escape_controls(webhook)).c_str());
     // Oldest first: the newest rows are the ones a cut-off listing leaves out.
     if (rows.size() == limit)
       std::printf("(the %zu oldest that match; --limit N shows more)\n", limit);
@@ -161,7 +164,10 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   }
   // replay and purge: each acts on dead letters only, by id or --all-dead [--webhook NAME].
   const bool purge = sub == "purge";
-  const char* done = purge ? "dead deliveries deleted" : "dead deliveries queued again";
+  auto done = [&](size_t n) {
+    return std::to_string(n) + (n == 1 ? " dead delivery " : " dead deliveries ") +
+           (purge ? "deleted" : "queued again");
+  };
   auto act = [&](const std::vector<std::string>& ids) {
     return purge ? store.purge_dead(ids, false) : store.replay_ids(ids);
   };
@@ -194,7 +200,7 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       return fail("no delivery in " + spool_cfg.path + " belongs to webhook '" +
                   escape_controls(webhook) + "' (`hookgate deliveries list` shows the names)");
     }
-    std::printf("%zu %s\n", moved, done);
+    std::printf("%s\n", done(moved).c_str());
     if (moved > 0) warn_unconfigured();
     return 0;
   }
@@ -224,7 +230,7 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                   " dead ids " + (purge ? "deleted" : "replayed") + ")");
     moved = *acted;
   }
-  std::printf("%zu %s\n", moved, done);
+  std::printf("%s\n", done(moved).c_str());
   if (moved > 0) warn_unconfigured();
   for (const auto& [id, why] : missed)
     std::fprintf(stderr, "hookgate: %s was not %s: %s\n", escape_controls(id).c_str(),

@@ -122,7 +122,8 @@ class ProgramHook final : public Hook {
     }
     if (!proc_) {
       if (now_steady_ns() < retry_at_ns_) {
-        return failure(HookFailure::Kind::Error, "restarting after crash (backoff)");
+        return failure(HookFailure::Kind::Error,
+                       "not run: its process is restarting (backoff) after: " + backoff_reason_);
       }
       if (auto f = start_locked(deadline, nullptr)) return backoff_locked(std::move(*f));
       restarts_.fetch_add(1, std::memory_order_relaxed);
@@ -252,6 +253,7 @@ class ProgramHook final : public Hook {
   HookResult backoff_locked(HookFailure f) {
     backoff_ms_ = backoff_ms_ == 0 ? kBackoffInitialMs : std::min(backoff_ms_ * 2, kBackoffMaxMs);
     retry_at_ns_ = now_steady_ns() + backoff_ms_ * 1'000'000;
+    backoff_reason_ = f.reason;
     spdlog::warn("hook {}: {}; restarting in {} ms", spec().name, f.reason, backoff_ms_);
     return f;
   }
@@ -317,6 +319,7 @@ class ProgramHook final : public Hook {
   uint64_t next_id_ = 0;
   int64_t backoff_ms_ = 0;
   int64_t retry_at_ns_ = 0;
+  std::string backoff_reason_;  // what started the backoff, for the requests it refuses
 
   // Read by snapshot() without the request lock, so a status page never waits on a slow hook.
   std::atomic<int> pid_{0};

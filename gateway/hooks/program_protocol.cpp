@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gateway/common/log.hpp"
+#include "gateway/common/text.hpp"
 
 namespace hookgate::hooks {
 
@@ -89,7 +90,12 @@ std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
   // surrogates, bounded depth with one level for the answer around "event"): a replacement that
   // passes can always be written back as the webhook body.
   auto parsed = Event::parse(line, 1);
-  if (!parsed) return garbage(parsed.error().message);
+  if (!parsed) {
+    // Said of the line: it is the answer, not an event, that is not an object.
+    if (parsed.error().message == Event::kNotAnObject)
+      return garbage("the answer line is not a JSON object");
+    return garbage(parsed.error().message);
+  }
   const JsonDocument& doc = parsed->doc();
   auto id_it = doc.FindMember("id");
   if (id_it == doc.MemberEnd() || !id_it->value.IsUint64())

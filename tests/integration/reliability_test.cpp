@@ -278,6 +278,10 @@ TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
   gw.signal(SIGTERM);
   ASSERT_EQ(gw.wait_exit(10s), 0) << gw.log();
   const std::string spool = (dir.path() / "hookgate-spool.db").string();
+  // The listing's total is of the state asked for (it used to count pending rows whatever the
+  // --state).
+  auto listed = run_hookgate({"deliveries", "list", "--spool", spool, "--state", "dead"});
+  EXPECT_NE(listed.out.find("\n3 shown; 3 dead in all\n"), std::string::npos) << listed.out;
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(spool.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
@@ -635,7 +639,7 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
   auto replay = run_hookgate({"deliveries", "replay", "--all-dead", "--config", gw.config_path()},
                              "", gw.env());
   ASSERT_EQ(replay.exit_code, 0) << replay.err;
-  EXPECT_NE(replay.out.find("1 dead deliveries queued again"), std::string::npos) << replay.out;
+  EXPECT_NE(replay.out.find("1 dead delivery queued again"), std::string::npos) << replay.out;
   ASSERT_TRUE(rx.wait_for(3, 10s)) << gw.log();
   auto last = rx.requests().back();
   EXPECT_EQ(event_id_of(last.body), event_id);
@@ -700,7 +704,7 @@ TEST(ReliabilityTest, PurgeDeletesDeadLettersForGood) {
   auto one = run_hookgate({"deliveries", "purge", dead_ids[0], "--config", gw.config_path()}, "",
                           gw.env());
   EXPECT_EQ(one.exit_code, 0) << one.err;
-  EXPECT_NE(one.out.find("1 dead deliveries deleted"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("1 dead delivery deleted"), std::string::npos) << one.out;
   auto again = run_hookgate({"deliveries", "purge", dead_ids[0], "--config", gw.config_path()}, "",
                             gw.env());
   EXPECT_EQ(again.exit_code, 1);
@@ -716,7 +720,7 @@ TEST(ReliabilityTest, PurgeDeletesDeadLettersForGood) {
       {"deliveries", "purge", "--all-dead", "--webhook", "sink", "--config", gw.config_path()}, "",
       gw.env());
   EXPECT_EQ(all.exit_code, 0) << all.err;
-  EXPECT_NE(all.out.find("1 dead deliveries deleted"), std::string::npos) << all.out;
+  EXPECT_NE(all.out.find("1 dead delivery deleted"), std::string::npos) << all.out;
   auto show =
       run_hookgate({"deliveries", "show", dead_ids[1], "--config", gw.config_path()}, "", gw.env());
   EXPECT_EQ(show.exit_code, 1);
@@ -781,7 +785,7 @@ TEST(ReliabilityTest, ReplayWarnsAboutDeliveriesOfAnUnconfiguredWebhook) {
   auto replay = run_hookgate({"deliveries", "replay", "--all-dead", "--config", gw.config_path()},
                              "", gw.env());
   ASSERT_EQ(replay.exit_code, 0) << replay.err;
-  EXPECT_NE(replay.out.find("1 dead deliveries queued again"), std::string::npos) << replay.out;
+  EXPECT_NE(replay.out.find("1 dead delivery queued again"), std::string::npos) << replay.out;
   EXPECT_NE(replay.err.find("1 pending deliveries belong to webhook 'sink', which"),
             std::string::npos)
       << replay.err;
@@ -808,7 +812,7 @@ TEST(ReliabilityTest, TheGatewayNamesAnUnconfiguredBacklogAReplayMade) {
       [&] {
         replay = run_hookgate({"deliveries", "replay", "--all-dead", "--spool", spool});
         return replay.exit_code == 0 &&
-               replay.out.find("1 dead deliveries queued again") != std::string::npos;
+               replay.out.find("1 dead delivery queued again") != std::string::npos;
       },
       10s))
       << replay.out << replay.err;

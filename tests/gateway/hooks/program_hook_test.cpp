@@ -161,7 +161,7 @@ TEST(ProgramHookTest, GarbageAnswersAreFailuresAndTheProcessStays) {
   std::string pid = snapshot_field(*hook, "pid");
   // replace_deep would overflow a recursive parser; the other two replacements parse but could
   // not be written back as a webhook body (infinity, a lone UTF-16 surrogate).
-  for (const char* what : {"garbage", "unknown_action", "missing_id", "replace_notype",
+  for (const char* what : {"garbage", "array", "unknown_action", "missing_id", "replace_notype",
                            "replace_deep", "replace_infinite", "replace_surrogate"}) {
     SCOPED_TRACE(what);
     Event ev = make_event(std::string(R"({"do":")") + what + "\"}");
@@ -176,6 +176,10 @@ TEST(ProgramHookTest, GarbageAnswersAreFailuresAndTheProcessStays) {
   EXPECT_EQ(hook->handle(ev).error().reason,
             "garbage answer: invalid JSON at offset 1: Invalid value. (16 bytes; the debug log "
             "quotes them)");
+  ev = make_event(R"({"do":"array"})");  // valid JSON: the line is what is not an object
+  EXPECT_EQ(hook->handle(ev).error().reason.rfind(
+                "garbage answer: the answer line is not a JSON object (", 0),
+            0u);
   ev = make_event(R"({"do":"replace_infinite"})");
   EXPECT_NE(hook->handle(ev).error().reason.find(
                 "garbage answer: invalid JSON: a number is out of range ("),
@@ -230,7 +234,9 @@ TEST(ProgramHookTest, CrashIsAFailureThenRestartAfterBackoff) {
   r = hook->handle(ev);
   const int64_t end = now_steady_ns();
   if (!r) {
-    EXPECT_EQ(r.error().reason, "restarting after crash (backoff)");
+    EXPECT_EQ(r.error().reason,
+              "not run: its process is restarting (backoff) after: hook process exited with "
+              "status 3");
     EXPECT_LT((start - crash_answered) / 1'000'000, 100) << "refused after the backoff";
     EXPECT_LT((end - start) / 1'000'000, 1000);  // a start would wait for the handshake
     EXPECT_EQ(snapshot_field(*hook, "state"), "backoff");
