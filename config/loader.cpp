@@ -24,18 +24,16 @@ std::optional<std::string> tcp_endpoint_problem(std::string_view endpoint, bool 
   if (!endpoint.starts_with("tcp://")) return std::nullopt;
   if (endpoint.find_first_of(" \t\r\n") != std::string_view::npos)
     return "holds a space or line break";
-  const size_t colon = endpoint.rfind(':');
-  if (colon < std::string_view("tcp://").size() || colon + 1 == endpoint.size())
-    return std::string("no port (tcp://HOST:PORT") + (bind ? ", or tcp://HOST:* for any)" : ")");
-  const std::string_view port = endpoint.substr(colon + 1);
-  if (port == "*") {
+  // tcp://[SOURCE;]HOST:PORT: the port ends the text.
+  const std::string address(endpoint.substr(std::string_view("tcp://").size()));
+  if (address.ends_with(":*")) {
     if (bind) return std::nullopt;
     return "port * is for bus.bind; a connection needs the peer's port";
   }
-  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string_view::npos)
-    return "the port is not a number";
-  const int number = std::stoi(std::string(port));
-  if (number > 65535 || (number == 0 && !bind)) return "the port is out of range (1 to 65535)";
+  if (address.find(':') == std::string::npos || address.ends_with(":"))
+    return std::string("no port (tcp://HOST:PORT") + (bind ? ", or tcp://HOST:* for any)" : ")");
+  const auto split = split_host_port(address);
+  if (!split || (split->port == 0 && !bind)) return "the port is not a number from 1 to 65535";
   return std::nullopt;
 }
 
@@ -232,12 +230,14 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
   for (size_t k = 0; k < w.secrets.size(); ++k) {
     const std::string& s = w.secrets[k];
     // An unset ${VAR} was reported already where it is written: that is why the secret is empty.
-    const Position written = r.pos(secrets_key, k);
-    const bool said = std::any_of(r.errors().begin(), r.errors().end(), [&](const Diagnostic& d) {
-      return d.where.line == written.line && d.where.column == written.column &&
-             d.where.file == written.file;
-    });
-    if (s.empty() && !said)
+    auto said = [&] {
+      const Position written = r.pos(secrets_key, k);
+      return std::any_of(r.errors().begin(), r.errors().end(), [&](const Diagnostic& d) {
+        return d.where.line == written.line && d.where.column == written.column &&
+               d.where.file == written.file;
+      });
+    };
+    if (s.empty() && !said())
       r.error(r.pos(secrets_key),
               r.context() +
                   ": a secret is empty (an unset or empty ${VAR}?); leave the key out to send "

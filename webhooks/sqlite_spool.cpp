@@ -670,7 +670,7 @@ Status SqliteSpool::init(bool tools) {
   auto latest = writer_->scalar(kLatestRecorded);
   if (!latest) return fail(*writer_, "cannot read the latest update time");
   latest_recorded_ms_ = *latest;
-  if (auto st = load_stream_marks(); !st)
+  if (auto st = load_stream_marks(*max_rowid); !st)
     spdlog::warn(
         "spool {}: publisher sequence numbers from the last stop not read ({}): gaps "
         "across that restart are not counted",
@@ -688,7 +688,7 @@ Status SqliteSpool::init(bool tools) {
   return {};
 }
 
-Status SqliteSpool::load_stream_marks() {
+Status SqliteSpool::load_stream_marks(int64_t last_rowid) {
   auto exists = writer_->scalar(kStreamMarksExist);
   if (!exists) return make_error(writer_->error());
   if (*exists == 0) return {};
@@ -717,9 +717,7 @@ Status SqliteSpool::load_stream_marks() {
   // A delivery added since means another hookgate took events on this file meanwhile, maybe
   // their streams' messages. (Not a time: `hookgate deliveries replay` and purge rewrite or drop
   // rows while the gateway is stopped, and add none.)
-  auto last_rowid = writer_->scalar(kMaxRowid);
-  if (!last_rowid) return make_error(writer_->error());
-  if (!marks.empty() && *last_rowid > saved_rowid) {
+  if (!marks.empty() && last_rowid > saved_rowid) {
     spdlog::info(
         "spool {}: publisher sequence numbers from the last stop are not used: deliveries were "
         "added to the file since (another hookgate ran on it)",
@@ -779,7 +777,6 @@ StreamMarks SqliteSpool::take_stream_marks() {
 }
 
 void SqliteSpool::keep_stream_marks(StreamMarks marks) {
-  if (tools_) return;
   std::lock_guard lock(marks_mu_);
   marks_to_keep_ = std::move(marks);
 }
@@ -1068,10 +1065,7 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
         break;
       }
       case Op::Kind::Complete: {
-        // Per try: a held outcome must not keep what the UPDATE of a lost transaction matched
-        // (the row may have been lost with it, an Add in the same transaction).
-        op.applied = false;
-        op.attempts = 0;
+        // (run_batch reset op.applied and op.attempts for this try.)
         sqlite3_stmt* s = c.stmt(kComplete);
         if (s == nullptr) {
           failure = c.error();
@@ -1479,9 +1473,10 @@ void SqliteSpool::tick(int64_t now_ms) {
   if (announce && pending_count() > 0) notify_ready();
 
   // Once a second, and after each early prune while over the cap.
-  if (over_size_cap_ || now_ms - last_size_ms_ >= 1000 || now_ms < last_size_ms_) {
-    last_size_ms_ = now_ms;
-    const int64_t used = set_size_gauges();
+  const bool second_passed = now_ms - last_size_ms_ >= 1000 || now_ms < last_size_ms_;
+  if (over_size_cap_ || second_passed) {
+    if (second_passed) last_size_ms_ = now_ms;
+    const int64_t used = set_size_gauges(/*files=*/second_passed);
     over_size_cap_ = cfg_.retention_max_bytes > 0 && used > cfg_.retention_max_bytes;
     if (!over_size_cap_) said_cap_unreachable_ = false;
   }
@@ -1515,14 +1510,16 @@ void SqliteSpool::tick(int64_t now_ms) {
   }
 }
 
-int64_t SqliteSpool::set_size_gauges() {
+int64_t SqliteSpool::set_size_gauges(bool files) {
   auto& m = spool_metrics();
-  int64_t on_disk = 0;
-  for (const std::string& file : {path_, path_ + "-wal"}) {
-    struct stat st;
-    if (::stat(file.c_str(), &st) == 0) on_disk += static_cast<int64_t>(st.st_size);
+  if (files) {
+    int64_t on_disk = 0;
+    for (const std::string& file : {path_, path_ + "-wal"}) {
+      struct stat st;
+      if (::stat(file.c_str(), &st) == 0) on_disk += static_cast<int64_t>(st.st_size);
+    }
+    m.file_bytes.set(on_disk);
   }
-  m.file_bytes.set(on_disk);
   sqlite3_stmt* s = writer_->stmt(kUsedBytes);
   if (s == nullptr) return -1;
   StmtScope scope(s);

@@ -219,9 +219,11 @@ class SqliteSpool final : public DeliveryStore {
               bool tools);
   Status init(bool tools);
   Status migrate_from_1(Conn& c);  // schema 1 to 2, in one transaction
-  Status load_stream_marks();      // at open, before the writer thread starts
-  // Writer thread: sets hookgate_spool_file_bytes and _used_bytes; the bytes in use (-1: unknown).
-  int64_t set_size_gauges();
+  // At open, before the writer thread starts; `last_rowid` is the file's (kMaxRowid).
+  Status load_stream_marks(int64_t last_rowid);
+  // Writer thread: sets hookgate_spool_used_bytes (and with `files` hookgate_spool_file_bytes,
+  // two stat() calls kept to once a second); the bytes in use (-1: unknown).
+  int64_t set_size_gauges(bool files);
   void save_stream_marks();  // at close, after the writer thread ended
 
   // Writer side.

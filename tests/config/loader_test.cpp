@@ -438,10 +438,10 @@ TEST(ConfigLoaderTest, TcpEndpointsNeedAPortAndNoSpaces) {
   const std::pair<const char*, const char*> bad[] = {
       {"connect: [\"tcp://127.0.0.1:5557 \"]", "holds a space or line break"},
       {"connect: [tcp://127.0.0.1]", "no port (tcp://HOST:PORT)"},
-      {"connect: [tcp://127.0.0.1:99999]", "the port is out of range (1 to 65535)"},
-      {"connect: [tcp://127.0.0.1:0]", "the port is out of range"},
+      {"connect: [tcp://127.0.0.1:99999]", "the port is not a number from 1 to 65535"},
+      {"connect: [tcp://127.0.0.1:0]", "the port is not a number from 1 to 65535"},
       {"connect: [\"tcp://127.0.0.1:*\"]", "port * is for bus.bind"},
-      {"connect: [tcp://127.0.0.1:55x]", "the port is not a number"},
+      {"connect: [tcp://127.0.0.1:55x]", "the port is not a number from 1 to 65535"},
       {"bind: tcp://127.0.0.1", "no port (tcp://HOST:PORT, or tcp://HOST:* for any)"},
   };
   for (const auto& [bus, why] : bad)

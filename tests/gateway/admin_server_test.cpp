@@ -110,7 +110,6 @@ TEST(AdminServerTest, ClientsThatTrickleTheirRequestAreCutAtTheDeadline) {
   }
 }
 
-// Found in review: `admin.listen: "[::]:PORT"` took IPv6 only, where the bus's `[::]` takes both.
 // Found in review: a scraper that kept its connection alive sat idle into the 5 s head deadline
 // and was cut and counted as a slow client at every scrape; pipelined requests read slowly held
 // a connection past the deadline. Every answer now ends its connection.
@@ -142,6 +141,7 @@ TEST(AdminServerTest, EachAnswerClosesItsConnection) {
   EXPECT_EQ(answers, 1u) << got;  // the pipelined second request was not served
 }
 
+// Found in review: `admin.listen: "[::]:PORT"` took IPv6 only, where the bus's `[::]` takes both.
 TEST(AdminServerTest, TheIpv6AnyAddressTakesIpv4Too) {
   auto server = AdminServer::start("[::]:0", "", {});
   if (!server) GTEST_SKIP() << "no IPv6 here: " << server.error().message;

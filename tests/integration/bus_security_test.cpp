@@ -191,14 +191,7 @@ TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
       [&] { return proxy.process->log().find("bus: refused") != std::string::npos; }, 10s))
       << proxy.process->log();
   // Readiness follows: the listed gateway is connected, the refused one is not.
-  int status = 0;
-  EXPECT_TRUE(wait_until(
-      [&] {
-        http_get(gw.admin_port(), "/readyz", &status);
-        return status == 200;
-      },
-      10s))
-      << gw.log();
+  EXPECT_TRUE(wait_for_readyz(gw.admin_port(), 200, 10s)) << gw.log();
   auto sent = run_hookgate({"publish", "--endpoint", frontend, "--type", "app.secret", "--data",
                             "{}", "--server-key", (dir / "proxy.key.pub").string(), "--client-key",
                             (dir / "publisher.key").string(), "--wait-ms", "5000"});
@@ -206,6 +199,7 @@ TEST(BusSecurityTest, APublishersKeyCannotSubscribeToASecuredProxy) {
   EXPECT_TRUE(rx.wait_for(1, 10s)) << gw.log();
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(snooped.count(), 0u) << "a publisher's key read events off the proxy";
+  int status = 0;
   http_get(snoop.admin_port(), "/readyz", &status);
   EXPECT_EQ(status, 503) << http_get(snoop.admin_port(), "/status");
   EXPECT_NE(http_get(snoop.admin_port(), "/status").find("\"bus_connections\":0,"),

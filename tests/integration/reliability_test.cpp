@@ -141,14 +141,7 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
     ASSERT_TRUE(pub->publish("app.event", data)) << i;
     sent.insert(pub->last_id());
   }
-  int status = 0;
-  ASSERT_TRUE(wait_until(
-      [&] {
-        http_get(gw.admin_port(), "/readyz", &status);
-        return status == 503;
-      },
-      30s))
-      << gw.log();
+  ASSERT_TRUE(wait_for_readyz(gw.admin_port(), 503, 30s)) << gw.log();
   const auto spool_status = parse_json(http_get(gw.admin_port(), "/status"));
   ASSERT_TRUE(spool_status.IsObject());
   EXPECT_FALSE(spool_status["spool"]["writable"].GetBool());
@@ -166,6 +159,7 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
   EXPECT_EQ(metric(gw, "hookgate_events_refused_total"), 0u);
   EXPECT_TRUE(wait_until([&] { return metric(gw, "hookgate_spool_depth") == 0; }, 10s))
       << metric(gw, "hookgate_spool_depth");
+  int status = 0;
   http_get(gw.admin_port(), "/readyz", &status);
   EXPECT_EQ(status, 200);
   EXPECT_TRUE(gw.wait_for_log("writes succeed again", 1s)) << gw.log();

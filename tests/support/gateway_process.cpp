@@ -369,4 +369,14 @@ std::string http_get(int port, const std::string& path, int* status,
   return body == std::string::npos ? "" : resp.substr(body + 4);
 }
 
+bool wait_for_readyz(int port, int status, std::chrono::milliseconds timeout) {
+  return wait_until(
+      [&] {
+        int answered = 0;
+        http_get(port, "/readyz", &answered);
+        return answered == status;
+      },
+      timeout);
+}
+
 }  // namespace hookgate::testing

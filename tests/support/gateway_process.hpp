@@ -140,5 +140,7 @@ std::string publish(const std::string& endpoint, const std::string& type,
 // A blocking HTTP GET on 127.0.0.1 (admin endpoint); the body, or "" on error. Status in *status.
 std::string http_get(int port, const std::string& path, int* status = nullptr,
                      const std::string& bearer_token = "");
+// Polls the admin endpoint on `port` until /readyz answers `status` (200 or 503), or `timeout`.
+bool wait_for_readyz(int port, int status, std::chrono::milliseconds timeout);
 
 }  // namespace hookgate::testing
