@@ -8,7 +8,17 @@ The variable is the one examples/quickstart/hookgate.yaml signs with, so one exp
 (HOOKGATE_SECRET is still read when it is the only one set).
 """
 import argparse, base64, hashlib, hmac, json, os, sys, time
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# Requests are handled on threads of their own: print() writes a line and its newline apart, so
+# two deliveries at once could run their lines together. One at a time.
+_print_lock = threading.Lock()
+
+
+def say(text):
+    with _print_lock:
+        print(text, flush=True)
 
 SECRET = (os.environ.get("HOOKGATE_QUICKSTART_SECRET") or os.environ.get("HOOKGATE_SECRET")
           or "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
@@ -42,9 +52,9 @@ class Handler(BaseHTTPRequestHandler):
         status = 200 if ok_x and ok_std else 401
         event = json.loads(body or b"{}")
         mark = "verified" if status == 200 else "SIGNATURE MISMATCH"
-        print(f"[receiver] {self.headers.get('X-Hookgate-Event')} delivery={self.headers.get('X-Hookgate-Delivery')} "
-              f"{mark} (X-Signature={'ok' if ok_x else 'bad'}, webhook-signature={'ok' if ok_std else 'bad'})\n"
-              f"           {json.dumps(event.get('data', event), sort_keys=True)}", flush=True)
+        say(f"[receiver] {self.headers.get('X-Hookgate-Event')} delivery={self.headers.get('X-Hookgate-Delivery')} "
+            f"{mark} (X-Signature={'ok' if ok_x else 'bad'}, webhook-signature={'ok' if ok_std else 'bad'})\n"
+            f"           {json.dumps(event.get('data', event), sort_keys=True)}")
         self.send_response(status)
         self.send_header("Content-Length", "0")
         self.end_headers()
@@ -58,7 +68,7 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=int(os.environ.get("HOOKGATE_RECEIVER_PORT", 8787)))
     args = parser.parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    print(f"[receiver] listening on http://127.0.0.1:{args.port}/hooks", flush=True)
+    say(f"[receiver] listening on http://127.0.0.1:{args.port}/hooks")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -3,7 +3,17 @@
 `Authorization: Splunk <token>` header and the HEC event shape; /oncall prints alerts; /broken
 answers 400 (a misconfigured endpoint)."""
 import json, os, sys
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# Requests are handled on threads of their own: print() writes a line and its newline apart, so
+# two deliveries at once could run their lines together. One at a time.
+_print_lock = threading.Lock()
+
+
+def say(text):
+    with _print_lock:
+        print(text, flush=True)
 
 TOKEN = os.environ.get("HEC_TOKEN", "00000000-0000-0000-0000-000000000000")
 FORBIDDEN = ("password", "token", "session_cookie")
@@ -26,19 +36,19 @@ class Handler(BaseHTTPRequestHandler):
         doc = json.loads(raw or b"{}")
         if self.path == "/oncall":
             d = doc.get("data", {})
-            print(f"[oncall] PAGE: delivery to '{d.get('webhook')}' is dead after {d.get('attempts')} attempts "
-                  f"(event {d.get('event_id')}): {d.get('reason')}", flush=True)
+            say(f"[oncall] PAGE: delivery to '{d.get('webhook')}' is dead after {d.get('attempts')} attempts "
+                f"(event {d.get('event_id')}): {d.get('reason')}")
             return self.reply(200)
         if self.headers.get("Authorization") != f"Splunk {TOKEN}":
             return self.reply(401, b'{"text":"Invalid token","code":4}')
         missing = [k for k in ("time", "host", "source", "sourcetype", "event") if k not in doc]
         leaked = [k for k in FORBIDDEN if k in doc.get("event", {}).get("data", {})]
         if missing or leaked:
-            print(f"[splunk] REJECTED missing={missing} leaked={leaked}", flush=True)
+            say(f"[splunk] REJECTED missing={missing} leaked={leaked}")
             return self.reply(400, b'{"text":"Invalid data format","code":6}')
         data = doc["event"]["data"]
-        print(f"[splunk] index={doc.get('index')} sourcetype={doc['sourcetype']} host={doc['host']} "
-              f"user={data.get('user')} source_ip={data.get('source_ip')} env={data.get('environment')}", flush=True)
+        say(f"[splunk] index={doc.get('index')} sourcetype={doc['sourcetype']} host={doc['host']} "
+            f"user={data.get('user')} source_ip={data.get('source_ip')} env={data.get('environment')}")
         self.reply(200, b'{"text":"Success","code":0}')
 
     def log_message(self, *args):
