@@ -170,10 +170,10 @@ std::optional<std::string> Event::syntax_error(std::string_view json) {
   return parse_into(doc, json);
 }
 
-Result<Event> Event::parse(std::string_view json, size_t extra_depth) {
+Result<Event> Event::parse(std::string_view json, size_t extra_depth, std::string_view subject) {
   Event ev;
   if (auto error = parse_into(ev.doc_, json)) return make_error(std::move(*error));
-  if (!ev.doc_.IsObject()) return make_error(std::string(kNotAnObject));
+  if (!ev.doc_.IsObject()) return make_error(std::string(subject) + " is not a JSON object");
   // One scan of the text instead of one per string: most events have no \u escape at all.
   const bool escapes = json.find("\\u") != std::string_view::npos;
   if (auto problem = unwritable(ev.doc_, escapes, kMaxDepth + extra_depth))

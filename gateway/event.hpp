@@ -36,10 +36,10 @@ class Event {
 
   // Parses JSON text (strict UTF-8). Fails unless the text is one JSON object. `extra_depth`
   // allows that many more levels of nesting, for a wrapper (a program hook's answer line) whose
-  // members must obey the event limits themselves.
-  static Result<Event> parse(std::string_view json, size_t extra_depth = 0);
-  // parse()'s error for valid JSON that is not an object (an array, a string, a number).
-  static constexpr std::string_view kNotAnObject = "event is not a JSON object";
+  // members must obey the event limits themselves; `subject` names what the text is in the
+  // error for valid JSON that is not an object ("event is not a JSON object").
+  static Result<Event> parse(std::string_view json, size_t extra_depth = 0,
+                             std::string_view subject = "event");
   // What is wrong with JSON text holding any one value (not only an object), worded and placed as
   // parse() words it ("invalid JSON at offset N: ..."); nullopt when it parses. For callers that
   // wrap text before parse(), whose error would point into the wrapper.

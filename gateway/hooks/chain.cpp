@@ -129,6 +129,8 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
     // fails on an event. Left out, a redaction hook whose handshake was slow on a reload would
     // let events through unredacted until the next reload.
     if (!entry.error.empty()) entry.stand_in = make_failed_load_stand_in(attempted, entry.error);
+    // A YAML file's form is known once its keys are read (a run: descriptor is a program).
+    if (file.form == HookForm::Declarative) file.form = attempted.spec.form;
     entry.file = std::move(file);
     entries.push_back(std::move(entry));
   }

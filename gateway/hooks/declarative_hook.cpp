@@ -872,6 +872,13 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     }
   }
 
+  // The form is in the keys, so a descriptor that fails to load still lists as what it is.
+  if (r.has("run"))
+    spec.form = HookForm::Program;
+  else if (r.has("command"))
+    spec.form = HookForm::OneShot;
+  else if (r.has("library"))
+    spec.form = HookForm::Native;
   if (attempted) *attempted = {spec, kind};  // the common keys: what a stand-in needs
 
   int forms = r.has("run") + r.has("command") + r.has("library");
@@ -911,7 +918,6 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     if (argv.empty()) r.error(r.pos("run"), "hook.run: expected a program (string or argv list)");
     r.finish();
     if (errors.size() != before) return summarize(errors, before, "");
-    spec.form = HookForm::Program;
     if (kind) spec.kind = *kind;
     return placed("run", make_program_hook(std::move(spec), resolve_argv(std::move(argv), folder),
                                            kind.has_value(), r.has("events")));
@@ -925,7 +931,6 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     std::vector<int> codes = read_exit_codes(r, path, kind.value_or(HookKind::Veto), errors);
     r.finish();
     if (errors.size() != before) return summarize(errors, before, "");
-    spec.form = HookForm::OneShot;
     spec.kind = *kind;
     return make_oneshot_hook(std::move(spec), std::move(command), std::move(codes));
   }
@@ -937,7 +942,6 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     if (errors.size() != before) return summarize(errors, before, "");
     fs::path lib(library);
     if (lib.is_relative()) lib = (folder / lib).lexically_normal();
-    spec.form = HookForm::Native;
     if (kind) spec.kind = *kind;
     return placed("library", make_native_hook(std::move(spec), lib.string(), kind.has_value(),
                                               r.has("events")));

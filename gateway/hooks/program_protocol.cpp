@@ -89,13 +89,9 @@ std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
   // The event rules for the whole line (strict UTF-8, iterative parse, no infinities or lone
   // surrogates, bounded depth with one level for the answer around "event"): a replacement that
   // passes can always be written back as the webhook body.
-  auto parsed = Event::parse(line, 1);
-  if (!parsed) {
-    // Said of the line: it is the answer, not an event, that is not an object.
-    if (parsed.error().message == Event::kNotAnObject)
-      return garbage("the answer line is not a JSON object");
-    return garbage(parsed.error().message);
-  }
+  // Said of the line: it is the answer, not an event, that may not be an object.
+  auto parsed = Event::parse(line, 1, "the answer line");
+  if (!parsed) return garbage(parsed.error().message);
   const JsonDocument& doc = parsed->doc();
   auto id_it = doc.FindMember("id");
   if (id_it == doc.MemberEnd() || !id_it->value.IsUint64())

@@ -235,6 +235,9 @@ TEST(HookToolsTest, HooksListShowsOrderKindFormSourceOverridesAndLoadErrors) {
   dir.write("hooks/_100_notify.yaml",
             "kind: veto\nevents: [\"deploy.*\", \"auth.*\"]\ncommand: sh notify.sh\n");
   dir.write("hooks/_20_broken.yaml", "kind: transform\nactions: [ { set: \n");
+  // A descriptor that fails to load lists as the form its keys name (found in review: shown as
+  // declarative, the guess from its file name).
+  dir.write("hooks/_50_scan.yaml", "kind: veto\nrun: ./no-such-program\n");
   dir.write("hooks/README.txt", "not a hook\n");
   std::string cfg = dir.write("hookgate.yaml", config("[./builtin, ./user, ./hooks]", "  []\n"));
 
@@ -244,13 +247,15 @@ TEST(HookToolsTest, HooksListShowsOrderKindFormSourceOverridesAndLoadErrors) {
   ASSERT_GE(lines.size(), 8u) << r.out;
   EXPECT_NE(line_matching(r.out, R"(ORDER\s+NAME\s+KIND\s+FORM\s+EVENTS\s+SOURCE)"), "") << r.out;
   const std::string ws = (dir / "hooks").string();
-  // Numeric order (5, 9, 15, 20, 100), whatever the directory and the form.
+  // Numeric order (5, 9, 15, 20, 50, 100), whatever the directory and the form.
   int enrich = line_index(lines, "1     enrich");
   int gate = line_index(lines, "2     gate");
   int tag = line_index(lines, "3     tag");
   int broken = line_index(lines, "4     broken");
-  int notify = line_index(lines, "5     notify");
-  ASSERT_TRUE(enrich > 0 && enrich < gate && gate < tag && tag < broken && broken < notify)
+  int scan = line_index(lines, "5     scan");
+  int notify = line_index(lines, "6     notify");
+  ASSERT_TRUE(enrich > 0 && enrich < gate && gate < tag && tag < broken && broken < scan &&
+              scan < notify)
       << r.out;
   EXPECT_TRUE(std::regex_match(
       lines[enrich],
@@ -272,12 +277,15 @@ TEST(HookToolsTest, HooksListShowsOrderKindFormSourceOverridesAndLoadErrors) {
   EXPECT_NE(lines[broken + 1].find("load error: " + ws + "/_20_broken.yaml:"), std::string::npos)
       << lines[broken + 1];
   EXPECT_TRUE(std::regex_match(
-      lines[notify], std::regex(R"(5\s+notify\s+veto\s+oneshot\s+deploy\.\*,auth\.\*\s+)" + ws +
+      lines[notify], std::regex(R"(6\s+notify\s+veto\s+oneshot\s+deploy\.\*,auth\.\*\s+)" + ws +
                                 "/_100_notify.yaml")))
       << lines[notify];
+  EXPECT_TRUE(std::regex_match(
+      lines[scan], std::regex(R"(5\s+scan\s+-\s+program\s+-\s+)" + ws + "/_50_scan.yaml")))
+      << lines[scan];
   EXPECT_EQ(line_index(lines, "README"), -1);
   EXPECT_EQ(lines.back(),
-            "4 loaded, 1 failed; directories searched: " + (dir / "builtin").string() + " → " +
+            "4 loaded, 2 failed; directories searched: " + (dir / "builtin").string() + " → " +
                 (dir / "user").string() + " → " + ws);
 }
 
