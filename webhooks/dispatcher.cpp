@@ -221,6 +221,7 @@ struct Dispatcher::Impl {
     metrics::Counter* failed = nullptr;
     metrics::Counter* dead = nullptr;
     metrics::Histogram* duration = nullptr;
+    metrics::Gauge* paused_gauge = nullptr;  // 1 while paused, for an alert (update_status sets it)
     std::map<std::string, metrics::Counter*> attempt_results;
 
     int max_in_flight() const { return std::max(config->max_in_flight, 1); }
@@ -369,6 +370,11 @@ struct Dispatcher::Impl {
         slot->dead = outcome("dead");
         slot->duration = &metrics::histogram("hookgate_delivery_duration_seconds",
                                              "Webhook delivery attempt round trip", labels);
+        slot->paused_gauge = &metrics::gauge(
+            "hookgate_webhook_paused",
+            "1 while the webhook is paused (a 410 Gone, or settings it cannot be sent with): its "
+            "deliveries wait until a reload or restart",
+            labels);
       }
       Webhook& webhook = *slot;
       // The loader registers these too; a config built in code must not leak them either.
@@ -412,6 +418,7 @@ struct Dispatcher::Impl {
     for (auto& [name, webhook] : webhooks) {
       if (seen.count(name) == 0 && !webhook->removed) {
         webhook->removed = true;
+        webhook->paused_gauge->set(0);  // a removed webhook is not waiting for anyone
         std::lock_guard lock(status_mu);
         statuses.erase(name);
       }
@@ -787,7 +794,19 @@ struct Dispatcher::Impl {
         const auto size = static_cast<curl_off_t>(body ? body->size() : 0);
         if (status_stands(result.http_status, sent >= size)) result.curl_code = CURLE_OK;
       }
-      if (result.curl_code != CURLE_OK) {
+      if (code == CURLE_OK && !transfer->answered) {
+        // libcurl ends a connection closed inside the response head ("HTTP/1.1 200 OK\r\n", then
+        // nothing) with CURLE_OK and that status: the receiver never finished answering, and the
+        // built-in client retries it too.
+        const char* ip = nullptr;
+        long port = 0;
+        curl_easy_getinfo(easy, CURLINFO_PRIMARY_IP, &ip);
+        curl_easy_getinfo(easy, CURLINFO_PRIMARY_PORT, &port);
+        result.curl_code = CURLE_RECV_ERROR;
+        result.http_status = 0;
+        result.transport_error = "Connection to " + std::string(ip ? ip : "?") + " port " +
+                                 std::to_string(port) + " closed before the response was complete";
+      } else if (result.curl_code != CURLE_OK) {
         const char* error = transfer->handle->error;
         result.transport_error = error[0] != '\0' ? std::string(error) : curl_easy_strerror(code);
         // A refusal is final only when it left no address to try: if the host also has an
@@ -950,6 +969,7 @@ struct Dispatcher::Impl {
 
   void update_status(const Webhook& webhook, const std::string& name) {
     if (webhook.removed) return;
+    webhook.paused_gauge->set(webhook.paused ? 1 : 0);
     std::lock_guard lock(status_mu);
     auto& status = statuses[name];
     status.name = name;

@@ -270,6 +270,14 @@ size_t MemoryDeliveryStore::replay(const std::vector<std::string>& ids) {
       enqueue_locked(it->second, /*ready=*/true);
       ++moved;
     }
+    // Off the dead list: dying again lists it anew, and a stale entry would count against
+    // keep_dead and, once it reached the front, trim the delivery dead again for its newer turn.
+    if (moved > 0) {
+      std::erase_if(dead_order_, [&](const std::string& id) {
+        auto it = records_.find(id);
+        return it != records_.end() && it->second.delivery.state != DeliveryState::Dead;
+      });
+    }
   }
   if (moved > 0) notify_ready();
   return moved;

@@ -371,18 +371,23 @@ struct PlainHttpClient::Resolver {
   int threads = 0;
   int idle = 0;
   int event_fd = -1;
+  Lookup lookup = ::getaddrinfo;
 
   ~Resolver() {
     if (event_fd >= 0) ::close(event_fd);
   }
 
-  // Queues a lookup; starts a thread when none is idle and the pool is not full.
+  // Queues a lookup; starts a thread when the queue holds more lookups than there are idle
+  // threads to take them and the pool is not full. (Not "when none is idle": an idle thread
+  // counts as idle until it wakes, so two names queued at once would both wait for it, a
+  // healthy name behind one whose DNS server does not answer.)
   static void submit(const std::shared_ptr<Resolver>& self, std::string key) {
     bool start = false;
     {
       std::lock_guard lock(self->mu);
       self->jobs.push_back(std::move(key));
-      start = self->idle == 0 && self->threads < kResolverThreads;
+      start =
+          self->jobs.size() > static_cast<size_t>(self->idle) && self->threads < kResolverThreads;
       if (start) ++self->threads;
     }
     self->cv.notify_one();
@@ -411,7 +416,7 @@ struct PlainHttpClient::Resolver {
       hints.ai_socktype = SOCK_STREAM;
       hints.ai_flags = AI_NUMERICSERV;
       addrinfo* list = nullptr;
-      int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
+      int rc = self->lookup(host.c_str(), port.c_str(), &hints, &list);
       if (rc != 0) {
         answer.error = gai_strerror(rc);
       } else {
@@ -506,7 +511,8 @@ std::optional<PlainHttpClient::Target> PlainHttpClient::target_for(const std::st
   return target;
 }
 
-PlainHttpClient::PlainHttpClient() : resolver_(std::make_shared<Resolver>()) {
+PlainHttpClient::PlainHttpClient(Lookup lookup) : resolver_(std::make_shared<Resolver>()) {
+  resolver_->lookup = lookup;
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   resolver_->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event event{};

@@ -25,6 +25,7 @@
 //
 // Not thread-safe: every call comes from one thread (the dispatcher's). fd() becomes readable
 // when poll() has something to do; the dispatcher waits on it beside libcurl's sockets.
+#include <netdb.h>
 #include <sys/socket.h>
 
 #include <cstdint>
@@ -86,8 +87,10 @@ class PlainHttpClient {
   };
 
   using Address = SocketAddress;  // one resolved address
+  // getaddrinfo's signature: tests put a slow DNS server in its place.
+  using Lookup = int (*)(const char* host, const char* port, const addrinfo* hints, addrinfo** out);
 
-  PlainHttpClient();
+  explicit PlainHttpClient(Lookup lookup = ::getaddrinfo);
   ~PlainHttpClient();
   PlainHttpClient(const PlainHttpClient&) = delete;
   PlainHttpClient& operator=(const PlainHttpClient&) = delete;

@@ -205,6 +205,22 @@ TEST(MemoryStoreTest, KeepsOnlyTheNewestFinishedDeliveries) {
   EXPECT_TRUE(store.get("x2").has_value());
 }
 
+// Found in review: a replayed delivery stayed on the dead list, so dying again listed it twice and
+// the older entry's trim removed it while only two dead letters had ever existed.
+TEST(MemoryStoreTest, AReplayedDeliveryThatDiesAgainKeepsItsNewPlaceAmongTheDead) {
+  MemoryDeliveryStore store(/*keep_delivered=*/10, /*keep_dead=*/2);
+  ASSERT_TRUE(store.add({make("x1"), make("x2")}).ok());
+  store.complete(store.claim_due("a", 0, 1)[0], kDead);  // x1
+  ASSERT_EQ(store.replay({"x1"}), 1u);
+  auto claimed = store.claim_due("a", 0, 10);  // x2 and x1 again
+  ASSERT_EQ(claimed.size(), 2u);
+  if (claimed[0].id != "x1") std::swap(claimed[0], claimed[1]);
+  store.complete(claimed[0], kDead);  // x1 dies again
+  store.complete(claimed[1], kDead);  // then x2
+  EXPECT_TRUE(store.get("x1").has_value()) << "trimmed while only two dead letters exist";
+  EXPECT_TRUE(store.get("x2").has_value());
+}
+
 TEST(MemoryStoreTest, ConcurrentClaimersNeverShareADelivery) {
   MemoryDeliveryStore store;
   constexpr int kCount = 2000;
