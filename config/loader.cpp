@@ -229,13 +229,15 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
                 std::to_string(static_cast<int>(kMaxRatePerSecond)) + " requests a second");
   for (size_t k = 0; k < w.secrets.size(); ++k) {
     const std::string& s = w.secrets[k];
-    // An unset ${VAR} was reported already where it is written: that is why the secret is empty.
+    // An unset ${VAR}, or a value that is not a string, was reported already where it is
+    // written: that is why the secret is empty.
     auto said = [&] {
-      const Position written = r.pos(secrets_key, k);
-      return std::any_of(r.errors().begin(), r.errors().end(), [&](const Diagnostic& d) {
-        return d.where.line == written.line && d.where.column == written.column &&
-               d.where.file == written.file;
-      });
+      auto at = [&](const Position& p) {
+        return std::any_of(r.errors().begin(), r.errors().end(), [&](const Diagnostic& d) {
+          return d.where.line == p.line && d.where.column == p.column && d.where.file == p.file;
+        });
+      };
+      return at(r.pos(secrets_key, k)) || at(r.pos(secrets_key));
     };
     if (s.empty() && !said())
       r.error(r.pos(secrets_key),

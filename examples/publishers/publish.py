@@ -12,7 +12,10 @@ endpoint = sys.argv[1] if len(sys.argv) > 1 else "tcp://127.0.0.1:5556"
 ctx = zmq.Context()
 sock = ctx.socket(zmq.XPUB)          # XPUB (not PUB) so we can wait for the gateway's subscription
 sock.setsockopt(zmq.LINGER, 5000)
-sock.connect(endpoint)
+try:
+    sock.connect(endpoint)
+except zmq.ZMQError as e:
+    sys.exit(f"cannot connect to {endpoint!r}: {e} (expected an endpoint such as tcp://127.0.0.1:5556)")
 if not sock.poll(5000):               # the subscription message arrives once connected
     sys.exit(f"no subscriber on {endpoint}: is the gateway running?")
 # The gateway subscribes once per `bus.topics` prefix (or once to everything); collect them all,

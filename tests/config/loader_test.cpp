@@ -391,6 +391,12 @@ TEST(ConfigLoaderTest, ErrorsAreSaidOnceAndWhereTheirPositionIsWeakTheySayWhat) 
   EXPECT_EQ(dash.error()[0].str(),
             "test.yaml:3:3: webhooks[0] is empty: a `-` with nothing after it, just before here "
             "(remove it, or indent the webhook's keys under it)");
+  // A list where one secret goes is said to be one, without "a secret is empty" after it (found in
+  // an exploratory run).
+  auto listed = load("webhooks:\n  - name: a\n    url: http://x/\n    secret: [whsec_a]\n");
+  ASSERT_FALSE(listed);
+  ASSERT_EQ(listed.error().size(), 1u) << listed.error().back().str();
+  EXPECT_EQ(listed.error()[0].str(), "test.yaml:4:13: webhooks[0].secret: expected a string");
   unsetenv("HG_DOES_NOT_EXIST");
   for (const char* secret :
        {"secret: ${HG_DOES_NOT_EXIST}", "secrets: [whsec_a, \"${HG_DOES_NOT_EXIST}\"]"}) {

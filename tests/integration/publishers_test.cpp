@@ -61,5 +61,15 @@ TEST(ExamplePublishersTest, PythonPublisherRefusesATypeTheTopicsLeaveOut) {
   EXPECT_NE(py.err.find("bus.topics"), std::string::npos) << py.err;
 }
 
+// Found in an exploratory run: a mistyped endpoint ended publish.py in a pyzmq traceback, where
+// `hookgate publish` and the C++ example say what is wrong.
+TEST(ExamplePublishersTest, PythonPublisherSaysWhatIsWrongWithAnEndpoint) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  auto py = run_program({"/usr/bin/python3", kPublishers + "/publish.py", "notanendpoint"});
+  EXPECT_EQ(py.exit_code, 1) << py.out;
+  EXPECT_NE(py.err.find("cannot connect to 'notanendpoint'"), std::string::npos) << py.err;
+  EXPECT_EQ(py.err.find("Traceback"), std::string::npos) << py.err;
+}
+
 }  // namespace
 }  // namespace hookgate::testing
