@@ -9,6 +9,7 @@
 
 #include "bus/subscriber.hpp"
 #include "bus/wire.hpp"
+#include "gateway/common/log.hpp"
 
 namespace hookgate::bus {
 
@@ -137,11 +138,12 @@ Status Proxy::run() {
       if (items[0].revents & ZMQ_POLLIN)
         for (int i = 0; i < kForwardBatch; ++i)
           if (!forward_one(frontend_, backend_, publisher_check_.get())) break;
-      // Subscriptions upstream. XPUB hands them over without the sender's metadata, so they are
-      // not checked here: a subscriber is judged by ZAP when it connects (see reload()).
+      // Subscriptions upstream: a subscriber is judged by ZAP when it connects (see reload()).
+      // Unsubscribes go up only when libzmq says a prefix lost its last subscriber (one a peer
+      // sends could cancel another peer's subscription: is_unsubscribe_from_a_peer).
       if (items[1].revents & ZMQ_POLLIN)
         for (int i = 0; i < kForwardBatch; ++i)
-          if (!forward_one(backend_, frontend_, nullptr)) break;
+          if (!forward_subscription()) break;
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return make_error(std::string("bus proxy: ") + e.what());
@@ -163,6 +165,27 @@ bool Proxy::forward_one(zmq::socket_t& from, zmq::socket_t& to, AllowListCheck* 
     more = part.more();
   }
   if (!allowed) denied_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool Proxy::forward_subscription() {
+  zmq::message_t part;
+  if (!backend_.recv(part, zmq::recv_flags::dontwait)) return false;
+  const auto* first = static_cast<const unsigned char*>(part.data());
+  const bool subscription = !part.more() && part.size() > 0 && (*first == 0 || *first == 1);
+  while (part.more()) (void)backend_.recv(part);  // the parts of one message arrive together
+  if (!subscription) return true;  // a subscriber's own message upstream: publishers take none
+  if (is_unsubscribe_from_a_peer(part)) {
+    static LogLimiter log_limit{1, "bus proxy: unsubscribes from peers"};
+    const char* address = zmq_msg_gets(part.handle(), "Peer-Address");
+    if (log_limit.allow())
+      spdlog::warn(
+          "bus proxy: a subscriber at {} sent an unsubscribe; not passed on (publishers keep "
+          "sending to the proxy until the prefix's last subscriber disconnects)",
+          address ? address : "a local socket");
+    return true;
+  }
+  (void)frontend_.send(part, zmq::send_flags::none);
   return true;
 }
 

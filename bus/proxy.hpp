@@ -66,6 +66,9 @@ class Proxy {
   [[nodiscard]] Status reload();  // an error when the backend could not be rebound
   // Moves one whole message from `from` to `to`; false when none was waiting.
   bool forward_one(zmq::socket_t& from, zmq::socket_t& to, AllowListCheck* check);
+  // Moves one subscription from the backend to the frontend, leaving out what is not one and a
+  // peer's unsubscribe; false when none was waiting.
+  bool forward_subscription();
 
   const ProxyOptions options_;
   // Declaration order is destruction order in reverse: the sockets close, then the ZAP handler

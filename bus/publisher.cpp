@@ -112,7 +112,7 @@ void Publisher::drain_subscriptions() {
   follow_handshakes();
   zmq::message_t msg;
   while (socket_->recv(msg, zmq::recv_flags::dontwait)) {
-    if (msg.size() == 0) continue;
+    if (msg.size() == 0 || is_unsubscribe_from_a_peer(msg)) continue;
     const auto* bytes = static_cast<const char*>(msg.data());
     std::string prefix(bytes + 1, msg.size() - 1);
     auto it = std::find(subscriptions_.begin(), subscriptions_.end(), prefix);

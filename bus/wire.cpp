@@ -24,6 +24,12 @@ void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>
   socket.set(zmq::sockopt::tcp_maxrt, kUnacknowledgedMaxMs);
 }
 
+bool is_unsubscribe_from_a_peer(const zmq::message_t& message) {
+  if (message.size() == 0 || *static_cast<const unsigned char*>(message.data()) != 0) return false;
+  // Every ZMTP peer's messages carry its handshake's Socket-Type; libzmq's own carry nothing.
+  return zmq_msg_gets(const_cast<zmq::message_t&>(message).handle(), "Socket-Type") != nullptr;
+}
+
 std::optional<std::string> bind_host_problem(const std::string& endpoint) {
   if (endpoint.rfind("tcp://", 0) != 0) return std::nullopt;
   const std::string_view address = std::string_view(endpoint).substr(6);

@@ -45,6 +45,14 @@ std::optional<std::string> bind_host_problem(const std::string& endpoint);
 void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>& connect,
                            const std::optional<std::string>& bind);
 
+// Whether `message`, read from an XPUB socket, is an unsubscribe that a peer sent (as opposed to
+// the one libzmq itself hands over when the last subscriber of a prefix goes away, which carries
+// no peer metadata). libzmq passes a peer's unsubscribe on even for a prefix that peer never
+// subscribed to, so one forged frame would make a proxy cancel every gateway's subscription
+// upstream, or a publisher believe nobody listens. hookgate's subscribers never unsubscribe
+// while connected, so the proxy and the publisher ignore such frames.
+bool is_unsubscribe_from_a_peer(const zmq::message_t& message);
+
 // Why a message was refused; `reason` is safe to log (it quotes at most a short prefix).
 struct Rejection {
   std::string reason;

@@ -136,7 +136,8 @@ struct WebhookConfig {
   Position where;
   std::string label;  // how messages name it: "webhooks[2]", "extensions.webhooks[0]"
   Position url_where;
-  Position secrets_where;  // `secret` or `secrets`
+  Position secrets_where;              // `secret` or `secrets`
+  std::vector<Position> secret_where;  // one per secret: its `secrets` item, or the `secret` value
   Position allow_cidrs_where;
   Position deny_cidrs_where;
   std::vector<Position> header_where;  // one per `headers` entry, of its name

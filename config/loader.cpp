@@ -83,7 +83,7 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   r.get("topics", bus.topics);
   r.get("max_message_bytes", bus.max_message_bytes);
   r.get("receive_hwm", bus.receive_hwm);
-  MapReader curve(r.node("curve"), r.file(), "bus.curve", r.errors());
+  MapReader curve = r.section("curve", "bus.curve");
   curve.get("enabled", bus.curve.enabled);
   curve.get("secret_key_file", bus.curve.secret_key_file);
   curve.get("allowed_clients", bus.curve.allowed_clients);
@@ -239,8 +239,9 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
       };
       return at(r.pos(secrets_key, k)) || at(r.pos(secrets_key));
     };
+    w.secret_where.push_back(r.pos(secrets_key, k));
     if (s.empty() && !said())
-      r.error(r.pos(secrets_key),
+      r.error(r.pos(secrets_key, k),
               r.context() +
                   ": a secret is empty (an unset or empty ${VAR}?); leave the key out to send "
                   "unsigned");
@@ -311,10 +312,11 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   r.get("events", w.events);
   std::string secret;
   r.get("secret", secret);
+  const size_t errors_before_secrets = errors.size();
   r.get("secrets", w.secrets);
   // Present but empty (an unset or empty ${VAR}, a list whose items are commented out) is an
-  // error, not "send unsigned".
-  if (r.has("secrets") && w.secrets.empty())
+  // error, not "send unsigned"; items refused on the way (a tag) were reported already.
+  if (r.has("secrets") && w.secrets.empty() && errors.size() == errors_before_secrets)
     r.error(r.pos("secrets"),
             context + ".secrets: the list is empty; leave the key out to send unsigned");
   if (r.has("secret")) {
@@ -338,7 +340,7 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
               context + ".headers: '" + twin->first + "' and '" + b->first +
                   "' are one header (names ignore case)");
   }
-  read_retry(MapReader(r.node("retry"), file, context + ".retry", errors), w.retry);
+  read_retry(r.section("retry", context + ".retry"), w.retry);
   r.get("max_in_flight", w.max_in_flight);
   r.get("rate_limit_per_s", w.rate_limit_per_s);
   std::string body = "cloudevent";
@@ -358,7 +360,7 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   if (r.has("hec") && body != "splunk_hec")
     r.error(r.pos("hec"), context + ".hec: only for body: splunk_hec (this webhook's body is " +
                               r.as_written("body", body) + ")");
-  MapReader hec(r.node("hec"), file, context + ".hec", errors);
+  MapReader hec = r.section("hec", context + ".hec");
   hec.get("sourcetype", w.hec_sourcetype);
   hec.get("index", w.hec_index);
   hec.get("host_field", w.hec_host_field);
@@ -397,8 +399,8 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
                                       r.as_written("http_client", http_client));
   }
   // Asked for even when absent, so an unknown key's hint lists `tls` (a `tsl:` typo).
-  YAML::Node tls = r.node("tls");
-  if (r.has("tls")) read_tls(MapReader(tls, file, context + ".tls", errors), w, base_dir, w.tls);
+  MapReader tls = r.section("tls", context + ".tls");
+  if (r.has("tls")) read_tls(std::move(tls), w, base_dir, w.tls);
   validate_webhook(r, w);
   // Here, not in validate_webhook: node() marks a key as read, and the `extensions.webhooks`
   // form has neither key, so there they must stay unknown.
@@ -539,6 +541,9 @@ void read_extensions_alias(MapReader r, Config& cfg) {
     r.error(r.pos("maxExecutionTime"), "extensions.maxExecutionTime must be positive");
   r.get("failOpen", cfg.hooks.fail_open);
   YAML::Node hooks = r.node("webhooks");
+  if (hooks.IsDefined() && hooks.IsNull())
+    r.error(r.pos("webhooks"),
+            "extensions.webhooks: no value (list the webhooks, or write `webhooks: []` for none)");
   if (hooks.IsDefined() && !hooks.IsNull()) {
     if (!hooks.IsSequence()) {
       r.error(position_of(hooks, r.file()), "extensions.webhooks: expected a list");
@@ -574,16 +579,16 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   MapReader r(root, file, "config", errors);
   if (!r.valid()) return errors;
   cfg.holds_no_settings = root.IsMap() && root.size() == 0;
-  read_bus(MapReader(r.node("bus"), file, "bus", errors), cfg.bus, base_dir);
+  read_bus(r.section("bus", "bus"), cfg.bus, base_dir);
   bool explicit_dirs = false;
   {
-    MapReader hooks(r.node("hooks"), file, "hooks", errors);
+    MapReader hooks = r.section("hooks", "hooks");
     explicit_dirs = hooks.has("directories");
     if (explicit_dirs) cfg.hooks.directories_where = hooks.pos("directories");
     read_hooks(std::move(hooks), cfg.hooks);
   }
   if (r.has("extensions")) {
-    MapReader ext(r.node("extensions"), file, "extensions", errors);
+    MapReader ext = r.section("extensions", "extensions");
     if (ext.has("directories")) cfg.hooks.directories_where = ext.pos("directories");
     explicit_dirs = explicit_dirs || ext.has("directories");
     read_extensions_alias(std::move(ext), cfg);
@@ -591,10 +596,14 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   if (explicit_dirs) {
     for (auto& d : cfg.hooks.directories) d = resolve_path(d, base_dir);
   }
+  // With every webhook commented out (or a file caught half-written by a reload), not "none".
+  if (r.has("webhooks") && r.node("webhooks").IsNull())
+    r.error(r.pos("webhooks"),
+            "webhooks: no value (list the webhooks, or write `webhooks: []` for none)");
   read_webhooks(r.node("webhooks"), file, errors, base_dir, cfg.webhooks);
-  read_spool(MapReader(r.node("spool"), file, "spool", errors), cfg.spool, base_dir);
-  read_admin(MapReader(r.node("admin"), file, "admin", errors), cfg.admin);
-  read_log(MapReader(r.node("log"), file, "log", errors), cfg.log);
+  read_spool(r.section("spool", "spool"), cfg.spool, base_dir);
+  read_admin(r.section("admin", "admin"), cfg.admin);
+  read_log(r.section("log", "log"), cfg.log);
   r.finish();
   cfg.hooks.max_event_bytes = cfg.bus.max_message_bytes;
 

@@ -4,6 +4,7 @@
 #include <yaml-cpp/parser.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -40,16 +41,14 @@ std::optional<Position> key_position(const YAML::Node& map, const std::string& k
   return std::nullopt;
 }
 
-namespace {
-
-constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
-
-// How a value read from `node` appears in a message: as written when a ${VAR} went into it, since
-// the environment's value may be a secret (and the variable's name is what the operator needs).
 std::string quoted_as_written(const YAML::Node& node, const std::string& value) {
   const bool expanded = node.IsScalar() && node.Scalar().find("${") != std::string::npos;
   return "'" + (expanded ? node.Scalar() : value) + "'";
 }
+
+namespace {
+
+constexpr std::string_view kUtf8ByteOrderMark = "\xEF\xBB\xBF";
 
 // The 1-based line of the first content of a second document; 0 when there is none. A document
 // ends at `...`, and at a `---` once a first `---` or content came (so `---` `---` CONFIG, or
@@ -399,14 +398,25 @@ bool MapReader::scalar(const char* key, YAML::Node& value, const char* expected)
     error(position_of(value, file_), context_ + "." + key + ": expected " + expected);
     return false;
   }
+  return untagged(value, context_ + "." + key);
+}
+
+bool MapReader::untagged(const YAML::Node& value, const std::string& label) {
   // A tag is not obeyed: `secret: !!binary aGVsbG8=` would sign with the base64 text itself.
   if (const std::string& tag = value.Tag();
       !tag.empty() && tag != "?" && tag != "!" && tag != "tag:yaml.org,2002:str") {
-    error(position_of(value, file_), context_ + "." + key + ": the YAML tag " + tag +
-                                         " is not supported; write the plain value");
+    error(position_of(value, file_),
+          label + ": the YAML tag " + tag + " is not supported; write the plain value");
     return false;
   }
   return true;
+}
+
+MapReader MapReader::section(const char* key, std::string context) {
+  YAML::Node value = find(key);
+  if (value.IsDefined() && value.IsNull())
+    error(pos(key), context + ": no value (give its keys, or leave the key out)");
+  return MapReader(value, file_, std::move(context), errors_);
 }
 
 void MapReader::get(const char* key, std::string& out) {
@@ -419,9 +429,20 @@ void MapReader::get(const char* key, bool& out) {
   YAML::Node v;
   if (!scalar(key, v, "true or false")) return;
   std::string s = expand_env(v.Scalar(), position_of(v, file_), errors_);
-  if (s == "true" || s == "yes" || s == "on") {
+  // YAML 1.1's spellings, as yaml-cpp and Fluent Bit take them: lower, Capitalized or UPPER.
+  auto spelled = [&](std::initializer_list<const char*> words) {
+    for (const char* word : words) {
+      std::string capitalized = word;
+      capitalized[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(word[0])));
+      std::string upper = word;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      if (s == word || s == capitalized || s == upper) return true;
+    }
+    return false;
+  };
+  if (spelled({"true", "yes", "on"})) {
     out = true;
-  } else if (s == "false" || s == "no" || s == "off") {
+  } else if (spelled({"false", "no", "off"})) {
     out = false;
   } else {
     error(position_of(v, file_),
@@ -485,7 +506,8 @@ void MapReader::get(const char* key, std::vector<std::string>& out) {
     return;
   }
   if (v.IsScalar()) {
-    out = {expand_env(v.Scalar(), position_of(v, file_), errors_)};
+    if (untagged(v, context_ + "." + key))
+      out = {expand_env(v.Scalar(), position_of(v, file_), errors_)};
     return;
   }
   if (!v.IsSequence()) {
@@ -498,6 +520,7 @@ void MapReader::get(const char* key, std::vector<std::string>& out) {
       error(position_of(item, file_), context_ + "." + key + ": expected a string");
       continue;
     }
+    if (!untagged(item, context_ + "." + key)) continue;
     out.push_back(expand_env(item.Scalar(), position_of(item, file_), errors_));
   }
 }
@@ -521,6 +544,7 @@ void MapReader::get(const char* key, std::vector<std::pair<std::string, std::str
       error(position_of(it.first, file_), context_ + "." + key + ": expected string: string pairs");
       continue;
     }
+    if (!untagged(it.second, context_ + "." + key + "." + it.first.Scalar())) continue;
     out.emplace_back(it.first.Scalar(),
                      expand_env(it.second.Scalar(), position_of(it.second, file_), errors_));
   }

@@ -18,6 +18,10 @@
 namespace hookgate::config {
 
 Position position_of(const YAML::Node& node, const std::string& file);
+
+// How a value read from `node` appears in a message: as written when a ${VAR} went into it, since
+// the environment's value may be a secret (and the variable's name is what the operator needs).
+std::string quoted_as_written(const YAML::Node& node, const std::string& value);
 // Where `key` is written in `map` (the key itself); nullopt when `map` has no such key.
 std::optional<Position> key_position(const YAML::Node& map, const std::string& key,
                                      const std::string& file);
@@ -66,6 +70,10 @@ class MapReader {
   void get(const char* key, std::vector<std::pair<std::string, std::string>>& out);
   // Marks the key as known and hands out the raw node (undefined node if absent).
   YAML::Node node(const char* key);
+  // A reader for the mapping under `key`, named `context` in messages. A key given with no value
+  // (its keys all commented out) is an error, as for every other key: `admin:` with its token
+  // commented out must not quietly mean an admin endpoint without one.
+  MapReader section(const char* key, std::string context);
 
   // `value` (read from `key`, or from its list's `item`) quoted for a message, or its text as
   // written when a ${VAR} went into it: the environment's value may be a secret.
@@ -83,6 +91,8 @@ class MapReader {
  private:
   YAML::Node find(const char* key);
   bool scalar(const char* key, YAML::Node& value, const char* expected);
+  // False (and an error) when `value` carries a YAML tag, which is never obeyed.
+  bool untagged(const YAML::Node& value, const std::string& label);
 
   YAML::Node node_;
   std::string file_;

@@ -23,8 +23,11 @@ config::Diagnostics webhook_settings_problems(const config::WebhookConfig& webho
         !refused)
       add(webhook.url_where, refused.error().message);
   }
-  if (auto keys = SigningKeys::make(webhook.secrets); !keys)
-    add(webhook.secrets_where, keys.error().message);
+  // Each secret at its own item: a rotation list's second one may be the mistyped one.
+  for (size_t i = 0; i < webhook.secrets.size(); ++i)
+    if (auto key = standard_webhooks_key(webhook.secrets[i]); !key)
+      add(i < webhook.secret_where.size() ? webhook.secret_where[i] : webhook.secrets_where,
+          key.error().message);
   for (size_t i = 0; i < webhook.headers.size(); ++i) {
     const auto& [name, value] = webhook.headers[i];
     if (auto usable = check_custom_header(name, value); !usable)

@@ -241,7 +241,8 @@ std::optional<std::string> read_path(const YAML::Node& node, const std::string& 
   }
   std::string p = config::expand_env(node.Scalar(), position_of(node, file), errors);
   if (!valid_path(p)) {
-    errors.push_back({position_of(node, file), what + ": '" + p + "' is not a dotted path"});
+    errors.push_back({position_of(node, file),
+                      what + ": " + config::quoted_as_written(node, p) + " is not a dotted path"});
     return std::nullopt;
   }
   return p;
@@ -393,8 +394,8 @@ void read_moves(const YAML::Node& node, const std::string& file, const std::stri
     if (!from || !to) continue;
     if (from_must_stay && is_required_attribute(*from)) {
       errors.push_back(
-          {position_of(it.first, file), what + ": '" + *from +
-                                            "' is a required event attribute; it can be "
+          {position_of(it.first, file), what + ": " + config::quoted_as_written(it.first, *from) +
+                                            " is a required event attribute; it can be "
                                             "changed with set: but not moved away"});
       continue;
     }
@@ -446,17 +447,21 @@ std::optional<ActionStep> parse_action(const YAML::Node& node, const std::string
     step.op = ActionStep::Op::Remove;
     YAML::Node list = r.node("remove");
     std::string what = context + ".remove";
+    auto take = [&](const YAML::Node& item) {
+      auto p = read_path(item, file, what, errors);
+      if (!p) return;
+      if (is_required_attribute(*p))
+        r.error(position_of(item, file), what + ": " + config::quoted_as_written(item, *p) +
+                                             " is a required event attribute");
+      step.paths.push_back(std::move(*p));
+    };
     if (list.IsScalar()) {
-      if (auto p = read_path(list, file, what, errors)) step.paths.push_back(std::move(*p));
+      take(list);
     } else if (list.IsSequence() && list.size() > 0) {
-      for (const auto& item : list)
-        if (auto p = read_path(item, file, what, errors)) step.paths.push_back(std::move(*p));
+      for (const auto& item : list) take(item);
     } else {
       r.error(r.pos("remove"), what + ": expected a list of dotted paths");
     }
-    for (const auto& p : step.paths)
-      if (is_required_attribute(p))
-        r.error(r.pos("remove"), what + ": '" + p + "' is a required event attribute");
     std::sort(step.paths.begin(), step.paths.end(), removal_order);
     // A path listed twice is removed once: the second would take the element that moved up.
     step.paths.erase(std::unique(step.paths.begin(), step.paths.end()), step.paths.end());

@@ -13,6 +13,7 @@
 #include "gateway/common/metrics.hpp"
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/log_capture.hpp"
+#include "tests/support/raw_zmtp_peer.hpp"
 #include "tests/support/receiving_thread.hpp"
 
 namespace hookgate::bus {
@@ -117,6 +118,37 @@ TEST(ProxyTest, ForwardsPublicationsAndSubscriptions) {
   ASSERT_EQ(parts.size(), 2u);  // type and body, as one message
   EXPECT_EQ(parts[0], "app.one");
   EXPECT_NE(parts[1].find(R"("n":1)"), std::string::npos) << parts[1];
+}
+
+// Found in review: libzmq hands a peer's unsubscribe to the application even for a prefix that
+// peer never subscribed to, and the proxy passed it on: one forged frame on the backend cancelled
+// the gateway's subscription at every publisher, whose publish() then failed "no subscriber".
+TEST(ProxyTest, AnotherPeersUnsubscribeDoesNotCutAGatewayOff) {
+  TempDir dir;
+  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
+  ASSERT_TRUE(proxy) << proxy.error().message;
+  RunningProxy running(std::move(proxy.value()));
+  zmq::context_t ctx;
+  auto sub = subscriber(ctx, *running, dir, nullptr, nullptr, "sub");
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub);
+  auto pub = publisher(*running, nullptr, nullptr);
+  ASSERT_TRUE(pub);
+  ASSERT_GT(publish_until_received(*pub, rx, "app.one"), 0);
+
+  testing::LogCapture logs;
+  testing::RawZmtpPeer forger(running->backend_endpoint());
+  ASSERT_TRUE(forger.ok());
+  ASSERT_TRUE(forger.send_frame(std::string(1, '\0')));  // unsubscribe "" (everything)
+  EXPECT_TRUE(
+      testing::wait_until([&] { return logs.contains("sent an unsubscribe; not passed on"); }, 5s));
+  // Had it gone upstream, the publisher would have heard by now (it went the same way as the
+  // proxy's warning, which came after it).
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(pub->publish("app.two", "{}"));
+  auto parts = rx.next(5s);
+  ASSERT_FALSE(parts.empty());
+  EXPECT_EQ(parts[0], "app.two");
 }
 
 // Found in review: one 32 MiB subscription frame on the backend cost the proxy 3.7 GB (libzmq

@@ -16,6 +16,7 @@
 #include "bus/subscriber.hpp"
 #include "bus/wire.hpp"
 #include "tests/support/gateway_process.hpp"
+#include "tests/support/raw_zmtp_peer.hpp"
 #include "tests/support/receiving_thread.hpp"
 
 namespace hookgate::bus {
@@ -223,6 +224,36 @@ TEST(PublisherTest, PublishFailsWithoutASubscriberAndOnceItHasGone) {
   EXPECT_TRUE(testing::wait_until([&] { return !pub.value()->publish("app.event", "{}"); },
                                   std::chrono::seconds(5)))
       << "publish() kept succeeding with no subscriber";
+}
+
+// Found in review: a bound publisher took any peer's unsubscribe as final, so a peer that never
+// subscribed could make it refuse every event ("no subscriber") while the gateway still listened.
+TEST(PublisherTest, AnotherPeersUnsubscribeDoesNotSilenceABoundPublisher) {
+  zmq::context_t ctx;
+  testing::TempDir dir;
+  const std::string endpoint = "ipc://" + (dir.path() / "bus.sock").string();
+  auto pub = Publisher::connect({.bind = endpoint}, &ctx);
+  ASSERT_TRUE(pub);
+  config::BusConfig cfg;
+  cfg.bind.reset();
+  cfg.connect = {endpoint};
+  auto sub = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub.value());
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
+
+  testing::RawZmtpPeer forger(endpoint);
+  ASSERT_TRUE(forger.ok());
+  ASSERT_TRUE(forger.send_frame(std::string(1, '\0')));  // unsubscribe "" (everything)
+  // The forged frame is read at the next publish(): a few, spaced out, give it time to arrive.
+  for (int i = 0; i < 10; ++i) {
+    auto sent = pub.value()->publish("app.event", "{}");
+    ASSERT_TRUE(sent) << "attempt " << i << ": " << sent.error().message;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  int received = 0;
+  while (!rx.next(std::chrono::seconds(received < 10 ? 5 : 0)).empty()) ++received;
+  EXPECT_EQ(received, 10);
 }
 
 // Found in review: with two endpoints, a gateway that subscribed and then stayed away kept its

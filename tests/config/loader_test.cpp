@@ -866,6 +866,52 @@ TEST(ExpandEnvTest, ANestedVariableInADefaultIsAnError) {
 }
 
 // Found in review: `events:` with every item commented out read as "no key", i.e. every event.
+// Found in review: each of these loaded, three of them differently from what they say.
+TEST(ConfigLoaderTest, TagsEmptySectionsAndSecretItemsAreCheckedEverywhere) {
+  const std::string webhook = "webhooks:\n  - name: a\n    url: http://x/\n";
+  // A tag is not obeyed in a list or a header either: the webhook would sign with the base64.
+  for (const char* tagged :
+       {"    secrets: [!!binary aGVsbG8=]\n",
+        "    headers: {Authorization: !!binary QmVhcmVyIHg=}\n", "    events: !!binary Kg==\n"}) {
+    auto cfg = load(webhook + tagged);
+    EXPECT_NE(first_error(cfg).find(": the YAML tag tag:yaml.org,2002:binary is not supported"),
+              std::string::npos)
+        << tagged;
+  }
+  // A section or webhooks list whose keys are all commented out is not "the defaults".
+  EXPECT_EQ(first_error(load("webhooks:\n#  - name: a\n")),
+            "test.yaml:1:1: webhooks: no value (list the webhooks, or write `webhooks: []` for "
+            "none)");
+  EXPECT_EQ(first_error(load("admin:\n#  token: ${ADMIN_TOKEN}\n")),
+            "test.yaml:1:1: admin: no value (give its keys, or leave the key out)");
+  EXPECT_EQ(first_error(load(webhook + "    retry:\n")),
+            "test.yaml:4:5: webhooks[0].retry: no value (give its keys, or leave the key out)");
+  EXPECT_TRUE(load("webhooks: []\n"));
+  // An empty secret in a rotation list is reported at its item, not the first one.
+  setenv("HG_EMPTY_ITEM", "", 1);
+  EXPECT_EQ(
+      first_error(load(webhook + "    secrets: [whsec_a, \"${HG_EMPTY_ITEM}\"]\n")).substr(0, 15),
+      "test.yaml:4:24:");
+  unsetenv("HG_EMPTY_ITEM");
+  auto rotation = load(webhook + "    secrets:\n      - whsec_a\n      - whsec_b\n");
+  ASSERT_TRUE(rotation) << first_error(rotation);
+  ASSERT_EQ(rotation->webhooks[0].secret_where.size(), 2u);
+  EXPECT_EQ(rotation->webhooks[0].secret_where[1].line, 6);
+  // Booleans in YAML 1.1's spellings, in any of three cases; anything else is an error.
+  for (const char* yes : {"true", "True", "TRUE", "yes", "Yes", "on", "ON"}) {
+    auto cfg = load(std::string("hooks:\n  fail_open: false\n  hot_reload: ") + yes + "\n");
+    ASSERT_TRUE(cfg) << yes << ": " << first_error(cfg);
+    EXPECT_TRUE(cfg->hooks.hot_reload) << yes;
+  }
+  for (const char* no : {"false", "False", "NO", "off", "Off"}) {
+    auto cfg = load(std::string("hooks:\n  fail_open: ") + no + "\n");
+    ASSERT_TRUE(cfg) << no << ": " << first_error(cfg);
+    EXPECT_FALSE(cfg->hooks.fail_open) << no;
+  }
+  EXPECT_NE(first_error(load("hooks:\n  fail_open: tRUE\n")).find("expected true or false"),
+            std::string::npos);
+}
+
 TEST(ConfigLoaderTest, AListKeyWithNoValueIsAnError) {
   EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: \"http://x/\"\n    events:\n"
                              "    # - auth.failure\n")),

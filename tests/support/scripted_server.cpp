@@ -62,11 +62,19 @@ ScriptedServer::ScriptedServer(Script script) : script_(std::move(script)) {
 ScriptedServer::~ScriptedServer() {
   ::shutdown(listen_fd_, SHUT_RDWR);
   ::close(listen_fd_);
-  acceptor_.join();
-  std::lock_guard lock(mu_);
-  for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
-  for (auto& thread : threads_) thread.join();
-  for (int fd : fds_) ::close(fd);
+  acceptor_.join();  // no connection is added after this
+  // Joined outside the lock: a script inside read() takes it to record a request, and a request
+  // that arrived as the server was going away hung the test here.
+  std::vector<int> fds;
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    fds = fds_;
+    threads.swap(threads_);
+  }
+  for (int fd : fds) ::shutdown(fd, SHUT_RDWR);
+  for (auto& thread : threads) thread.join();
+  for (int fd : fds) ::close(fd);
 }
 
 std::string ScriptedServer::read(int fd) {

@@ -50,6 +50,16 @@ TEST(SettingsCheckTest, ReportsEveryProblemAtItsKey) {
   EXPECT_NE(problems[6].message.find("header Host describes the HTTP message"), std::string::npos);
 }
 
+// Found in review: a bad secret in a rotation list was reported at the list's first item.
+TEST(SettingsCheckTest, EachUndecodableSecretIsReportedAtItsOwnItem) {
+  auto webhook = usable_webhook();
+  webhook.secrets = {"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_!!!notbase64"};
+  webhook.secret_where = {at(8), at(9)};
+  auto problems = webhook_settings_problems(webhook, LiteralAddresses::Reported);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].where.line, 9);
+}
+
 // `check` refuses a metadata address written into the URL; at run time it is refused per
 // attempt (as an address a name resolves to is), so it does not pause the webhook.
 TEST(SettingsCheckTest, ALiteralAddressThePolicyRefusesIsReportedOnlyWhenAsked) {

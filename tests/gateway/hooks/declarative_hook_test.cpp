@@ -528,6 +528,24 @@ TEST_F(DeclarativeHookTest, SetMayRetypeButNotBreakTheEnvelope) {
 
   auto errors = load_err("kind: transform\nactions:\n  - remove: [data.x, id]\n");
   EXPECT_TRUE(has_message(errors, "'id' is a required event attribute")) << dump(errors);
+  // Placed at the item, not at remove:.
+  EXPECT_EQ(errors[0].where.column, 22) << dump(errors);
+}
+
+// Found in review: a path's error quoted the environment's value, which may be a secret (config
+// errors quote what is written).
+TEST_F(DeclarativeHookTest, PathErrorsQuoteTheTextAsWrittenNotItsExpansion) {
+  setenv("HG_HOOK_PATH_SECRET", "s3cr3t..value", 1);
+  auto errors = load_err(
+      "kind: transform\nactions:\n  - remove: [\"${HG_HOOK_PATH_SECRET}\"]\n"
+      "  - rename: { data.a: \"${HG_HOOK_PATH_SECRET}\" }\n");
+  unsetenv("HG_HOOK_PATH_SECRET");
+  EXPECT_EQ(errors.size(), 2u) << dump(errors);
+  for (const auto& e : errors) {
+    EXPECT_EQ(e.message.find("s3cr3t"), std::string::npos) << e.str();
+    EXPECT_NE(e.message.find("'${HG_HOOK_PATH_SECRET}' is not a dotted path"), std::string::npos)
+        << e.str();
+  }
 }
 
 // ----- conditions
