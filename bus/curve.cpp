@@ -100,11 +100,23 @@ Result<CurveKeypair> read_key_file(const std::string& path) {
     line = trim(line);
     if (line.empty() || line[0] == '#') continue;
     auto [key, value] = key_line(line);
+    // One key of each kind: a second public key line would quietly replace the first (an
+    // allow-list folder's team.pub with two keys admitted only the last).
+    auto take = [&](std::string& slot, const char* kind) -> Status {
+      if (!slot.empty())
+        return make_error("key file " + path + " holds more than one " + kind +
+                          " key (one per file; a single allow-list file, not a folder, lists "
+                          "several)");
+      slot = value;
+      return {};
+    };
+    Status taken;
     if (key.empty() || key == "public" || key == "public-key") {
-      keys.public_key = value;
+      taken = take(keys.public_key, "public");
     } else if (key == "secret" || key == "secret-key") {
-      keys.secret_key = value;
+      taken = take(keys.secret_key, "secret");
     }
+    if (!taken) return std::move(taken).error();
   }
   if (!keys.public_key.empty() && !valid_z85_key(keys.public_key))
     return make_error("key file " + path + ": public key is not a 40-character Z85 key");
@@ -150,7 +162,12 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
     ++n;
     line = trim(line);
     if (line.empty() || line[0] == '#') continue;
-    line = key_line(line).second;
+    auto [key, value] = key_line(line);
+    // A keypair file given as the list would put its secret key on it (a folder skips those).
+    if (key == "secret" || key == "secret-key")
+      return make_error(path + ":" + std::to_string(n) +
+                        ": holds a secret key; list public keys only (the keypair's .pub file)");
+    line = value;
     if (!valid_z85_key(line))
       return make_error(path + ":" + std::to_string(n) + ": not a 40-character Z85 public key");
     allowed.insert(line);

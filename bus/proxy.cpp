@@ -122,6 +122,7 @@ Status Proxy::open_backend() {
 }
 
 Status Proxy::run() {
+  spdlog::info("bus proxy: publications wait until a subscriber connects");
   while (!stop_) {
     if (reload_.exchange(false)) {
       try {
@@ -131,7 +132,7 @@ Status Proxy::run() {
       }
       reloads_.fetch_add(1, std::memory_order_release);
     }
-    zmq::pollitem_t items[] = {{frontend_.handle(), 0, ZMQ_POLLIN, 0},
+    zmq::pollitem_t items[] = {{frontend_.handle(), 0, holding_ ? short{0} : short{ZMQ_POLLIN}, 0},
                                {backend_.handle(), 0, ZMQ_POLLIN, 0}};
     try {
       if (zmq::poll(items, 2, std::chrono::milliseconds(100)) <= 0) continue;
@@ -171,8 +172,9 @@ bool Proxy::forward_one(zmq::socket_t& from, zmq::socket_t& to, AllowListCheck* 
 bool Proxy::forward_subscription() {
   zmq::message_t part;
   if (!backend_.recv(part, zmq::recv_flags::dontwait)) return false;
-  const auto* first = static_cast<const unsigned char*>(part.data());
-  const bool subscription = !part.more() && part.size() > 0 && (*first == 0 || *first == 1);
+  const unsigned char first =
+      part.size() > 0 ? *static_cast<const unsigned char*>(part.data()) : 0xff;
+  const bool subscription = !part.more() && (first == 0 || first == 1);
   while (part.more()) (void)backend_.recv(part);  // the parts of one message arrive together
   if (!subscription) return true;  // a subscriber's own message upstream: publishers take none
   if (is_unsubscribe_from_a_peer(part)) {
@@ -186,6 +188,10 @@ bool Proxy::forward_subscription() {
     return true;
   }
   (void)frontend_.send(part, zmq::send_flags::none);
+  if (holding_ && first == 1) {  // `part` itself is gone: send() took it
+    holding_ = false;
+    spdlog::info("bus proxy: a subscriber is connected; passing publications on");
+  }
   return true;
 }
 
@@ -241,6 +247,7 @@ Status Proxy::reload() {
       "not delivered and show as sequence gaps)",
       backend_endpoint_);
   if (auto st = open_backend(); !st) return st;
+  holding_ = true;  // until a subscriber is back on the new backend
   rebinds_.fetch_add(1, std::memory_order_release);
   return {};
 }

@@ -84,6 +84,10 @@ class Proxy {
   std::set<std::string> subscriber_keys_;  // the list the backend's connections were vetted by
   std::string frontend_endpoint_;
   std::string backend_endpoint_;  // as bound (a port 0 resolved), so a rebind takes the same one
+  // Publications wait (in ZeroMQ's queues, then the publishers') until the backend has a
+  // subscriber: at a start or a rebind, publishers that reconnect first flush what they queued
+  // meanwhile, and a backend nobody subscribes to yet would drop all of it. run()'s thread only.
+  bool holding_ = true;
   std::atomic<bool> stop_{false};
   std::atomic<bool> reload_{false};
   std::atomic<uint64_t> denied_{0};

@@ -57,10 +57,14 @@ int cmd_keygen(const std::vector<std::string>& argv) {
   if (auto code = check_usage(args, {"out", "webhook-secret", "force"}, usage)) return *code;
   if (auto out = args.get("out"); out && !args.has("force")) {
     std::error_code ec;
-    if (std::filesystem::exists(*out, ec))
-      return fail(*out +
-                  " exists; replacing it breaks every peer that still has the old key or secret "
-                  "(pass --force to replace it)");
+    // A keypair also writes FILE.pub, which may sit in an allow-list folder for an older key.
+    std::vector<std::string> written{*out};
+    if (!args.has("webhook-secret")) written.push_back(*out + ".pub");
+    for (const auto& file : written)
+      if (std::filesystem::exists(file, ec))
+        return fail(file +
+                    " exists; replacing it breaks every peer that still has the old key or "
+                    "secret (pass --force to replace it)");
   }
   if (args.has("webhook-secret")) {
     unsigned char bytes[24];

@@ -91,6 +91,27 @@ TEST(CurveTest, AnAllowListFolderSkipsKeypairFiles) {
   EXPECT_TRUE(revoked->empty());
 }
 
+// Found in review: a folder's team.pub with two keys admitted only the last one, and a keypair
+// file given as a single-file list put its secret key on the list. Both are errors now.
+TEST(CurveTest, AKeyFileWithTwoKeysOrAListWithASecretKeyIsAnError) {
+  TempDir dir;
+  const auto a = generate_curve_keypair();
+  const auto b = generate_curve_keypair();
+  fs::create_directory(dir / "clients");
+  dir.write("clients/team.pub", a.public_key + "\n" + b.public_key + "\n");
+  auto folder = read_allowed_clients((dir / "clients").string());
+  ASSERT_FALSE(folder);
+  EXPECT_NE(folder.error().message.find("team.pub holds more than one public key"),
+            std::string::npos)
+      << folder.error().message;
+  dir.write("list", format_keypair_file(a, true));
+  auto keypair = read_allowed_clients((dir / "list").string());
+  ASSERT_FALSE(keypair);
+  EXPECT_NE(keypair.error().message.find("holds a secret key"), std::string::npos)
+      << keypair.error().message;
+  EXPECT_EQ(keypair.error().message.find(a.secret_key), std::string::npos);
+}
+
 // Found in review: a key file path of exactly 40 characters, all in the Z85 alphabet (as
 // /etc/hookgate/keys/proxy-server1.key.pub is), was taken for the key itself.
 // Found in review: a secret key put where its file's path belongs (secret_key_file:

@@ -120,6 +120,51 @@ TEST(ProxyTest, ForwardsPublicationsAndSubscriptions) {
   EXPECT_NE(parts[1].find(R"("n":1)"), std::string::npos) << parts[1];
 }
 
+// Found in review: a publisher keeps its queue while the proxy restarts, and one that reconnected
+// before any gateway had all of it dropped by a backend nobody subscribed to yet, though every
+// publish() had succeeded. Publications now wait for the backend's first subscriber.
+TEST(ProxyTest, WhatPublishersQueuedWhileTheProxyRestartedWaitsForItsFirstSubscriber) {
+  TempDir dir;
+  std::string frontend;
+  std::string backend;
+  zmq::context_t ctx;
+  std::unique_ptr<Publisher> pub;
+  {
+    auto first = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
+    ASSERT_TRUE(first) << first.error().message;
+    auto running = std::make_unique<RunningProxy>(std::move(first.value()));
+    frontend = (*running)->frontend_endpoint();
+    backend = (*running)->backend_endpoint();
+    auto sub = subscriber(ctx, **running, dir, nullptr, nullptr, "first");
+    ASSERT_TRUE(sub);
+    testing::ReceivingThread rx(*sub);
+    pub = publisher(**running, nullptr, nullptr);
+    ASSERT_TRUE(pub);
+    ASSERT_GT(publish_until_received(*pub, rx, "app.before"), 0);
+    running.reset();  // the proxy stops first: the gateway's going is never heard upstream
+  }
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(pub->publish("app.queued", "{}")) << i;  // queued for the proxy's return
+
+  auto second = Proxy::start({.frontend = frontend, .backend = backend});
+  ASSERT_TRUE(second) << second.error().message;
+  RunningProxy running(std::move(second.value()));
+  testing::LogCapture logs;
+  // The publisher reconnects and flushes its queue before any gateway is back. Not a wait for a
+  // condition the test can see: the flush leaves no trace before a subscriber takes it.
+  for (int i = 0; i < 10; ++i) {
+    (void)pub->wait_for_subscriber(50ms);  // lets the publisher follow its connection
+    std::this_thread::sleep_for(50ms);
+  }
+  auto sub = subscriber(ctx, *running, dir, nullptr, nullptr, "second");
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub);
+  int queued = 0;
+  for (auto parts = rx.next(5s); !parts.empty(); parts = rx.next(queued < 20 ? 5s : 300ms))
+    queued += parts[0] == "app.queued";
+  EXPECT_EQ(queued, 20);
+}
+
 // Found in review: libzmq hands a peer's unsubscribe to the application even for a prefix that
 // peer never subscribed to, and the proxy passed it on: one forged frame on the backend cancelled
 // the gateway's subscription at every publisher, whose publish() then failed "no subscriber".

@@ -334,6 +334,13 @@ TEST(CliTest, KeygenWritesTheSecretHalfOwnerOnly) {
   EXPECT_EQ(first_line.rfind("# hookgate CURVE key", 0), 0u) << first_line;
   // Nothing but the two files is left behind.
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);
+  // Nor is a .pub beside it (found in review: an allow-list folder's older svc.key.pub was).
+  std::filesystem::remove(key);
+  dir.write("server.key.pub", "an older public key, kept\n");
+  auto kept_pub = run_hookgate({"keygen", "--out", key.string()});
+  EXPECT_EQ(kept_pub.exit_code, 1) << kept_pub.err;
+  EXPECT_NE(kept_pub.err.find("server.key.pub exists"), std::string::npos) << kept_pub.err;
+  EXPECT_FALSE(fs::exists(key));
   auto denied = run_hookgate({"keygen", "--out", (dir / "missing-dir" / "k").string()});
   EXPECT_EQ(denied.exit_code, 1);
   EXPECT_NE(denied.err.find("cannot write"), std::string::npos) << denied.err;
