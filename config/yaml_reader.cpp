@@ -170,6 +170,17 @@ EventScan scan_events(const std::string& text) {
   return scan;
 }
 
+// The 1-based line of the last line with anything but blanks on it, and the column just past
+// its last character; {1, 1} for a blank text.
+std::pair<int, int> end_of_last_text_line(std::string_view text) {
+  size_t end = text.find_last_not_of(" \t\r\n");
+  if (end == std::string_view::npos) return {1, 1};
+  const size_t start = text.rfind('\n', end);
+  const size_t first = start == std::string_view::npos ? 0 : start + 1;
+  const int line = static_cast<int>(std::count(text.begin(), text.begin() + first, '\n')) + 1;
+  return {line, static_cast<int>(end - first) + 2};
+}
+
 int line_count(std::string_view text) {
   return static_cast<int>(std::count(text.begin(), text.end(), '\n')) +
          (!text.empty() && text.back() != '\n' ? 1 : 0);
@@ -209,16 +220,21 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
     const bool past_the_text = e.mark.line + 1 > lines;
     if (past_the_text && e.msg == YAML::ErrorMsg::DOC_IN_SCALAR) {
       // The events up to where the text breaks off (an unclosed flow map stops the parser).
-      const YAML::Mark opened = scan_events(text).last_scalar;
+      // With its line break: without one, the scan stops before the quoted value it opens.
+      const YAML::Mark opened =
+          scan_events(!text.empty() && text.back() != '\n' ? text + "\n" : text).last_scalar;
       return Diagnostics{{{file, opened.line + 1, opened.column + 1},
                           "YAML syntax error: this quoted value is never closed (a closing quote "
                           "is missing, so the rest of the file would be part of it)"}};
     }
     // e.msg is the parser's message without the position prefix that e.what() carries. Errors
-    // found at the appended end of document are at the end of the file (an unclosed `{`).
-    return Diagnostics{
-        {{file, past_the_text ? lines + 1 : e.mark.line + 1, past_the_text ? 1 : e.mark.column + 1},
-         "YAML syntax error: " + e.msg}};
+    // found at the appended end of document are placed at the end of the file's last line with
+    // text (an unclosed `{`), not on a line past it.
+    if (past_the_text) {
+      const auto [line, column] = end_of_last_text_line(text);
+      return Diagnostics{{{file, line, column}, "YAML syntax error: " + e.msg}};
+    }
+    return Diagnostics{{{file, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg}};
   }
 }
 

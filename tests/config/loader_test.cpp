@@ -550,6 +550,10 @@ TEST(ConfigLoaderTest, AQuoteLeftOpenIsAnErrorWhereItOpens) {
               "test.yaml:4:13: YAML syntax error: this quoted value is never closed (a closing "
               "quote is missing, so the rest of the file would be part of it)");
     EXPECT_FALSE(load(text.substr(0, text.size() - 1)));  // without the last newline too
+    // Left open on the last line, without its newline: at the quote, not at the key (found in
+    // review).
+    EXPECT_EQ(first_error(load(std::string("log:\n  level: ") + quote + "info")).substr(0, 15),
+              "test.yaml:2:10:");
   }
   // A keep-chomping block at the end keeps exactly its own line breaks.
   auto kept = load(
@@ -557,8 +561,11 @@ TEST(ConfigLoaderTest, AQuoteLeftOpenIsAnErrorWhereItOpens) {
       "    hec:\n      sourcetype: |+\n        x\n");
   ASSERT_TRUE(kept) << first_error(kept);
   EXPECT_EQ(kept->webhooks.at(0).hec_sourcetype, "x\n");
-  // Other errors at the end of the file stay there (not at the end of document appended).
-  EXPECT_EQ(first_error(load("log: { level: info\n")).substr(0, 13), "test.yaml:2:1");
+  // Other errors at the end of the file are placed at the end of its last line with text (not at
+  // the end of document appended, nor on a line past the text: found in review).
+  EXPECT_EQ(first_error(load("log: { level: info\n")).substr(0, 15), "test.yaml:1:19:");
+  EXPECT_EQ(first_error(load("log: {level: info,\n  format: text\n\n\n")).substr(0, 15),
+            "test.yaml:2:15:");
   // A closed quote, a block scalar and an explicit end at the end of the file stay fine.
   EXPECT_TRUE(load("log: { level: \"info\" }\n"));
   auto folded = load(

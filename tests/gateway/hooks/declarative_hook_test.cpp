@@ -728,7 +728,8 @@ TEST_F(DeclarativeHookTest, SchemaErrors) {
       {"kind: veto\nwhen: [ {field: a, exists: true} ]\n", "a condition is a mapping", 2},
       {"kind: veto\nwhen: {field: a, exists: true}\nconfig: [1]\n",
        "hook.config: expected a mapping", 3},
-      {"kind: veto\nwhen: {field: a, exists: true\n", "YAML syntax error", 3},
+      // At the end of the last line with text, where the `}` is missing.
+      {"kind: veto\nwhen: {field: a, exists: true\n", "YAML syntax error", 2},
       {"- just\n- a list\n", "a hook file is a YAML mapping", 1},
       {"run: ./x\nactions: [ {remove: [a]} ]\n", "only declarative hooks", 2},
       {"run: ./x\ncommand: echo\n", "only one of run:, command:, library:", 1},
