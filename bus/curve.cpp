@@ -99,10 +99,11 @@ Result<CurveKeypair> read_key_file(const std::string& path) {
   while (std::getline(in, line)) {
     line = trim(line);
     if (line.empty() || line[0] == '#') continue;
-    auto [key, value] = key_line(line);
+    const auto [key, value] = key_line(line);
     // One key of each kind: a second public key line would quietly replace the first (an
-    // allow-list folder's team.pub with two keys admitted only the last).
-    auto take = [&](std::string& slot, const char* kind) -> Status {
+    // allow-list folder's team.pub with two keys admitted only the last). (An init-capture:
+    // clang before 16 cannot capture a structured binding.)
+    auto take = [&path, &value = value](std::string& slot, const char* kind) -> Status {
       if (!slot.empty())
         return make_error("key file " + path + " holds more than one " + kind +
                           " key (one per file; a single allow-list file, not a folder, lists "

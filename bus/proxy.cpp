@@ -132,6 +132,11 @@ Status Proxy::run() {
       }
       reloads_.fetch_add(1, std::memory_order_release);
     }
+    if (holding_ && hold_until_ && std::chrono::steady_clock::now() >= *hold_until_) {
+      holding_ = false;
+      hold_until_.reset();
+      spdlog::info("bus proxy: passing publications on");
+    }
     zmq::pollitem_t items[] = {{frontend_.handle(), 0, holding_ ? short{0} : short{ZMQ_POLLIN}, 0},
                                {backend_.handle(), 0, ZMQ_POLLIN, 0}};
     try {
@@ -182,15 +187,18 @@ bool Proxy::forward_subscription() {
     const char* address = zmq_msg_gets(part.handle(), "Peer-Address");
     if (log_limit.allow())
       spdlog::warn(
-          "bus proxy: a subscriber at {} sent an unsubscribe; not passed on (publishers keep "
-          "sending to the proxy until the prefix's last subscriber disconnects)",
+          "bus proxy: a subscriber at {} sent an unsubscribe; not passed on (its topic stays "
+          "asked for upstream until the proxy restarts)",
           address ? address : "a local socket");
     return true;
   }
   (void)frontend_.send(part, zmq::send_flags::none);
-  if (holding_ && first == 1) {  // `part` itself is gone: send() took it
-    holding_ = false;
-    spdlog::info("bus proxy: a subscriber is connected; passing publications on");
+  if (holding_ && !hold_until_ && first == 1) {  // `part` itself is gone: send() took it
+    hold_until_ = std::chrono::steady_clock::now() + kSettle;
+    spdlog::info(
+        "bus proxy: a subscriber is connected; publications go on in {} ms, once the others "
+        "had time to subscribe",
+        kSettle.count());
   }
   return true;
 }
@@ -243,11 +251,12 @@ Status Proxy::reload() {
   // nobody wants any more, which XPUB drops.
   spdlog::warn(
       "bus proxy: a key left --allowed-subscribers: rebinding {} so every subscriber reconnects "
-      "and is judged by the new list (events published while they reconnect, about 100 ms, are "
-      "not delivered and show as sequence gaps)",
+      "and is judged by the new list (publications wait until the first is back, and a second "
+      "longer; a subscriber back later than that misses what went out meanwhile)",
       backend_endpoint_);
   if (auto st = open_backend(); !st) return st;
-  holding_ = true;  // until a subscriber is back on the new backend
+  holding_ = true;  // until subscribers are back on the new backend
+  hold_until_.reset();
   rebinds_.fetch_add(1, std::memory_order_release);
   return {};
 }

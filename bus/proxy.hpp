@@ -8,8 +8,10 @@
 // the current list (AllowListCheck), and a reload that removes a subscriber's key rebinds the
 // backend, so every subscriber reconnects through ZAP and the removed one stays out.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <zmq.hpp>
@@ -84,10 +86,14 @@ class Proxy {
   std::set<std::string> subscriber_keys_;  // the list the backend's connections were vetted by
   std::string frontend_endpoint_;
   std::string backend_endpoint_;  // as bound (a port 0 resolved), so a rebind takes the same one
-  // Publications wait (in ZeroMQ's queues, then the publishers') until the backend has a
-  // subscriber: at a start or a rebind, publishers that reconnect first flush what they queued
-  // meanwhile, and a backend nobody subscribes to yet would drop all of it. run()'s thread only.
+  // Publications wait (in ZeroMQ's queues, then the publishers') until the backend has had a
+  // subscriber for kSettle: at a start or a rebind, publishers that reconnect first flush what
+  // they queued meanwhile, and a backend nobody subscribes to yet would drop all of it; the
+  // settle time lets the other subscribers (a second gateway, or the gateway behind a tap that
+  // was quicker) subscribe too. run()'s thread only.
+  static constexpr std::chrono::milliseconds kSettle{1000};
   bool holding_ = true;
+  std::optional<std::chrono::steady_clock::time_point> hold_until_;  // set by the first subscribe
   std::atomic<bool> stop_{false};
   std::atomic<bool> reload_{false};
   std::atomic<uint64_t> denied_{0};

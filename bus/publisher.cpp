@@ -112,7 +112,7 @@ void Publisher::drain_subscriptions() {
   follow_handshakes();
   zmq::message_t msg;
   while (socket_->recv(msg, zmq::recv_flags::dontwait)) {
-    if (msg.size() == 0 || is_unsubscribe_from_a_peer(msg)) continue;
+    if (msg.size() == 0 || (options_.bind && is_unsubscribe_from_a_peer(msg))) continue;
     const auto* bytes = static_cast<const char*>(msg.data());
     std::string prefix(bytes + 1, msg.size() - 1);
     auto it = std::find(subscriptions_.begin(), subscriptions_.end(), prefix);
@@ -127,7 +127,7 @@ bool Publisher::has_subscriber_for(std::string_view topic) const {
   return false;
 }
 
-bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
+bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout, std::string_view type) {
   // The lock is taken per slice of at most 10 ms, so publish() on other threads waits at most
   // that long, not the whole timeout.
   constexpr auto kSlice = std::chrono::milliseconds(10);
@@ -142,7 +142,7 @@ bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout) {
       std::lock_guard lock(mu_);
       try {
         drain_subscriptions();
-        if (!subscriptions_.empty()) return true;
+        if (type.empty() ? !subscriptions_.empty() : has_subscriber_for(type)) return true;
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) return false;

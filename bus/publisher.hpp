@@ -68,11 +68,13 @@ class Publisher {
   // records what it published and checks the receiving end.
   ~Publisher();
 
-  // Blocks until at least one subscriber has subscribed to the bus, or the timeout passes. With
-  // CURVE, an endpoint that refused this publisher's key is dialled again meanwhile (after 1 s,
-  // doubling to 30 s), so listing the key on the other side is enough. Only here and in
-  // publish(): the publisher has no thread of its own.
-  [[nodiscard]] bool wait_for_subscriber(std::chrono::milliseconds timeout);
+  // Blocks until a subscriber takes events of `type` (with no type: until any subscriber has
+  // subscribed), or the timeout passes. A tap subscribed to other topics does not end the wait for
+  // the gateway. With CURVE, an endpoint that refused this publisher's key is dialled again
+  // meanwhile (after 1 s, doubling to 30 s), so listing the key on the other side is enough.
+  // Only here and in publish(): the publisher has no thread of its own.
+  [[nodiscard]] bool wait_for_subscriber(std::chrono::milliseconds timeout,
+                                         std::string_view type = {});
 
   // Builds a CloudEvent (specversion, UUIDv7 id, source, time) around `data_json` and sends it.
   // When send_hwm messages are queued it fails at once ("bus send queue is full") rather than

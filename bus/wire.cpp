@@ -26,8 +26,11 @@ void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>
 
 bool is_unsubscribe_from_a_peer(const zmq::message_t& message) {
   if (message.size() == 0 || *static_cast<const unsigned char*>(message.data()) != 0) return false;
-  // Every ZMTP peer's messages carry its handshake's Socket-Type; libzmq's own carry nothing.
-  return zmq_msg_gets(const_cast<zmq::message_t&>(message).handle(), "Socket-Type") != nullptr;
+  // A peer's messages carry metadata (its handshake's Socket-Type, which a hand-made READY may
+  // leave out, and the Peer-Address libzmq adds for tcp and ipc); libzmq's own carry none.
+  zmq_msg_t* raw = const_cast<zmq::message_t&>(message).handle();
+  return zmq_msg_gets(raw, "Socket-Type") != nullptr ||
+         zmq_msg_gets(raw, "Peer-Address") != nullptr;
 }
 
 std::optional<std::string> bind_host_problem(const std::string& endpoint) {

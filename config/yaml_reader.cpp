@@ -170,15 +170,21 @@ EventScan scan_events(const std::string& text) {
   return scan;
 }
 
-// The 1-based line of the last line with anything but blanks on it, and the column just past
-// its last character; {1, 1} for a blank text.
+// The 1-based line of the last line with text (not blank, not only a comment), and the column
+// just past its last character; {1, 1} when there is none.
 std::pair<int, int> end_of_last_text_line(std::string_view text) {
-  size_t end = text.find_last_not_of(" \t\r\n");
-  if (end == std::string_view::npos) return {1, 1};
-  const size_t start = text.rfind('\n', end);
-  const size_t first = start == std::string_view::npos ? 0 : start + 1;
-  const int line = static_cast<int>(std::count(text.begin(), text.begin() + first, '\n')) + 1;
-  return {line, static_cast<int>(end - first) + 2};
+  int line = static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
+  for (size_t end = text.size();; --line) {
+    const size_t newline = end == 0 ? std::string_view::npos : text.rfind('\n', end - 1);
+    const size_t first = newline == std::string_view::npos ? 0 : newline + 1;
+    const std::string_view content = text.substr(first, end - first);
+    const size_t last = content.find_last_not_of(" \t\r");
+    const size_t lead = content.find_first_not_of(" \t");
+    if (last != std::string_view::npos && content[lead] != '#')
+      return {line, static_cast<int>(last) + 2};
+    if (first == 0) return {1, 1};
+    end = newline;
+  }
 }
 
 int line_count(std::string_view text) {
@@ -461,8 +467,9 @@ void MapReader::get(const char* key, bool& out) {
   } else if (spelled({"false", "no", "off"})) {
     out = false;
   } else {
-    error(position_of(v, file_),
-          context_ + "." + key + ": expected true or false, got " + quoted_as_written(v, s));
+    error(position_of(v, file_), context_ + "." + key +
+                                     ": expected true or false (or yes/no, on/off), got " +
+                                     quoted_as_written(v, s));
   }
 }
 

@@ -38,7 +38,11 @@ bool bearer_matches(std::string_view header, const std::string& token) {
   bool scheme_ok = true;
   for (size_t i = 0; i < kScheme.size(); ++i)
     scheme_ok &= std::tolower(static_cast<unsigned char>(header[i])) == kScheme[i];
-  const std::string_view guess = header.substr(kScheme.size());
+  // Spaces past the first and after the token are HTTP's whitespace, not part of it (RFC 9110
+  // §11.4 allows 1*SP after the scheme; a header value's trailing whitespace is not its text).
+  std::string_view guess = header.substr(kScheme.size());
+  while (!guess.empty() && (guess.front() == ' ' || guess.front() == '\t')) guess.remove_prefix(1);
+  while (!guess.empty() && (guess.back() == ' ' || guess.back() == '\t')) guess.remove_suffix(1);
   unsigned char guess_digest[SHA256_DIGEST_LENGTH], token_digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(guess.data()), guess.size(), guess_digest);
   SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), token_digest);
@@ -116,6 +120,12 @@ struct AdminDispatch {
     if (std::strcmp(method, "GET") != 0 && std::strcmp(method, "HEAD") != 0)
       return respond(c, 405, "method not allowed\n", "text/plain", "Allow", "GET, HEAD");
     std::string path(url);
+    // An absolute-form target ("GET http://host:9464/healthz", RFC 9112 §3.2.2), which a server
+    // must accept: the path is what follows the authority.
+    if (path.rfind("http://", 0) == 0 || path.rfind("https://", 0) == 0) {
+      const size_t slash = path.find('/', path.find("//") + 2);
+      path = slash == std::string::npos ? "/" : path.substr(slash);
+    }
     if (path == "/healthz") return respond(c, 200, "ok\n", "text/plain");
     if (path == "/readyz") {
       bool ready = !self->handlers_.ready || self->handlers_.ready();

@@ -99,7 +99,7 @@ int cmd_bus(const std::vector<std::string>& argv) {
     }
   } live_proxy(*proxy.value());
 
-  spdlog::info("bus proxy: publishers → {} , subscribers → {}", proxy.value()->frontend_endpoint(),
+  spdlog::info("bus proxy: publishers → {}, subscribers → {}", proxy.value()->frontend_endpoint(),
                proxy.value()->backend_endpoint());
   int rc = 0;
   if (auto st = proxy.value()->run(); !st) {

@@ -80,12 +80,15 @@ int cmd_publish(const std::vector<std::string>& argv) {
                     args.get_or("wait-ms", "") + "'",
                 2);
   const int wait_ms = static_cast<int>(*wait_option);
-  if (!pub.value()->wait_for_subscriber(std::chrono::milliseconds(wait_ms))) {
+  if (!pub.value()->wait_for_subscriber(std::chrono::milliseconds(wait_ms), *type)) {
     const std::string refusal = pub.value()->refusal();
-    return fail(
-        "no subscriber on " + *endpoint + " within " + std::to_string(wait_ms) + " ms (" +
-        (refusal.empty() ? "is the gateway running? is this client's key allowed?" : refusal) +
-        ")");
+    return fail("no subscriber for '" + *type + "' on " + *endpoint + " within " +
+                std::to_string(wait_ms) + " ms (" +
+                (refusal.empty()
+                     ? "is the gateway running? do its bus.topics take this type? is this "
+                       "client's key allowed?"
+                     : refusal) +
+                ")");
   }
   if (auto st = pub.value()->publish(*type, data); !st) return fail(st.error().message);
   std::printf("%s\n", pub.value()->last_id().c_str());

@@ -149,7 +149,6 @@ TEST(ProxyTest, WhatPublishersQueuedWhileTheProxyRestartedWaitsForItsFirstSubscr
   auto second = Proxy::start({.frontend = frontend, .backend = backend});
   ASSERT_TRUE(second) << second.error().message;
   RunningProxy running(std::move(second.value()));
-  testing::LogCapture logs;
   // The publisher reconnects and flushes its queue before any gateway is back. Not a wait for a
   // condition the test can see: the flush leaves no trace before a subscriber takes it.
   for (int i = 0; i < 10; ++i) {
@@ -181,19 +180,46 @@ TEST(ProxyTest, AnotherPeersUnsubscribeDoesNotCutAGatewayOff) {
   ASSERT_TRUE(pub);
   ASSERT_GT(publish_until_received(*pub, rx, "app.one"), 0);
 
-  testing::LogCapture logs;
-  testing::RawZmtpPeer forger(running->backend_endpoint());
-  ASSERT_TRUE(forger.ok());
-  ASSERT_TRUE(forger.send_frame(std::string(1, '\0')));  // unsubscribe "" (everything)
-  EXPECT_TRUE(
-      testing::wait_until([&] { return logs.contains("sent an unsubscribe; not passed on"); }, 5s));
-  // Had it gone upstream, the publisher would have heard by now (it went the same way as the
-  // proxy's warning, which came after it).
-  std::this_thread::sleep_for(200ms);
-  EXPECT_TRUE(pub->publish("app.two", "{}"));
-  auto parts = rx.next(5s);
-  ASSERT_FALSE(parts.empty());
-  EXPECT_EQ(parts[0], "app.two");
+  // Also from a peer whose READY leaves out its Socket-Type (found in review: taken for libzmq's
+  // own unsubscribe, which carries no metadata at all).
+  for (bool socket_type : {true, false}) {
+    SCOPED_TRACE(socket_type ? "with Socket-Type" : "without Socket-Type");
+    testing::LogCapture logs;
+    testing::RawZmtpPeer forger(running->backend_endpoint(), socket_type);
+    ASSERT_TRUE(forger.ok());
+    ASSERT_TRUE(forger.send_frame(std::string(1, '\0')));  // unsubscribe "" (everything)
+    EXPECT_TRUE(testing::wait_until(
+        [&] { return logs.contains("sent an unsubscribe; not passed on"); }, 5s));
+    // Had it gone upstream, the publisher would have heard by now (it went the same way as the
+    // proxy's warning, which came after it).
+    std::this_thread::sleep_for(200ms);
+    EXPECT_TRUE(pub->publish("app.two", "{}"));
+    bool arrived = false;  // after any app.one still on its way from the first wait
+    for (auto parts = rx.next(5s); !parts.empty() && !arrived; parts = rx.next(5s))
+      arrived = parts[0] == "app.two";
+    EXPECT_TRUE(arrived);
+  }
+}
+
+// Found in review: the filter above, applied by every publisher, threw away the genuine
+// unsubscribe a proxy passes on when its last gateway leaves (it comes from the proxy's socket,
+// metadata and all), so publish() went on succeeding into nowhere.
+TEST(ProxyTest, APublisherBehindTheProxyHearsThatTheLastGatewayLeft) {
+  TempDir dir;
+  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
+  ASSERT_TRUE(proxy) << proxy.error().message;
+  RunningProxy running(std::move(proxy.value()));
+  zmq::context_t ctx;
+  auto sub = subscriber(ctx, *running, dir, nullptr, nullptr, "sub");
+  ASSERT_TRUE(sub);
+  auto rx = std::make_unique<testing::ReceivingThread>(*sub);
+  auto pub = publisher(*running, nullptr, nullptr);
+  ASSERT_TRUE(pub);
+  ASSERT_GT(publish_until_received(*pub, *rx, "app.one"), 0);
+  rx.reset();
+  sub.reset();  // the only gateway leaves
+  EXPECT_TRUE(testing::wait_until([&] { return !pub->publish("app.two", "{}"); }, 5s))
+      << "publish() kept succeeding with no gateway behind the proxy";
 }
 
 // Found in review: one 32 MiB subscription frame on the backend cost the proxy 3.7 GB (libzmq

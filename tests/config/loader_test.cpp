@@ -566,6 +566,7 @@ TEST(ConfigLoaderTest, AQuoteLeftOpenIsAnErrorWhereItOpens) {
   EXPECT_EQ(first_error(load("log: { level: info\n")).substr(0, 15), "test.yaml:1:19:");
   EXPECT_EQ(first_error(load("log: {level: info,\n  format: text\n\n\n")).substr(0, 15),
             "test.yaml:2:15:");
+  EXPECT_EQ(first_error(load("log: { level: info\n# the end\n")).substr(0, 15), "test.yaml:1:19:");
   // A closed quote, a block scalar and an explicit end at the end of the file stay fine.
   EXPECT_TRUE(load("log: { level: \"info\" }\n"));
   auto folded = load(

@@ -211,6 +211,17 @@ TEST(AdminServerTest, TokensGuardAllButTheProbes) {
   EXPECT_EQ(status, 200);
   http_get(port, "/nothing", &status, "s3cret");
   EXPECT_EQ(status, 404);
+  // Found in an exploratory run: whitespace around the token, which HTTP allows, and an
+  // absolute-form target, which a server must accept, were both refused with a 401.
+  EXPECT_EQ(http_get(port, "/metrics", &status, "  s3cret \t"), "m 1\n");
+  EXPECT_EQ(status, 200);
+  const std::string origin = "http://127.0.0.1:" + std::to_string(port);
+  EXPECT_EQ(http_get(port, origin + "/healthz", &status), "ok\n");
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(http_get(port, origin + "/metrics", &status, "s3cret"), "m 1\n");
+  EXPECT_EQ(status, 200);
+  http_get(port, "/metrics", &status, "s3cre t");  // inside the token, a space is a character
+  EXPECT_EQ(status, 401);
 }
 
 }  // namespace

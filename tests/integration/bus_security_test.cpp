@@ -30,7 +30,7 @@ ProxyProcess start_proxy(const TempDir& dir, std::vector<std::string> extra = {}
                                    "tcp://127.0.0.1:*", "--backend", "tcp://127.0.0.1:*"};
   args.insert(args.end(), extra.begin(), extra.end());
   ProxyProcess proxy{std::make_unique<ChildProcess>(args, (dir / "proxy.log").string()), "", ""};
-  const std::regex bound("publishers → (tcp://[^ ]+) , subscribers → (tcp://[^ \n]+)");
+  const std::regex bound("publishers → (tcp://[^ ,]+), subscribers → (tcp://[^ \n]+)");
   wait_until(
       [&] {
         const std::string log = proxy.process->log();

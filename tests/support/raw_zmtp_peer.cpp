@@ -49,7 +49,8 @@ int connect_to(const std::string& endpoint) {
 
 }  // namespace
 
-RawZmtpPeer::RawZmtpPeer(const std::string& endpoint) : fd_(connect_to(endpoint)) {
+RawZmtpPeer::RawZmtpPeer(const std::string& endpoint, bool socket_type)
+    : fd_(connect_to(endpoint)) {
   if (fd_ < 0) return;
   // Greeting (RFC 23): signature, version 3.0, mechanism NULL, as-server 0, filler.
   std::string greeting("\xff\0\0\0\0\0\0\0\x01\x7f\x03\x00", 12);
@@ -64,10 +65,12 @@ RawZmtpPeer::RawZmtpPeer(const std::string& endpoint) : fd_(connect_to(endpoint)
     if (n <= 0) return;
     got += static_cast<size_t>(n);
   }
-  // READY with the one property every peer sends: Socket-Type.
+  // READY with the one property every libzmq peer sends, Socket-Type, or with none.
   std::string body = "\x05READY";
-  body += "\x0bSocket-Type";
-  body += std::string("\0\0\0\x04", 4) + "XSUB";
+  if (socket_type) {
+    body += "\x0bSocket-Type";
+    body += std::string("\0\0\0\x04", 4) + "XSUB";
+  }
   std::string command = "\x04";
   command += static_cast<char>(body.size());
   ok_ = send_all_bytes(fd_, command + body);

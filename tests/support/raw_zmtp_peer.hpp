@@ -9,8 +9,9 @@ namespace hookgate::testing {
 class RawZmtpPeer {
  public:
   // Connects to `endpoint` (tcp://HOST:PORT with an IPv4 HOST, or ipc://PATH) and completes the
-  // handshake; ok() says whether it did.
-  explicit RawZmtpPeer(const std::string& endpoint);
+  // handshake; ok() says whether it did. Without `socket_type`, its READY names no Socket-Type
+  // (libzmq accepts that).
+  explicit RawZmtpPeer(const std::string& endpoint, bool socket_type = true);
   ~RawZmtpPeer();
   RawZmtpPeer(const RawZmtpPeer&) = delete;
   RawZmtpPeer& operator=(const RawZmtpPeer&) = delete;
