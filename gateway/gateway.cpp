@@ -411,11 +411,19 @@ struct Gateway::Impl {
     }
     const auto& cur_curve = cfg.bus.curve;
     const auto& new_curve = n.bus.curve;
-    if (n.bus.bind != cfg.bus.bind || n.bus.connect != cfg.bus.connect ||
-        n.bus.topics != cfg.bus.topics || new_curve.enabled != cur_curve.enabled ||
-        new_curve.secret_key_file != cur_curve.secret_key_file ||
-        new_curve.server_key != cur_curve.server_key)
-      spdlog::warn("reload: bus settings changed; they take effect on restart");
+    {
+      std::vector<std::string> changed;  // named, so the operator knows what waits for a restart
+      if (n.bus.bind != cfg.bus.bind) changed.push_back("bus.bind");
+      if (n.bus.connect != cfg.bus.connect) changed.push_back("bus.connect");
+      if (n.bus.topics != cfg.bus.topics) changed.push_back("bus.topics");
+      if (new_curve.enabled != cur_curve.enabled) changed.push_back("bus.curve.enabled");
+      if (new_curve.secret_key_file != cur_curve.secret_key_file)
+        changed.push_back("bus.curve.secret_key_file");
+      if (new_curve.server_key != cur_curve.server_key) changed.push_back("bus.curve.server_key");
+      if (!changed.empty())
+        spdlog::warn("reload: {} changed; {} effect on restart", join(changed, ", "),
+                     changed.size() == 1 ? "it takes" : "they take");
+    }
     // The allow-list is re-read on every reload: removing a compromised publisher's key must not
     // wait for a restart. A list that cannot be read keeps the running one.
     if (cur_curve.enabled && !cur_curve.client_mode() && new_curve.enabled &&
@@ -448,6 +456,9 @@ struct Gateway::Impl {
           "reload: admin.token changed; it takes effect on restart (the old one is "
           "still accepted until then)");
     n.log.level_override = cfg.log.level_override;
+    if (n.log.effective_level() != cfg.log.effective_level())
+      spdlog::info("reload: log level {} (was {})", n.log.effective_level(),
+                   cfg.log.effective_level());
     spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.effective_level()));
     if (n.bus.max_message_bytes != cfg.bus.max_message_bytes ||
         n.bus.receive_hwm != cfg.bus.receive_hwm)
@@ -469,15 +480,30 @@ struct Gateway::Impl {
             (old.body != w.body || old.hec_sourcetype != w.hec_sourcetype ||
              old.hec_index != w.hec_index || old.hec_host_field != w.hec_host_field))
           reshaped_webhooks.insert(w.name);
+    // Which webhooks come and go, by name (how many alone said little).
+    std::vector<std::string> added;
+    std::vector<std::string> removed;
+    for (const auto& w : n.webhooks)
+      if (std::none_of(cfg.webhooks.begin(), cfg.webhooks.end(),
+                       [&](const auto& old) { return old.name == w.name; }))
+        added.push_back(w.name);
+    for (const auto& old : cfg.webhooks)
+      if (std::none_of(n.webhooks.begin(), n.webhooks.end(),
+                       [&](const auto& w) { return w.name == old.name; }))
+        removed.push_back(old.name);
+    std::string comings;
+    if (!added.empty()) comings += "; adds " + join(added, ", ");
+    if (!removed.empty()) comings += "; removes " + join(removed, ", ");
     cfg.webhooks = n.webhooks;
     log_missing_hook_directories(n.hooks);
     n.hooks.max_event_bytes = cfg.hooks.max_event_bytes;  // the running bus limit, as above
     cfg.hooks = n.hooks;
     cfg.log = n.log;
     start_watcher();  // the directories, or hot_reload, may have changed
+    // Said before the load starts: its "configuration reloaded" line comes from another thread.
+    spdlog::info("reload: {} read; its webhooks take over with its hooks once those have loaded{}",
+                 cfg.file, comings);
     request_chain_load(cfg.hooks, cfg.webhooks);
-    spdlog::info("reload: {} read; its webhooks take over with its hooks once those have loaded",
-                 cfg.file);
   }
 
   // Decodes, runs the chain and routes one message; deliveries (and diagnostics raised on this

@@ -612,9 +612,19 @@ TEST(OperationsTest, AReloadAppliesTheShutdownGraceAndNamesRestartOnlySettings) 
            spool_extra + " }\n" + webhook_rx(rx.url());
   };
   ASSERT_TRUE(gw.start(config(", shutdown_grace_ms: 4000", true))) << gw.log();
-  dir.write("hookgate.yaml", config(", shutdown_grace_ms: 1234, retention_ms: 60000", false));
+  // Also a webhook more and a log level: said in the log (found in an exploratory run: only
+  // "(2 webhooks)", and nothing).
+  dir.write("hookgate.yaml", config(", shutdown_grace_ms: 1234, retention_ms: 60000", false) +
+                                 "  - name: extra\n    url: " + rx.url() +
+                                 "\nlog: { level: debug }\n");
   gw.signal(SIGHUP);
   ASSERT_TRUE(gw.wait_for_log("configuration reloaded", 10s)) << gw.log();
+  EXPECT_TRUE(
+      gw.wait_for_log("its webhooks take over with its hooks once those have loaded; adds "
+                      "extra",
+                      1s))
+      << gw.log();
+  EXPECT_TRUE(gw.wait_for_log("reload: log level debug (was info)", 1s)) << gw.log();
   EXPECT_TRUE(gw.wait_for_log("retention_max_bytes) changed; they take effect on restart", 1s))
       << gw.log();
   EXPECT_TRUE(gw.wait_for_log("admin.enabled changed; it takes effect on restart", 1s)) << gw.log();
