@@ -99,6 +99,29 @@ int publish_until_received(Publisher& pub, testing::ReceivingThread& rx, const s
   return 0;
 }
 
+// A proxy without CURVE, a gateway-like subscriber behind it and a publisher in front, with one
+// event through: subscriptions have travelled both ways.
+struct ProxiedBus {
+  TempDir dir;
+  std::unique_ptr<RunningProxy> running;
+  zmq::context_t ctx;
+  std::unique_ptr<Subscriber> sub;
+  std::unique_ptr<testing::ReceivingThread> rx;
+  std::unique_ptr<Publisher> pub;
+};
+
+void start(ProxiedBus& bus) {
+  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
+  ASSERT_TRUE(proxy) << proxy.error().message;
+  bus.running = std::make_unique<RunningProxy>(std::move(proxy.value()));
+  bus.sub = subscriber(bus.ctx, **bus.running, bus.dir, nullptr, nullptr, "sub");
+  ASSERT_TRUE(bus.sub);
+  bus.rx = std::make_unique<testing::ReceivingThread>(*bus.sub);
+  bus.pub = publisher(**bus.running, nullptr, nullptr);
+  ASSERT_TRUE(bus.pub);
+  ASSERT_GT(publish_until_received(*bus.pub, *bus.rx, "app.one"), 0);
+}
+
 TEST(ProxyTest, ForwardsPublicationsAndSubscriptions) {
   TempDir dir;
   auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
@@ -168,17 +191,11 @@ TEST(ProxyTest, WhatPublishersQueuedWhileTheProxyRestartedWaitsForItsFirstSubscr
 // peer never subscribed to, and the proxy passed it on: one forged frame on the backend cancelled
 // the gateway's subscription at every publisher, whose publish() then failed "no subscriber".
 TEST(ProxyTest, AnotherPeersUnsubscribeDoesNotCutAGatewayOff) {
-  TempDir dir;
-  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
-  ASSERT_TRUE(proxy) << proxy.error().message;
-  RunningProxy running(std::move(proxy.value()));
-  zmq::context_t ctx;
-  auto sub = subscriber(ctx, *running, dir, nullptr, nullptr, "sub");
-  ASSERT_TRUE(sub);
-  testing::ReceivingThread rx(*sub);
-  auto pub = publisher(*running, nullptr, nullptr);
-  ASSERT_TRUE(pub);
-  ASSERT_GT(publish_until_received(*pub, rx, "app.one"), 0);
+  ProxiedBus bus;
+  ASSERT_NO_FATAL_FAILURE(start(bus));
+  auto& running = *bus.running;
+  auto& rx = *bus.rx;
+  auto& pub = bus.pub;
 
   // Also from a peer whose READY leaves out its Socket-Type (found in review: taken for libzmq's
   // own unsubscribe, which carries no metadata at all).
@@ -205,20 +222,11 @@ TEST(ProxyTest, AnotherPeersUnsubscribeDoesNotCutAGatewayOff) {
 // unsubscribe a proxy passes on when its last gateway leaves (it comes from the proxy's socket,
 // metadata and all), so publish() went on succeeding into nowhere.
 TEST(ProxyTest, APublisherBehindTheProxyHearsThatTheLastGatewayLeft) {
-  TempDir dir;
-  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
-  ASSERT_TRUE(proxy) << proxy.error().message;
-  RunningProxy running(std::move(proxy.value()));
-  zmq::context_t ctx;
-  auto sub = subscriber(ctx, *running, dir, nullptr, nullptr, "sub");
-  ASSERT_TRUE(sub);
-  auto rx = std::make_unique<testing::ReceivingThread>(*sub);
-  auto pub = publisher(*running, nullptr, nullptr);
-  ASSERT_TRUE(pub);
-  ASSERT_GT(publish_until_received(*pub, *rx, "app.one"), 0);
-  rx.reset();
-  sub.reset();  // the only gateway leaves
-  EXPECT_TRUE(testing::wait_until([&] { return !pub->publish("app.two", "{}"); }, 5s))
+  ProxiedBus bus;
+  ASSERT_NO_FATAL_FAILURE(start(bus));
+  bus.rx.reset();
+  bus.sub.reset();  // the only gateway leaves
+  EXPECT_TRUE(testing::wait_until([&] { return !bus.pub->publish("app.two", "{}"); }, 5s))
       << "publish() kept succeeding with no gateway behind the proxy";
 }
 
