@@ -183,6 +183,7 @@ bool Proxy::forward_subscription() {
   while (part.more()) (void)backend_.recv(part);  // the parts of one message arrive together
   if (!subscription) return true;  // a subscriber's own message upstream: publishers take none
   if (is_unsubscribe_from_a_peer(part)) {
+    unsubscribes_ignored_.fetch_add(1, std::memory_order_relaxed);
     static LogLimiter log_limit{1, "bus proxy: unsubscribes from peers"};
     const char* address = zmq_msg_gets(part.handle(), "Peer-Address");
     if (log_limit.allow())

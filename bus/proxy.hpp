@@ -54,6 +54,8 @@ class Proxy {
 
   // Publications refused because their sender's key left the list after it connected.
   uint64_t publications_denied() const { return denied_.load(); }
+  // Unsubscribes a subscriber sent itself, not passed upstream (is_unsubscribe_from_a_peer).
+  uint64_t unsubscribes_ignored() const { return unsubscribes_ignored_.load(); }
   // Reloads run() has finished, and those that rebound the backend to cut off a removed
   // subscriber. Once either has moved, what that reload set (backend_endpoint()) may be read.
   uint64_t reloads() const { return reloads_.load(std::memory_order_acquire); }
@@ -97,6 +99,7 @@ class Proxy {
   std::atomic<bool> stop_{false};
   std::atomic<bool> reload_{false};
   std::atomic<uint64_t> denied_{0};
+  std::atomic<uint64_t> unsubscribes_ignored_{0};
   std::atomic<uint64_t> reloads_{0};
   std::atomic<uint64_t> rebinds_{0};
 };

@@ -112,7 +112,11 @@ void Publisher::drain_subscriptions() {
   follow_handshakes();
   zmq::message_t msg;
   while (socket_->recv(msg, zmq::recv_flags::dontwait)) {
-    if (msg.size() == 0 || (options_.bind && is_unsubscribe_from_a_peer(msg))) continue;
+    // Only a publisher that binds and connects nowhere: one socket cannot tell which way a
+    // frame came, and a proxy's genuine unsubscribes carry metadata too.
+    if (msg.size() == 0 ||
+        (options_.bind && options_.endpoints.empty() && is_unsubscribe_from_a_peer(msg)))
+      continue;
     const auto* bytes = static_cast<const char*>(msg.data());
     std::string prefix(bytes + 1, msg.size() - 1);
     auto it = std::find(subscriptions_.begin(), subscriptions_.end(), prefix);

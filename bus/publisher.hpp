@@ -4,7 +4,8 @@
 //
 //   auto pub = hookgate::bus::Publisher::connect({.endpoints = {"tcp://127.0.0.1:5556"}});
 //   if (!pub) return report(pub.error().message);
-//   if (!pub.value()->wait_for_subscriber(std::chrono::seconds(2))) return report("no gateway");
+//   if (!pub.value()->wait_for_subscriber(std::chrono::seconds(2), "user.created"))
+//     return report("no gateway takes user.created");
 //   if (auto sent = pub.value()->publish("user.created", R"({"user":"ann"})"); !sent)
 //     return report(sent.error().message);  // not on the bus: retry, or give up and say so
 //

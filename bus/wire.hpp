@@ -50,9 +50,9 @@ void set_transport_options(zmq::socket_t& socket, const std::vector<std::string>
 // no peer metadata). libzmq passes a peer's unsubscribe on even for a prefix that peer never
 // subscribed to, so one forged frame would make a proxy cancel every gateway's subscription
 // upstream, or a publisher believe nobody listens. hookgate's subscribers never unsubscribe
-// while connected, so the proxy and a publisher that binds ignore such frames. (Not a publisher
-// that connects: its peers are the endpoints it chose, and a proxy's genuine unsubscribes reach
-// it from the proxy's socket, metadata and all.)
+// while connected, so the proxy and a publisher that only binds ignore such frames. (Not a
+// publisher that connects: its peers are the endpoints it chose, and a proxy's genuine
+// unsubscribes reach it from the proxy's socket, metadata and all.)
 bool is_unsubscribe_from_a_peer(const zmq::message_t& message);
 
 // Why a message was refused; `reason` is safe to log (it quotes at most a short prefix).

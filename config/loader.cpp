@@ -496,6 +496,12 @@ void read_admin(MapReader r, AdminConfig& admin) {
     r.error(r.pos("token"),
             "admin.token is empty (an unset or empty ${VAR}?); leave the key out to run the admin "
             "endpoint without a token");
+  // The endpoint trims the whitespace HTTP puts around a bearer token: such a token never matches.
+  if (!admin.token.empty() && (std::isspace(static_cast<unsigned char>(admin.token.front())) ||
+                               std::isspace(static_cast<unsigned char>(admin.token.back()))))
+    r.error(r.pos("token"),
+            "admin.token starts or ends with whitespace, which no client's Authorization header "
+            "can carry; remove it");
   r.finish();
 }
 

@@ -17,6 +17,7 @@
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
 #include "gateway/common/socket_address.hpp"
+#include "gateway/common/text.hpp"
 #include "gateway/common/thread_name.hpp"
 
 namespace hookgate {
@@ -122,7 +123,9 @@ struct AdminDispatch {
     std::string path(url);
     // An absolute-form target ("GET http://host:9464/healthz", RFC 9112 §3.2.2), which a server
     // must accept: the path is what follows the authority.
-    if (path.rfind("http://", 0) == 0 || path.rfind("https://", 0) == 0) {
+    // (The scheme is case-insensitive, RFC 3986 §3.1.)
+    if (iequals(std::string_view(path).substr(0, 7), "http://") ||
+        iequals(std::string_view(path).substr(0, 8), "https://")) {
       const size_t slash = path.find('/', path.find("//") + 2);
       path = slash == std::string::npos ? "/" : path.substr(slash);
     }

@@ -456,10 +456,11 @@ struct Gateway::Impl {
           "reload: admin.token changed; it takes effect on restart (the old one is "
           "still accepted until then)");
     n.log.level_override = cfg.log.level_override;
+    // Set first: "warn" → "debug" must show the line (the other way round it is not wanted).
+    spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.effective_level()));
     if (n.log.effective_level() != cfg.log.effective_level())
       spdlog::info("reload: log level {} (was {})", n.log.effective_level(),
                    cfg.log.effective_level());
-    spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.effective_level()));
     if (n.bus.max_message_bytes != cfg.bus.max_message_bytes ||
         n.bus.receive_hwm != cfg.bus.receive_hwm)
       spdlog::warn(

@@ -246,17 +246,21 @@ TEST(PublisherTest, AnotherPeersUnsubscribeDoesNotSilenceABoundPublisher) {
   testing::ReceivingThread rx(*sub.value());
   ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5)));
 
+  // Each forger unsubscribes "" (everything), then subscribes a marker: once the publisher has
+  // seen the marker, it has seen the unsubscribe before it.
   testing::RawZmtpPeer forger(endpoint);
   ASSERT_TRUE(forger.ok());
-  ASSERT_TRUE(forger.send_frame(std::string(1, '\0')));        // unsubscribe "" (everything)
+  ASSERT_TRUE(forger.send_frame(std::string(1, '\0')));
+  ASSERT_TRUE(forger.send_frame("\x01marker.one"));
   testing::RawZmtpPeer bare(endpoint, /*socket_type=*/false);  // a READY without Socket-Type
   ASSERT_TRUE(bare.ok());
   ASSERT_TRUE(bare.send_frame(std::string(1, '\0')));
-  // The forged frame is read at the next publish(): a few, spaced out, give it time to arrive.
+  ASSERT_TRUE(bare.send_frame("\x01marker.two"));
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5), "marker.one"));
+  ASSERT_TRUE(pub.value()->wait_for_subscriber(std::chrono::seconds(5), "marker.two"));
   for (int i = 0; i < 10; ++i) {
     auto sent = pub.value()->publish("app.event", "{}");
     ASSERT_TRUE(sent) << "attempt " << i << ": " << sent.error().message;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   int received = 0;
   while (!rx.next(std::chrono::seconds(received < 10 ? 5 : 0)).empty()) ++received;

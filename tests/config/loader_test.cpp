@@ -895,6 +895,9 @@ TEST(ConfigLoaderTest, TagsEmptySectionsAndSecretItemsAreCheckedEverywhere) {
   EXPECT_EQ(first_error(load(webhook + "    retry:\n")),
             "test.yaml:4:5: webhooks[0].retry: no value (give its keys, or leave the key out)");
   EXPECT_TRUE(load("webhooks: []\n"));
+  // An admin token the endpoint could never match (it trims a header's whitespace).
+  EXPECT_NE(first_error(load("admin: { token: \"abc \" }\n")).find("ends with whitespace"),
+            std::string::npos);
   // An empty secret in a rotation list is reported at its item, not the first one.
   setenv("HG_EMPTY_ITEM", "", 1);
   EXPECT_EQ(

@@ -220,6 +220,8 @@ TEST(AdminServerTest, TokensGuardAllButTheProbes) {
   EXPECT_EQ(status, 200);
   EXPECT_EQ(http_get(port, origin + "/metrics", &status, "s3cret"), "m 1\n");
   EXPECT_EQ(status, 200);
+  EXPECT_EQ(http_get(port, "HTTP://127.0.0.1/healthz", &status), "ok\n");  // any case
+  EXPECT_EQ(status, 200);
   http_get(port, "/metrics", &status, "s3cre t");  // inside the token, a space is a character
   EXPECT_EQ(status, 401);
 }
