@@ -32,6 +32,15 @@ std::string redial_plan(std::optional<std::chrono::milliseconds> delay) {
 
 }  // namespace
 
+namespace {
+metrics::Counter& handshake_failures() {
+  static auto& counter =
+      metrics::counter("hookgate_bus_handshake_failures_total",
+                       "Bus connections whose ZeroMQ/CURVE handshake failed (either side)");
+  return counter;
+}
+}  // namespace
+
 Result<std::unique_ptr<ConnectionMonitor>> ConnectionMonitor::watch(
     zmq::context_t& ctx, zmq::socket_t& socket, std::vector<std::string> connect_endpoints,
     bool binds, bool curve_server) {
@@ -58,6 +67,8 @@ ConnectionMonitor::ConnectionMonitor(zmq::socket_t& watched, zmq::socket_t event
       connect_endpoints_(std::move(connect_endpoints)),
       connects_only_(!binds && !connect_endpoints_.empty()),
       curve_server_(curve_server) {
+  // Served from the start: a counter that first appears above 0 loses that rise in increase().
+  (void)handshake_failures();
   thread_ = std::thread([this] {
     name_this_thread("hg-bus-monitor");
     run();
@@ -101,9 +112,7 @@ void ConnectionMonitor::redial_abandoned(std::chrono::steady_clock::time_point n
 }
 
 void ConnectionMonitor::report(uint16_t event, uint32_t value, const std::string& endpoint) {
-  static auto& failures =
-      metrics::counter("hookgate_bus_handshake_failures_total",
-                       "Bus connections whose ZeroMQ/CURVE handshake failed (either side)");
+  auto& failures = handshake_failures();
   static LogLimiter log_limit{5, "bus: connection lines"};
   // When the configured endpoint it names is due to be dialled again; nullopt if it names none.
   auto schedule_redial = [this](const std::string& ep) -> std::optional<std::chrono::milliseconds> {

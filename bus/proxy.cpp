@@ -10,6 +10,7 @@
 #include "bus/subscriber.hpp"
 #include "bus/wire.hpp"
 #include "gateway/common/log.hpp"
+#include "gateway/common/text.hpp"
 
 namespace hookgate::bus {
 
@@ -192,6 +193,11 @@ bool Proxy::forward_subscription() {
           "asked for upstream until the proxy restarts)",
           address ? address : "a local socket");
     return true;
+  }
+  if (first == 0 && part.size() > 0) {  // libzmq's own: the prefix's last subscriber left
+    const std::string_view prefix(static_cast<const char*>(part.data()) + 1, part.size() - 1);
+    spdlog::info("bus proxy: the last subscriber to {} left; publishers are told",
+                 prefix.empty() ? std::string("everything") : "'" + display_text(prefix) + "'");
   }
   (void)frontend_.send(part, zmq::send_flags::none);
   if (holding_ && !hold_until_ && first == 1) {  // `part` itself is gone: send() took it

@@ -283,6 +283,8 @@ TEST(OperationsTest, AdminEndpointsAndMetrics) {
   EXPECT_EQ(metric_value(m, "hookgate_diagnostics_total{type=\"hookgate.delivery.dead\"}"), 0u)
       << m;
   EXPECT_NE(m.find("hookgate_spool_depth"), std::string::npos);
+  // Served before its first rise (found in an exploratory run: it appeared mid-run).
+  EXPECT_NE(m.find("hookgate_bus_handshake_failures_total 0"), std::string::npos) << m;
   // The spool's size, set by its writer once a second: what the rows take is inside the file.
   EXPECT_TRUE(wait_until(
       [&] {
