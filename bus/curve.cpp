@@ -99,25 +99,20 @@ Result<CurveKeypair> read_key_file(const std::string& path) {
   while (std::getline(in, line)) {
     line = trim(line);
     if (line.empty() || line[0] == '#') continue;
-    const auto [key, value] = key_line(line);
+    auto [key, value] = key_line(line);
+    const bool is_public = key.empty() || key == "public" || key == "public-key";
+    std::string* slot = is_public                                ? &keys.public_key
+                        : key == "secret" || key == "secret-key" ? &keys.secret_key
+                                                                 : nullptr;
+    if (slot == nullptr) continue;
     // One key of each kind: a second public key line would quietly replace the first (an
-    // allow-list folder's team.pub with two keys admitted only the last). (An init-capture:
-    // clang before 16 cannot capture a structured binding.)
-    auto take = [&path, &value = value](std::string& slot, const char* kind) -> Status {
-      if (!slot.empty())
-        return make_error("key file " + path + " holds more than one " + kind +
-                          " key (one per file; a single allow-list file, not a folder, lists "
-                          "several)");
-      slot = value;
-      return {};
-    };
-    Status taken;
-    if (key.empty() || key == "public" || key == "public-key") {
-      taken = take(keys.public_key, "public");
-    } else if (key == "secret" || key == "secret-key") {
-      taken = take(keys.secret_key, "secret");
-    }
-    if (!taken) return std::move(taken).error();
+    // allow-list folder's team.pub with two keys admitted only the last).
+    if (!slot->empty())
+      return make_error("key file " + path + " holds more than one " +
+                        (is_public ? "public" : "secret") +
+                        " key (one per file; a single allow-list file, not a folder, lists "
+                        "several)");
+    *slot = std::move(value);
   }
   if (!keys.public_key.empty() && !valid_z85_key(keys.public_key))
     return make_error("key file " + path + ": public key is not a 40-character Z85 key");

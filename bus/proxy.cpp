@@ -194,7 +194,7 @@ bool Proxy::forward_subscription() {
           address ? address : "a local socket");
     return true;
   }
-  if (first == 0 && part.size() > 0) {  // libzmq's own: the prefix's last subscriber left
+  if (first == 0) {  // libzmq's own: the prefix's last subscriber left
     const std::string_view prefix(static_cast<const char*>(part.data()) + 1, part.size() - 1);
     spdlog::info("bus proxy: the last subscriber to {} left; publishers are told",
                  prefix.empty() ? std::string("everything") : "'" + display_text(prefix) + "'");

@@ -546,10 +546,7 @@ void read_extensions_alias(MapReader r, Config& cfg) {
   if (cfg.hooks.default_timeout_ms <= 0)
     r.error(r.pos("maxExecutionTime"), "extensions.maxExecutionTime must be positive");
   r.get("failOpen", cfg.hooks.fail_open);
-  YAML::Node hooks = r.node("webhooks");
-  if (hooks.IsDefined() && hooks.IsNull())
-    r.error(r.pos("webhooks"),
-            "extensions.webhooks: no value (list the webhooks, or write `webhooks: []` for none)");
+  YAML::Node hooks = r.list("webhooks", "extensions.webhooks");
   if (hooks.IsDefined() && !hooks.IsNull()) {
     if (!hooks.IsSequence()) {
       r.error(position_of(hooks, r.file()), "extensions.webhooks: expected a list");
@@ -603,10 +600,7 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
     for (auto& d : cfg.hooks.directories) d = resolve_path(d, base_dir);
   }
   // With every webhook commented out (or a file caught half-written by a reload), not "none".
-  if (r.has("webhooks") && r.node("webhooks").IsNull())
-    r.error(r.pos("webhooks"),
-            "webhooks: no value (list the webhooks, or write `webhooks: []` for none)");
-  read_webhooks(r.node("webhooks"), file, errors, base_dir, cfg.webhooks);
+  read_webhooks(r.list("webhooks", "webhooks"), file, errors, base_dir, cfg.webhooks);
   read_spool(r.section("spool", "spool"), cfg.spool, base_dir);
   read_admin(r.section("admin", "admin"), cfg.admin);
   read_log(r.section("log", "log"), cfg.log);

@@ -434,6 +434,14 @@ bool MapReader::untagged(const YAML::Node& value, const std::string& label) {
   return true;
 }
 
+YAML::Node MapReader::list(const char* key, const std::string& context) {
+  YAML::Node value = find(key);
+  if (value.IsDefined() && value.IsNull())
+    error(pos(key),
+          context + ": no value (list the " + key + ", or write `" + key + ": []` for none)");
+  return value;
+}
+
 MapReader MapReader::section(const char* key, std::string context) {
   YAML::Node value = find(key);
   if (value.IsDefined() && value.IsNull())

@@ -74,6 +74,9 @@ class MapReader {
   // (its keys all commented out) is an error, as for every other key: `admin:` with its token
   // commented out must not quietly mean an admin endpoint without one.
   MapReader section(const char* key, std::string context);
+  // The list under `key` as a raw node (undefined if absent). A key with every item commented out
+  // is an error: it would read as "none" (`key: []` says that).
+  YAML::Node list(const char* key, const std::string& context);
 
   // `value` (read from `key`, or from its list's `item`) quoted for a message, or its text as
   // written when a ${VAR} went into it: the environment's value may be a secret.

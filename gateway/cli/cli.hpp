@@ -37,8 +37,8 @@ class Args {
 };
 
 // Loads --config FILE, or the embedded defaults (base dir: the working directory) when absent.
-// Prints diagnostics as FILE:LINE:COL: message to stderr.
-std::optional<config::Config> load_config_or_report(const Args& args);
+// Prints diagnostics as FILE:LINE:COL: message to stderr, and their count in `*problems`.
+std::optional<config::Config> load_config_or_report(const Args& args, size_t* problems = nullptr);
 // The whole of a file named on the command line (an event, data), or why not (errno's words).
 Result<std::string> read_input_file(const std::string& path);
 // Loads the hook chain as `run` would, for `check` and `hooks list`; `warnings` gets what `run`

@@ -5,7 +5,6 @@
 
 #include "bus/curve.hpp"
 #include "bus/wire.hpp"
-#include "config/loader.hpp"
 #include "gateway/admin_server.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
@@ -29,10 +28,9 @@ int cmd_check(const std::vector<std::string>& argv) {
     return *code;
   if (!args.has("config")) return fail("--config FILE is required", 2);
   setup_logging("off", "text");  // hook loading must not chatter; problems are printed below
-  auto cfg = config::load_config_file(*args.get("config"));
+  size_t n = 0;
+  auto cfg = load_config_or_report(args, &n);
   if (!cfg) {
-    for (const auto& d : cfg.error()) std::fprintf(stderr, "%s\n", d.str().c_str());
-    const size_t n = cfg.error().size();
     std::fprintf(stderr,
                  "%zu problem%s found (hooks and webhook addresses are checked once the config "
                  "loads)\n",

@@ -150,12 +150,13 @@ std::optional<int> check_usage(const Args& args, const std::vector<std::string>&
   return std::nullopt;
 }
 
-std::optional<config::Config> load_config_or_report(const Args& args) {
+std::optional<config::Config> load_config_or_report(const Args& args, size_t* problems) {
   auto path = args.get("config");
   if (!path) return config::default_config(std::filesystem::current_path().string());
   auto cfg = config::load_config_file(*path);
   if (!cfg) {
     for (const auto& d : cfg.error()) std::fprintf(stderr, "%s\n", d.str().c_str());
+    if (problems) *problems = cfg.error().size();
     return std::nullopt;
   }
   return std::move(cfg).value();
