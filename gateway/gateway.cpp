@@ -706,10 +706,20 @@ struct Gateway::Impl {
     w.Int64(static_cast<int64_t>(::getpid()));
     w.Key("ready");
     w.Bool(ready());
+    // "bus" is the endpoint bound (null while none is: a gateway that only connects, or one still
+    // starting); "bus_connect" is the peers it dials, as configured.
+    const bool bus_is_open = bus_open.load(std::memory_order_acquire);
     w.Key("bus");
-    w.String(bus_open.load(std::memory_order_acquire) ? bus_endpoint.c_str() : "");
+    if (bus_is_open && !bus_endpoint.empty())
+      w.String(bus_endpoint.c_str());
+    else
+      w.Null();
+    w.Key("bus_connect");
+    w.StartArray();
+    for (const auto& peer : cfg.bus.connect) w.String(peer.c_str());
+    w.EndArray();
     w.Key("bus_connections");  // live bus.connect peers; null for a gateway that binds
-    if (bus_open.load(std::memory_order_acquire) && bus_links)
+    if (bus_is_open && bus_links)
       w.Int(bus_links->load());
     else
       w.Null();

@@ -936,11 +936,13 @@ struct Dispatcher::Impl {
     return *slot;
   }
 
-  // Removed webhooks go once their last transfer has finished.
+  // Removed webhooks go once their last transfer has finished, and so do their series from
+  // /metrics (a dashboard would otherwise show them forever; added back, they continue).
   void purge_removed() {
     for (auto it = webhooks.begin(); it != webhooks.end();) {
       if (it->second->removed && it->second->in_flight == 0) {
         plain.close_pool(it->second->plain_pool);
+        metrics::Registry::global().hide_label("webhook", it->first);
         it = webhooks.erase(it);
       } else {
         ++it;

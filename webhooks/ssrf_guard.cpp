@@ -34,6 +34,16 @@ constexpr DefaultRefusal kDefaultRefusals[] = {
     {"64:ff9b::/104", "\"this network\" through NAT64 (0.0.0.0/8)"},
     {"64:ff9b::6464:64c8/128", "cloud metadata through NAT64 (Alibaba Cloud)"},
     {"64:ff9b::a83f:8110/128", "cloud platform endpoint through NAT64 (Azure WireServer)"},
+    // And in the other IPv6 forms that carry an IPv4 address: 6to4 (2002::/16, the IPv4 address
+    // in bits 16-47, sent through a relay) and the deprecated IPv4-compatible ::a.b.c.d. The
+    // latter's "this network" row would be ::/104, which holds ::1, the loopback allowed above.
+    {"2002:a9fe::/32", "link-local through 6to4 (169.254.0.0/16)"},
+    {"2002::/24", "\"this network\" through 6to4 (0.0.0.0/8)"},
+    {"2002:6464:64c8::/48", "cloud metadata through 6to4 (Alibaba Cloud)"},
+    {"2002:a83f:8110::/48", "cloud platform endpoint through 6to4 (Azure WireServer)"},
+    {"::a9fe:0/112", "link-local as an IPv4-compatible address (169.254.0.0/16)"},
+    {"::6464:64c8/128", "cloud metadata as an IPv4-compatible address (Alibaba Cloud)"},
+    {"::a83f:8110/128", "cloud platform endpoint as an IPv4-compatible address (Azure WireServer)"},
 };
 
 struct ParsedDefault {

@@ -29,6 +29,17 @@ std::string render_labels(const Labels& labels) {
   return out;
 }
 
+// Whether the rendered label set `labels` holds the rendered pair `label` as one of its labels.
+// Escaping keeps a value's own `,` and `"` from faking a boundary: its quotes carry a backslash.
+bool holds_label(const std::string& labels, const std::string& label) {
+  for (size_t at = labels.find(label); at != std::string::npos; at = labels.find(label, at + 1)) {
+    const size_t end = at + label.size();
+    if ((at == 0 || labels[at - 1] == ',') && (end == labels.size() || labels[end] == ','))
+      return true;
+  }
+  return false;
+}
+
 std::string with_le(const std::string& labels, const std::string& le) {
   return "{" + labels + (labels.empty() ? "" : ",") + "le=\"" + le + "\"}";
 }
@@ -98,14 +109,14 @@ Registry::Family& Registry::family(const std::string& name, const std::string& h
 
 Counter& Registry::counter(const std::string& name, const std::string& help, const Labels& labels) {
   std::lock_guard lock(mu_);
-  auto& slot = family(name, help, Type::Counter).counters[render_labels(labels)];
+  auto& slot = family(name, help, Type::Counter).counters[shown(render_labels(labels))];
   if (!slot) slot = std::make_unique<Counter>();
   return *slot;
 }
 
 Gauge& Registry::gauge(const std::string& name, const std::string& help, const Labels& labels) {
   std::lock_guard lock(mu_);
-  auto& slot = family(name, help, Type::Gauge).gauges[render_labels(labels)];
+  auto& slot = family(name, help, Type::Gauge).gauges[shown(render_labels(labels))];
   if (!slot) slot = std::make_unique<Gauge>();
   return *slot;
 }
@@ -113,9 +124,28 @@ Gauge& Registry::gauge(const std::string& name, const std::string& help, const L
 Histogram& Registry::histogram(const std::string& name, const std::string& help,
                                const Labels& labels) {
   std::lock_guard lock(mu_);
-  auto& slot = family(name, help, Type::Histogram).histograms[render_labels(labels)];
+  auto& slot = family(name, help, Type::Histogram).histograms[shown(render_labels(labels))];
   if (!slot) slot = std::make_unique<Histogram>();
   return *slot;
+}
+
+const std::string& Registry::shown(const std::string& labels) {
+  if (!hidden_labels_.empty())
+    std::erase_if(hidden_labels_,
+                  [&](const std::string& label) { return holds_label(labels, label); });
+  return labels;
+}
+
+bool Registry::is_hidden(const std::string& labels) const {
+  return std::any_of(hidden_labels_.begin(), hidden_labels_.end(),
+                     [&](const std::string& label) { return holds_label(labels, label); });
+}
+
+void Registry::hide_label(const std::string& key, const std::string& value) {
+  std::lock_guard lock(mu_);
+  std::string label = render_labels({{key, value}});
+  if (std::find(hidden_labels_.begin(), hidden_labels_.end(), label) == hidden_labels_.end())
+    hidden_labels_.push_back(std::move(label));
 }
 
 uint64_t Registry::counter_value(const std::string& name, const Labels& labels) const {
@@ -135,10 +165,13 @@ std::string Registry::render_prometheus() const {
                                                : "histogram";
     out += "# HELP " + name + " " + f.help + "\n# TYPE " + name + " " + type + "\n";
     for (const auto& [labels, c] : f.counters)
-      out += name + braced(labels) + " " + std::to_string(c->value()) + "\n";
+      if (!is_hidden(labels))
+        out += name + braced(labels) + " " + std::to_string(c->value()) + "\n";
     for (const auto& [labels, g] : f.gauges)
-      out += name + braced(labels) + " " + std::to_string(g->value()) + "\n";
+      if (!is_hidden(labels))
+        out += name + braced(labels) + " " + std::to_string(g->value()) + "\n";
     for (const auto& [labels, h] : f.histograms) {
+      if (is_hidden(labels)) continue;
       uint64_t cumulative = 0;
       for (size_t i = 0; i < Histogram::kBounds.size(); ++i) {
         cumulative += h->bucket(i);

@@ -59,6 +59,11 @@ class Registry {
   Gauge& gauge(const std::string& name, const std::string& help, const Labels& labels = {});
   Histogram& histogram(const std::string& name, const std::string& help, const Labels& labels = {});
 
+  // Leaves out of the rendering every series that carries the label key=value (a webhook a reload
+  // removed), until one of them is looked up again. The series live on: callers may still hold
+  // references, and a webhook added back continues its counters.
+  void hide_label(const std::string& key, const std::string& value);
+
   // Current value of a counter series, 0 if it was never created (tests and `hookgate` status).
   uint64_t counter_value(const std::string& name, const Labels& labels = {}) const;
   std::string render_prometheus() const;
@@ -73,9 +78,13 @@ class Registry {
     std::map<std::string, std::unique_ptr<Histogram>> histograms;
   };
   Family& family(const std::string& name, const std::string& help, Type type);
+  // The rendered label set `labels`, shown again if it was hidden.
+  const std::string& shown(const std::string& labels);
+  bool is_hidden(const std::string& labels) const;
 
   mutable std::mutex mu_;
   std::map<std::string, Family> families_;
+  std::vector<std::string> hidden_labels_;  // rendered key="value" pairs, see hide_label()
 };
 
 // Shorthands for the global registry.

@@ -898,6 +898,14 @@ TEST(ConfigLoaderTest, TagsEmptySectionsAndSecretItemsAreCheckedEverywhere) {
   // An admin token the endpoint could never match (it trims a header's whitespace).
   EXPECT_NE(first_error(load("admin: { token: \"abc \" }\n")).find("ends with whitespace"),
             std::string::npos);
+  // Nor one with a space or a control character inside it; the message does not quote it.
+  for (const char* token : {"\"ab cd\"", "\"ab\\tcd\"", "\"ab\\x01cd\""}) {
+    const std::string error = first_error(load(std::string("admin: { token: ") + token + " }\n"));
+    EXPECT_NE(error.find("test.yaml:1:17: admin.token has whitespace or a control character"),
+              std::string::npos)
+        << token << ": " << error;
+    EXPECT_EQ(error.find("cd"), std::string::npos) << error;
+  }
   // An empty secret in a rotation list is reported at its item, not the first one.
   setenv("HG_EMPTY_ITEM", "", 1);
   EXPECT_EQ(

@@ -174,6 +174,10 @@ TEST(OperationsTest, AGatewayThatOnlyConnectsIsReadyWhileAPeerIsConnected) {
         10s);
   };
   EXPECT_TRUE(ready_is(503, 0)) << http_get(gw.admin_port(), "/status");
+  // It names the peer it dials, and no bound endpoint (it used to show "bus": "").
+  const std::string initial = http_get(gw.admin_port(), "/status");
+  EXPECT_NE(initial.find("\"bus\":null,\"bus_connect\":[\"" + endpoint + "\"]"), std::string::npos)
+      << initial;
   {
     zmq::context_t ctx;
     zmq::socket_t proxy(ctx, zmq::socket_type::xpub);

@@ -488,6 +488,9 @@ TEST(ReliabilityTest, SighupChangesAddsAndRemovesWebhooksKeepingTheQueue) {
       << gw.log();
   ASSERT_TRUE(wait_until([&] { return received_event_ids(moved).count(after_add) == 1; }, 10s));
 
+  const std::string second_series = "{webhook=\"second\"";
+  EXPECT_NE(http_get(gw.admin_port(), "/metrics").find(second_series), std::string::npos);
+
   // Remove the second webhook again.
   auto reloads = [&] { return count_occurrences(gw.log(), "configuration reloaded"); };
   ASSERT_EQ(reloads(), 1u) << gw.log();
@@ -503,6 +506,18 @@ TEST(ReliabilityTest, SighupChangesAddsAndRemovesWebhooksKeepingTheQueue) {
   // for the removed webhook, now or later.
   EXPECT_EQ(metric(gw, "hookgate_deliveries_created_total"), created_before + 1);
   EXPECT_EQ(received_event_ids(added).count(after_remove), 0u);
+  // Its series left /metrics with it; the kept webhook's stay.
+  std::string metrics_text;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        metrics_text = http_get(gw.admin_port(), "/metrics");
+        return metrics_text.find(second_series) == std::string::npos;
+      },
+      5s))
+      << metrics_text;
+  EXPECT_NE(metrics_text.find("hookgate_deliveries_total{webhook=\"sink\",outcome=\"delivered\"}"),
+            std::string::npos)
+      << metrics_text;
   EXPECT_TRUE(gw.running());
 }
 

@@ -100,6 +100,16 @@ TEST(SsrfGuardTest, DefaultPolicyRefusesLinkLocalMetadataAndThisNetwork) {
       {"64:ff9b::6464:64c8", false},
       {"64:ff9b::168.63.129.16", false},
       {"64:ff9b::5db8:d822", true},  // 93.184.216.34
+      // So do 6to4 (bits 16-47) and the deprecated IPv4-compatible form (the last 32 bits).
+      {"2002:a9fe:a9fe::1", false},
+      {"2002:0001:0203::", false},
+      {"2002:6464:64c8:1::", false},
+      {"2002:a83f:8110::1", false},
+      {"2002:5db8:d822::1", true},
+      {"::169.254.169.254", false},
+      {"::100.100.100.200", false},
+      {"::168.63.129.16", false},
+      {"::93.184.216.34", true},
   };
   AddressPolicy defaults;
   for (const auto& c : kCases)

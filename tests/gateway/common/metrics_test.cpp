@@ -52,5 +52,26 @@ TEST(HistogramTest, ALargeSumKeepsItsPrecision) {
       << text;
 }
 
+// A removed webhook's series leave the rendering, only its own (not a name it is the start of,
+// nor one whose value merely contains the label), and come back when looked up again.
+TEST(RegistryTest, AHiddenLabelLeavesTheRenderingUntilLookedUpAgain) {
+  Registry registry;
+  registry.counter("t_total", "t", {{"webhook", "a"}, {"outcome", "ok"}}).inc(3);
+  registry.gauge("t_gauge", "t", {{"webhook", "a"}}).set(1);
+  registry.histogram("t_seconds", "t", {{"webhook", "a"}}).observe_ns(1000);
+  registry.counter("t_total", "t", {{"webhook", "ab"}, {"outcome", "ok"}}).inc();
+  registry.counter("t_total", "t", {{"note", "x,webhook=\"a\""}}).inc();
+  registry.hide_label("webhook", "a");
+  std::string text = registry.render_prometheus();
+  EXPECT_EQ(text.find("webhook=\"a\""), std::string::npos) << text;
+  EXPECT_NE(text.find("t_total{webhook=\"ab\",outcome=\"ok\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("t_total{note="), std::string::npos) << text;
+  // Added back: it continues where it was.
+  registry.counter("t_total", "t", {{"webhook", "a"}, {"outcome", "ok"}}).inc();
+  text = registry.render_prometheus();
+  EXPECT_NE(text.find("t_total{webhook=\"a\",outcome=\"ok\"} 4\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("t_gauge{webhook=\"a\"} 1\n"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace hookgate::metrics
