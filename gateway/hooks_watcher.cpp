@@ -112,25 +112,37 @@ bool HooksWatcher::counts(const inotify_event& event) const {
 void HooksWatcher::settled() {
   renew_watches();
   const auto now = std::chrono::steady_clock::now();
+  // Any directory still within its grace holds the whole reload: a reload now would drop its
+  // hooks too. Found in review: one shared start time let a second directory that vanished
+  // during the first one's grace lose its hooks early.
+  missing_since_.resize(directories_.size());
+  std::optional<std::chrono::steady_clock::time_point> first_grace_end;
+  std::vector<size_t> gone;
   for (size_t i = 0; i < directories_.size(); ++i) {
-    if (!existed_[i] || directory_exists(hooks::normalized_directory(directories_[i]))) continue;
-    if (!missing_since_) {
-      missing_since_ = now;
+    auto& since = missing_since_[i];
+    if (!existed_[i] || directory_exists(hooks::normalized_directory(directories_[i]))) {
+      since.reset();
+      continue;
+    }
+    if (!since) {
+      since = now;
       spdlog::warn(
           "hooks: directory {} disappeared; the running hooks stay in place for {} s in case it "
           "comes back (a deploy copying it anew), then the chain reloads without it",
           directories_[i], vanished_grace_.count() / 1000.0);
     }
-    if (now - *missing_since_ < vanished_grace_) {
-      recheck_at_ = *missing_since_ + vanished_grace_;
-      return;
-    }
+    if (now - *since < vanished_grace_)
+      first_grace_end =
+          std::min(first_grace_end.value_or(*since + vanished_grace_), *since + vanished_grace_);
+    else
+      gone.push_back(i);
+  }
+  recheck_at_ = first_grace_end;
+  if (first_grace_end) return;
+  for (size_t i : gone)
     spdlog::warn("hooks: directory {} is still missing; reloading without its hooks",
                  directories_[i]);
-    break;
-  }
-  missing_since_.reset();
-  recheck_at_.reset();
+  std::fill(missing_since_.begin(), missing_since_.end(), std::nullopt);
   std::string fingerprint = hooks::hook_files_fingerprint(directories_);
   if (fingerprint == fingerprint_) {
     spdlog::debug("hooks: changes in the hook directories, but no hook file changed");

@@ -49,8 +49,10 @@ class HooksWatcher {
   std::set<std::string> warned_unwatchable_;
   std::string fingerprint_;    // of the hook files the chain was last (re)loaded for
   std::vector<bool> existed_;  // per directory, at that load
-  // Since when a directory that existed at the last load has been missing, and when to look again.
-  std::optional<std::chrono::steady_clock::time_point> missing_since_, recheck_at_;
+  // Per directory: since when one that existed at the last load has been missing (each has a
+  // grace of its own); and when to look again.
+  std::vector<std::optional<std::chrono::steady_clock::time_point>> missing_since_;
+  std::optional<std::chrono::steady_clock::time_point> recheck_at_;
   std::function<void()> on_change_;
   std::chrono::milliseconds debounce_;
   std::chrono::milliseconds vanished_grace_;

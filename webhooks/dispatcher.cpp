@@ -826,6 +826,10 @@ struct Dispatcher::Impl {
 
     Classification classification = classify_attempt(result, now_ms, cfg.retry);
     RetryDecision decision = decide_outcome(delivery, classification, schedule_ms, cfg.retry, rng);
+    // Redacted before the spool keeps it: `deliveries list/show` print it in a process that knows
+    // no secret to redact.
+    if (!decision.outcome.error.empty())
+      decision.outcome.error = redact_secrets(decision.outcome.error);
     store.complete(delivery, decision.outcome);
     --webhook.in_flight;
 
@@ -856,7 +860,7 @@ struct Dispatcher::Impl {
           if (status != statuses.end()) {
             status->second.failed_attempts++;
             if (decision.outcome.kind == Kind::Dead) status->second.dead++;
-            status->second.last_error = redact_secrets(decision.outcome.error);
+            status->second.last_error = decision.outcome.error;
             status->second.last_error_ms = now_ms;
           }
           break;
@@ -864,7 +868,7 @@ struct Dispatcher::Impl {
     }
 
     if (decision.outcome.kind != Kind::Delivered) {
-      const std::string reason = redact_secrets(decision.outcome.error);
+      const std::string& reason = decision.outcome.error;
       if (decision.outcome.kind == Kind::Retry) {
         spdlog::warn(
             "webhook {}: delivery {} of event {} failed (attempt {}/{}): {}; retrying in {} ms",

@@ -116,9 +116,17 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   if (sub == "list") {
     const auto limit = static_cast<size_t>(*limit_option);
     auto rows = store.list(state, webhook, limit);
-    // The total of what was asked for: of its state (pending when none) and webhook.
-    const auto counted = state.value_or(webhooks::DeliveryState::Pending);
-    const size_t total = store.count(counted, webhook);
+    // The total of what was asked for: of its state and webhook, or of each state when no
+    // --state lists them all (it used to count only pending rows beside a listing of all).
+    size_t total = 0;
+    std::string totals;
+    for (auto each : {webhooks::DeliveryState::Pending, webhooks::DeliveryState::Dead,
+                      webhooks::DeliveryState::Delivered}) {
+      if (state && *state != each) continue;
+      const size_t n = store.count(each, webhook);
+      total += n;
+      totals += (totals.empty() ? "" : ", ") + std::to_string(n) + " " + state_name(each);
+    }
     if (auto code = read_failed()) return *code;
     std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK",
                 "EVENT TYPE", "EVENT ID", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
@@ -133,11 +141,12 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                       : "-",
                   escape_controls(d.last_error).c_str());
     }
-    std::printf("%zu shown; %zu %s in all%s\n", rows.size(), total, state_name(counted),
+    std::printf("%zu shown; %s in all%s\n", rows.size(), totals.c_str(),
                 webhook.empty() ? "" : (" for webhook " + escape_controls(webhook)).c_str());
     // Oldest first: the newest rows are the ones a cut-off listing leaves out.
-    if (rows.size() == limit)
-      std::printf("(the %zu oldest that match; --limit N shows more)\n", limit);
+    if (rows.size() < total)
+      std::printf("(the %zu oldest that match; --limit N shows more%s)\n", rows.size(),
+                  state ? "" : ", --state pending only the backlog");
     return 0;
   }
   if (sub == "show") {
@@ -238,7 +247,9 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   // Another process (the gateway's own replay, a second command) may have acted on some
   // between the look and the write.
   if (moved < dead.size())
-    std::fprintf(stderr, "hookgate: %zu of the dead ids were no longer dead when %s\n",
+    std::fprintf(stderr,
+                 "hookgate: %zu of the dead ids were no longer dead when %s (another process "
+                 "replayed or purged them, or spool.dead_retention_ms pruned them, meanwhile)\n",
                  dead.size() - moved, purge ? "deleted" : "replayed");
   return missed.empty() && moved == dead.size() ? 0 : 1;
 }

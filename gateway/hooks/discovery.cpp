@@ -240,9 +240,13 @@ bool is_ignorable_file_name(std::string_view name) {
   // visible files are symlinks through it and never change themselves.
   if (name == "..data") return false;
   if (name.front() == '.' || name.back() == '~') return true;
+  // Emacs' auto-save `#x#` keeps the original's mode, so an executable hook's copy would run
+  // its unsaved edits on live events (found in review).
+  if (name.size() >= 2 && name.front() == '#' && name.back() == '#') return true;
   for (std::string_view suffix :
        {".swp", ".swx", ".swo", ".tmp", ".log", ".pid", ".lock", ".bak", ".orig", ".rej",
-        ".dpkg-new", ".dpkg-old", ".dpkg-dist", ".rpmnew", ".rpmsave"})
+        ".dpkg-new", ".dpkg-old", ".dpkg-dist", ".dpkg-tmp", ".rpmnew", ".rpmsave", "___jb_tmp___",
+        "___jb_old___"})
     if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
       return true;
   return false;

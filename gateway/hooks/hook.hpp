@@ -35,6 +35,15 @@ struct HookVerdict {
   bool edited_in_place = false;
 };
 
+// What a veto hook's replace becomes in every form: Replace with no event, which the chain
+// counts as continue ("replacement ignored"). Checking it first made an invalid one a failure,
+// which vetoed the event under on_error: closed (found in review).
+inline HookVerdict ignored_replacement() {
+  HookVerdict v;
+  v.action = Action::Replace;
+  return v;
+}
+
 // A veto reason goes into logs, diagnostics and every subscribed webhook's spool row: the chain
 // keeps at most this many bytes of it, whatever the hook's form.
 inline constexpr size_t kMaxVetoReason = 1024;

@@ -438,6 +438,9 @@ class NativeHook final : public Hook {
           }
         },
         spec().timeout_ms);
+    // Quarantined as a crash or hang in handle() is, so counted as one (found in review: only
+    // those were); every reload of such a file parks one more thread.
+    if (outcome != Worker::Outcome::Done) quarantines().inc();
     if (outcome == Worker::Outcome::Crashed)
       return "init() crashed (" + worker_.quarantine_reason() + "; library left loaded)";
     if (outcome != Worker::Outcome::Done) {
@@ -594,6 +597,7 @@ class NativeHook final : public Hook {
         v.reason = c.reason.empty() ? "vetoed by hook " + spec().name : excerpt(c.reason, 1024);
         return v;
       case HOOKGATE_REPLACE: {
+        if (spec().kind == HookKind::Veto) return ignored_replacement();
         if (!c.has_event) {
           return failure(HookFailure::Kind::Error, "garbage answer: replace without event_json");
         }

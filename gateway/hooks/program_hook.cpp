@@ -272,7 +272,7 @@ class ProgramHook final : public Hook {
   }
 
   std::optional<HookResult> interpret(const std::string& line, uint64_t id) {
-    return interpret_answer(line, id, spec().name);
+    return interpret_answer(line, id, spec().name, spec().kind);
   }
 
   // The right to talk to the co-process: one request in flight. A flag under a mutex rather than
@@ -400,6 +400,8 @@ class OneShotHook final : public Hook {
     }
     std::string_view text = trim(out.data);
     if (text.empty()) return HookVerdict{};  // continue
+    // A veto command's output (jq -e printing `true`) is not an event to check.
+    if (spec().kind == HookKind::Veto) return ignored_replacement();
     auto replacement = replacement_event(text);
     if (!replacement) {
       return failure(HookFailure::Kind::Error,

@@ -82,7 +82,7 @@ Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_
 }
 
 std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
-                                           const std::string& hook_name) {
+                                           const std::string& hook_name, HookKind kind) {
   auto garbage = [&](std::string_view what) {
     return HookResult(HookFailure{HookFailure::Kind::Error, garbage_reason(hook_name, what, line)});
   };
@@ -122,6 +122,7 @@ std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
       v.reason = "vetoed by hook " + hook_name;
     }
   } else if (a == "replace") {
+    if (kind == HookKind::Veto) return HookResult(ignored_replacement());
     auto ev = doc.FindMember("event");
     if (ev == doc.MemberEnd()) return garbage("replace without an event");
     auto replacement = replacement_event(ev->value);

@@ -36,8 +36,9 @@ Result<Handshake, std::string> parse_handshake(std::string_view line, bool need_
                                                bool use_events = true);
 
 // Interprets one answer line to request `id`: a verdict, a failure (garbage is a failure; the
-// process stays), or nullopt for an answer to another id (logged and discarded).
+// process stays), or nullopt for an answer to another id (logged and discarded). A veto hook's
+// replace is not looked into: the chain ignores it, valid or not.
 std::optional<HookResult> interpret_answer(std::string_view line, uint64_t id,
-                                           const std::string& hook_name);
+                                           const std::string& hook_name, HookKind kind);
 
 }  // namespace hookgate::hooks

@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view line(reinterpret_cast<const char*>(data), size);
   (void)hookgate::hooks::parse_handshake(line, true);
   (void)hookgate::hooks::parse_handshake(line, false);
-  auto answer = hookgate::hooks::interpret_answer(line, 7, "fuzz");
+  auto answer =
+      hookgate::hooks::interpret_answer(line, 7, "fuzz", hookgate::hooks::HookKind::Transform);
   if (answer && answer->ok()) {
     const auto& v = answer->value();
     if (v.action == hookgate::hooks::Action::Replace &&

@@ -173,6 +173,35 @@ TEST(HooksWatcherTest, ADirectoryGoneForLongerThanTheGraceIsReloadedWithout) {
   EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 2; }, 3s));
 }
 
+// Found in review: one start time served every directory, so a second directory that vanished
+// during the first one's grace lost its hooks when the first grace ended. Each has its own now,
+// and while one is within it the chain keeps every directory's hooks.
+TEST(HooksWatcherTest, EachVanishedDirectoryHasAGraceOfItsOwn) {
+  namespace fs = std::filesystem;
+  using Clock = std::chrono::steady_clock;
+  testing::TempDir root;
+  root.write("a/10_a.yaml", "kind: transform\nactions: [ {remove: [data.x]} ]\n");
+  root.write("b/20_b.yaml", "kind: transform\nactions: [ {remove: [data.y]} ]\n");
+  std::atomic<int> reloads{0};
+  constexpr auto kGrace = 2000ms;
+  HooksWatcher watcher(
+      {(root / "a").string(), (root / "b").string()}, [&] { ++reloads; }, 150ms, kGrace);
+  const auto a_gone = Clock::now();
+  fs::remove_all(root / "a");
+  std::this_thread::sleep_for(1000ms);
+  const auto b_gone = Clock::now();
+  fs::remove_all(root / "b");
+  // Past a's grace (and its debounce), within b's.
+  std::this_thread::sleep_until(a_gone + kGrace + 600ms);
+  const int reloads_then = reloads.load();
+  const auto looked = Clock::now();
+  if (b_gone - a_gone < kGrace - 300ms &&
+      looked - b_gone < kGrace) {  // a slow machine proves nothing
+    EXPECT_EQ(reloads_then, 0) << "b's hooks were dropped before its own grace ended";
+  }
+  EXPECT_TRUE(testing::wait_until([&] { return reloads.load() == 1; }, 5s));
+}
+
 // Found in review: only the parent was watched, so a hook directory whose parents were created
 // after start (mkdir -p), or a release folder swapped in one level up, went unnoticed.
 TEST(HooksWatcherTest, FollowsChangesFurtherUpThePath) {

@@ -276,6 +276,17 @@ TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
   // --state).
   auto listed = run_hookgate({"deliveries", "list", "--spool", spool, "--state", "dead"});
   EXPECT_NE(listed.out.find("\n3 shown; 3 dead in all\n"), std::string::npos) << listed.out;
+  // With no --state, every state is listed and each is counted (it counted only the pending
+  // ones); "--limit N shows more" only when more match.
+  auto all = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "3"});
+  EXPECT_NE(all.out.find("\n3 shown; 0 pending, 3 dead, 0 delivered in all\n"), std::string::npos)
+      << all.out;
+  EXPECT_EQ(all.out.find("shows more"), std::string::npos) << all.out;
+  auto cut = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "2"});
+  EXPECT_NE(cut.out.find("\n2 shown; 0 pending, 3 dead, 0 delivered in all\n(the 2 oldest that "
+                         "match; --limit N shows more, --state pending only the backlog)\n"),
+            std::string::npos)
+      << cut.out;
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(spool.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);

@@ -372,6 +372,20 @@ TEST(HookChainRun, VetoHookReplaceIsIgnored) {
   EXPECT_TRUE(diags.events().empty());
 }
 
+// What every form answers for a veto hook's replace, valid or not: no event to look into.
+TEST(HookChainRun, AVetoHooksReplaceWithoutAnEventContinues) {
+  auto veto = fake("chain_veto_replace_none", HookKind::Veto,
+                   [](Event&) { return HookResult(ignored_replacement()); });
+  DiagnosticLog diags;
+  Event ev = make_event(R"({"type":"t"})");
+  std::vector<ChainStep> trace;
+  EXPECT_FALSE(chain_of({veto})->run(ev, diags.sink(), &trace).vetoed);
+  EXPECT_EQ(ev.type(), "t");
+  ASSERT_EQ(trace.size(), 1u);
+  EXPECT_EQ(trace[0].result, "continue");
+  EXPECT_TRUE(diags.events().empty());
+}
+
 TEST(HookChainRun, ThrowingHookIsAFailureNotACrash) {
   auto thrower = fake(
       "chain_thrower", HookKind::Transform,

@@ -87,6 +87,10 @@ TEST(DiscoverHookFiles, RecognizesFormsAndIgnoresWhatIsNotAHook) {
   write_file(dir, "_15_script.sh~", "#!/bin/sh\n", true);
   write_file(dir, "_20_script.sh.bak", "#!/bin/sh\n", true);
   write_file(dir, "_25_old.sh.dpkg-old", "#!/bin/sh\n", true);
+  write_file(dir, "_26_up.sh.dpkg-tmp", "#!/bin/sh\n", true);
+  write_file(dir, "#_20_script.sh#", "#!/bin/sh\n", true);            // Emacs' auto-save
+  write_file(dir, "_20_script.sh___jb_tmp___", "#!/bin/sh\n", true);  // JetBrains' safe write
+  write_file(dir, "_20_script.sh___jb_old___", "#!/bin/sh\n", true);
   std::string sub = tmp.dir("hooks/_5_subfolder.yaml");  // a directory, even with a hook's name
   write_file(sub, "_1_inner.yaml", "kind: observe\n");   // not recursive
   config::Diagnostics errors;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gateway/common/clock.hpp"
+#include "gateway/common/metrics.hpp"
 #include "tests/support/gateway_process.hpp"
 
 // CrashInInitIsALoadError: the crash jumps over the SDK frame that owns the half-built hook
@@ -195,6 +196,23 @@ TEST(NativeHookTest, GarbageReplacementsAreFailures) {
       << r.error().reason;
 }
 
+// Found in review: a veto hook's replacement is ignored (counted as continue) by the chain, but an
+// invalid one was a failure first, which vetoed the event under on_error: closed.
+TEST(NativeHookTest, AVetoHooksReplacementIsNotLookedInto) {
+  for (const char* mode : {"garbage", "notype"}) {
+    SCOPED_TRACE(mode);
+    HookSpec spec = make_spec(std::string(R"({"mode":")") + mode + "\"}");
+    spec.kind = HookKind::Veto;
+    auto hook = make_native_hook(spec, fixture("fixture_hook"), true, false);
+    ASSERT_TRUE(hook) << hook.error();
+    Event ev = make_event("{}");
+    auto r = (*hook)->handle(ev);
+    ASSERT_TRUE(r) << r.error().reason;
+    EXPECT_EQ(r->action, Action::Replace);
+    EXPECT_FALSE(r->replacement);
+  }
+}
+
 TEST(NativeHookTest, TimeoutQuarantinesTheHook) {
   // The fixture hangs for 3 s; the call is cut off after 1 s.
   auto hook = load("fixture_hook", R"({"mode":"hang"})", 1000);
@@ -299,12 +317,18 @@ TEST(NativeHookTest, ALoadAfterACrashGetsAFreshCopyOfTheLibrary) {
   EXPECT_EQ(r.value().action, Action::Continue) << r.value().reason;
 }
 
+uint64_t quarantines() {
+  return metrics::Registry::global().counter_value("hookgate_hook_quarantined_total");
+}
+
 TEST(NativeHookTest, CrashInInitIsALoadError) {
+  const uint64_t before = quarantines();
   auto hook =
       make_native_hook(make_spec(R"({"mode":"init_segv"})"), fixture("fixture_hook"), false);
   ASSERT_FALSE(hook);
   EXPECT_EQ(hook.error(),
             "init() crashed (quarantined after a crash (SIGSEGV); library left loaded)");
+  EXPECT_EQ(quarantines(), before + 1);  // quarantined like a crash in handle(), and counted
 }
 
 TEST(NativeHookTest, CallersQueuedBehindAStuckCallFailToo) {
@@ -522,12 +546,14 @@ TEST(NativeHookTest, TheLoadProbeRefusesABadDescriptor) {
 }
 
 TEST(NativeHookTest, HungInitIsALoadError) {
+  const uint64_t before = quarantines();
   int64_t start = now_steady_ns();
   auto r =
       make_native_hook(make_spec(R"({"mode":"init_hang"})", 100), fixture("fixture_hook"), false);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), "init() did not return within 100 ms (library left loaded)");
   EXPECT_LT(elapsed_ms(start), 1000);
+  EXPECT_EQ(quarantines(), before + 1);
 }
 
 #ifdef HOOKGATE_EXAMPLE_HOOKS_DIR

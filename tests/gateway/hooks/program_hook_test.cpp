@@ -192,6 +192,21 @@ TEST(ProgramHookTest, GarbageAnswersAreFailuresAndTheProcessStays) {
   EXPECT_EQ(snapshot_field(*hook, "pid"), pid);
 }
 
+// Found in review: a veto hook's replacement is ignored by the chain, but an invalid one was a
+// garbage answer first, which vetoed the event under on_error: closed.
+TEST(ProgramHookTest, AVetoHooksReplacementIsNotLookedInto) {
+  HookSpec spec = make_spec("proto_veto");
+  spec.kind = HookKind::Veto;
+  auto hook = load_proto("{}", 5000, /*descriptor_sets_kind=*/true, spec);
+  ASSERT_TRUE(hook);
+  // (An answer line that is not valid JSON, such as replace_infinite's, is still garbage.)
+  Event ev = make_event(R"({"do":"replace_notype"})");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Replace);
+  EXPECT_FALSE(r->replacement);
+}
+
 TEST(ProgramHookTest, AnswersForOtherIdsAreDiscarded) {
   auto hook = load_proto();
   ASSERT_TRUE(hook);
@@ -551,11 +566,13 @@ TEST(ProgramHookTest, ExampleAuditHookAnswersContinue) {
 // ---------------------------------------------------------------------------------------------
 // One-shot hooks
 
+// A transform unless told: its stdout is an event (a veto command's is not looked into).
 HookPtr oneshot(const std::string& command, std::vector<int> veto_codes = {1},
-                int timeout_ms = 5000, const std::string& config = "{}") {
+                int timeout_ms = 5000, const std::string& config = "{}",
+                HookKind kind = HookKind::Transform) {
   HookSpec spec;
   spec.name = "shell";
-  spec.kind = HookKind::Veto;
+  spec.kind = kind;
   spec.timeout_ms = timeout_ms;
   spec.config_json = config;
   auto hook = make_oneshot_hook(spec, command, std::move(veto_codes));
@@ -736,6 +753,17 @@ TEST(OneShotHookTest, GarbageOutputIsAFailure) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().reason.find("no non-empty string \"type\""), std::string::npos)
       << r.error().reason;
+}
+
+// Found in review: a veto command that prints (`jq -e` prints `true`) failed as "garbage
+// output", which vetoed the event under on_error: closed; its output is now not looked into.
+TEST(OneShotHookTest, AVetoCommandsOutputIsNotLookedInto) {
+  auto hook = oneshot("cat >/dev/null; echo true", {1}, 5000, "{}", HookKind::Veto);
+  Event ev = make_event("{}");
+  auto r = hook->handle(ev);
+  ASSERT_TRUE(r) << r.error().reason;
+  EXPECT_EQ(r->action, Action::Replace);
+  EXPECT_FALSE(r->replacement);
 }
 
 TEST(OneShotHookTest, TimeoutKillsTheProcessGroup) {
