@@ -508,7 +508,7 @@ void read_admin(MapReader r, AdminConfig& admin) {
   else if (std::any_of(admin.token.begin(), admin.token.end(), blank_or_control))
     r.error(r.pos("token"),
             "admin.token has whitespace or a control character inside it; a bearer token is one "
-            "word (RFC 6750): use letters, digits and -._~+/= (e.g. openssl rand -hex 32)");
+            "word (RFC 6750), e.g. from openssl rand -hex 32");
   r.finish();
 }
 
@@ -516,7 +516,7 @@ void read_log(MapReader r, LogConfig& log) {
   r.get("level", log.level);
   r.get("format", log.format);
   if (!is_log_level(log.level))
-    r.error(r.pos("level"), "log.level: expected one of trace, debug, info, warn, error, off");
+    r.error(r.pos("level"), "log.level: expected one of trace, debug, info, warn (or warning), error, off");
   if (log.format != "text" && log.format != "json")
     r.error(r.pos("format"), "log.format: expected text or json");
   r.finish();

@@ -513,9 +513,13 @@ Result<int> take_owner_lock(const std::string& db_path) {
 // sqlite3_busy_timeout() sleeps up to 100 ms between tries, so a writer waiting for another
 // process that commits chunk after chunk (`deliveries replay --all-dead`) rarely finds the lock
 // free (found in review: 2 s waits during a 2.5 s replay). Trying every millisecond finds each
-// gap; the budget is the same busy_timeout.
+// gap. The budget is the same busy_timeout, in time waited, not in tries: a try costs more than
+// its millisecond on a loaded machine. One wait runs on one thread, from tries == 0.
 int busy_retry_every_ms(void* budget_ms, int tries) {
-  if (tries >= static_cast<int>(reinterpret_cast<intptr_t>(budget_ms))) return 0;
+  thread_local std::chrono::steady_clock::time_point started;
+  const auto now = std::chrono::steady_clock::now();
+  if (tries == 0) started = now;
+  if (now - started >= std::chrono::milliseconds(reinterpret_cast<intptr_t>(budget_ms))) return 0;
   ::usleep(1000);
   return 1;
 }
@@ -2180,10 +2184,10 @@ Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, b
   const size_t chunk = std::max<size_t>(tuning_.replay_chunk_rows, 1);
   ReplayCursor cursor;
   for (;;) {
-    const auto chunk_started = std::chrono::steady_clock::now();
     size_t changed = 0;
-    if (!c.exec("BEGIN IMMEDIATE") ||
-        !replay_dead_chunk(c, webhook, now, static_cast<int64_t>(chunk), cursor, changed) ||
+    if (!c.exec("BEGIN IMMEDIATE")) return failed();
+    const auto chunk_started = std::chrono::steady_clock::now();  // holding the lock from here
+    if (!replay_dead_chunk(c, webhook, now, static_cast<int64_t>(chunk), cursor, changed) ||
         !c.exec("COMMIT"))
       return failed();
     moved += changed;
@@ -2225,9 +2229,9 @@ Result<size_t> SqliteSpool::purge_dead(const std::vector<std::string>& ids, bool
   if (!ceiling || s == nullptr) return failed();
   const size_t chunk = std::max<size_t>(tuning_.replay_chunk_rows, 1);
   for (;;) {
-    const auto chunk_started = std::chrono::steady_clock::now();
     size_t changed = 0;
     if (!c.exec("BEGIN IMMEDIATE")) return failed();
+    const auto chunk_started = std::chrono::steady_clock::now();  // holding the lock from here
     {
       StmtScope scope(s);
       bind_text(s, 1, webhook);

@@ -210,13 +210,19 @@ int hooks_new(const Args& args) {
         "\", \"events\": [\"example.*\"]}), flush=True)\n"
         "for line in sys.stdin:\n"
         "    req = json.loads(line)\n"
-        "    event = req[\"event\"]\n" +
+        "    event = req[\"event\"]\n"
+        "    data = event.get(\"data\")  # any JSON value (a string, a list), or absent\n" +
         std::string(
-            kind == "transform" ? "    event.setdefault(\"data\", {})[\"checked_by\"] = \"" + name +
+            kind == "transform" ? "    if isinstance(data, dict):\n"
+                                  "        data[\"checked_by\"] = \"" +
+                                      name +
                                       "\"\n"
-                                      "    print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                                      "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
                                       "\"replace\", \"event\": event}), flush=True)\n"
-            : kind == "veto" ? "    if event.get(\"data\", {}).get(\"user\") == \"mallory\":\n"
+                                      "    else:\n"
+                                      "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                                      "\"continue\"}), flush=True)\n"
+            : kind == "veto" ? "    if isinstance(data, dict) and data.get(\"user\") == \"mallory\":\n"
                                "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
                                "\"veto\", \"reason\": \"banned user\"}), flush=True)\n"
                                "    else:\n"

@@ -1,9 +1,12 @@
+#include <rapidjson/document.h>
+
 #include <cstdint>
 #include <cstdio>
 
 #include "bus/publisher.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/diagnostic_type.hpp"
+#include "gateway/common/log.hpp"
 
 namespace hookgate::cli {
 
@@ -43,6 +46,18 @@ int cmd_publish(const std::vector<std::string>& argv) {
     auto checked = bus::check_data_json(data);
     if (!checked) return fail(data_from + ": " + checked.error().message, 2);
     data_bytes = *checked;
+    // Found in review: a whole event (the quickstart's sample-event.json, made for `hooks test
+    // --event`) went out as the data of a new one, so the redact hook missed data.data.password.
+    // Still sent: a payload may have such keys of its own.
+    rapidjson::Document doc;
+    doc.Parse(data.data(), data.size());
+    if (doc.IsObject() && doc.HasMember("type") && doc["type"].IsString() &&
+        (doc.HasMember("data") || doc.HasMember("specversion")))
+      std::fprintf(stderr,
+                   "hookgate: warning: %s looks like a whole event (it has \"type\" and "
+                   "\"data\" or \"specversion\"); it is sent as the data of a new '%s' event, so "
+                   "hooks see its fields under data.data. To send its data: jq .data FILE\n",
+                   data_from.c_str(), escape_controls(*type).c_str());
   }
   const auto max_bytes = max_message_bytes_option(args);
   if (!max_bytes) return 2;

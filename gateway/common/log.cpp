@@ -111,8 +111,9 @@ std::string escape_controls(std::string text) {
   return out;
 }
 
+// "warning" too: the log itself prints that name (spdlog's from_str takes both).
 bool is_log_level(std::string_view level) {
-  for (std::string_view name : {"trace", "debug", "info", "warn", "error", "off"})
+  for (std::string_view name : {"trace", "debug", "info", "warn", "warning", "error", "off"})
     if (level == name) return true;
   return false;
 }

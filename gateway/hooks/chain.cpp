@@ -208,7 +208,7 @@ ChainOutcome HookChain::run(Event& event, const DiagnosticSink& diagnostics,
                         event.id());
           slot.stats->runs(RunResult::Continue).inc();
           record(slot, "continue", inv.duration_ns,
-                 "replacement ignored (veto hooks cannot modify events)");
+                 "replacement or output ignored (veto hooks cannot modify events)");
         } else if (auto st = accept_replacement(verdict.replacement, event, max_event_bytes_);
                    !st) {
           HookFailure failure{HookFailure::Kind::Error,

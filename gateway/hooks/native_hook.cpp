@@ -440,7 +440,8 @@ class NativeHook final : public Hook {
         spec().timeout_ms);
     // Quarantined as a crash or hang in handle() is, so counted as one (found in review: only
     // those were); every reload of such a file parks one more thread.
-    if (outcome != Worker::Outcome::Done) quarantines().inc();
+    if (outcome == Worker::Outcome::Crashed || outcome == Worker::Outcome::Stuck)
+      quarantines().inc();
     if (outcome == Worker::Outcome::Crashed)
       return "init() crashed (" + worker_.quarantine_reason() + "; library left loaded)";
     if (outcome != Worker::Outcome::Done) {

@@ -394,14 +394,15 @@ class OneShotHook final : public Hook {
       f.tool_detail = reason + ": " + excerpt(said);
       return f;
     }
+    // A veto command's output (jq -e printing `true`, however long) is not an event to check.
+    if (spec().kind == HookKind::Veto)
+      return trim(out.data).empty() && !out.overflow ? HookVerdict{} : ignored_replacement();
     if (out.overflow) {
       return failure(HookFailure::Kind::Error, "garbage output: stdout exceeds " +
                                                    std::to_string(kMaxOneShotStdout) + " bytes");
     }
     std::string_view text = trim(out.data);
     if (text.empty()) return HookVerdict{};  // continue
-    // A veto command's output (jq -e printing `true`) is not an event to check.
-    if (spec().kind == HookKind::Veto) return ignored_replacement();
     auto replacement = replacement_event(text);
     if (!replacement) {
       return failure(HookFailure::Kind::Error,
@@ -516,6 +517,7 @@ class OneShotHook final : public Hook {
 LoadResult make_program_hook(HookSpec spec, std::vector<std::string> argv,
                              bool descriptor_sets_kind, bool descriptor_sets_events) {
   ignore_sigpipe_once();
+  hook_stderr_lines();
   if (argv.empty()) return std::string("program hook has an empty command line");
   spec.form = HookForm::Program;
   auto hook = std::make_shared<ProgramHook>(std::move(spec), std::move(argv), descriptor_sets_kind,
@@ -526,6 +528,7 @@ LoadResult make_program_hook(HookSpec spec, std::vector<std::string> argv,
 
 LoadResult make_oneshot_hook(HookSpec spec, std::string command, std::vector<int> veto_exit_codes) {
   ignore_sigpipe_once();
+  hook_stderr_lines();
   if (trim(command).empty()) return std::string("one-shot hook has an empty command");
   spec.form = HookForm::OneShot;
   return HookPtr(std::make_shared<OneShotHook>(std::move(spec), std::move(command),

@@ -357,15 +357,14 @@ void StderrForwarder::stop() {
   close_fd(wake_[1]);
 }
 
-namespace {
-// Registered at load, so /metrics shows it at 0 before the first line (an alert on its
-// increase() would miss the first rise of a series that appears with it).
-metrics::Counter& hook_stderr_lines = metrics::counter(
-    "hookgate_hook_stderr_lines_total", "Lines program and one-shot hooks wrote to stderr");
-}  // namespace
+metrics::Counter& hook_stderr_lines() {
+  static auto& counter = metrics::counter("hookgate_hook_stderr_lines_total",
+                                          "Lines program and one-shot hooks wrote to stderr");
+  return counter;
+}
 
 void log_hook_stderr_line(std::string_view hook, std::string_view line) {
-  hook_stderr_lines.inc();
+  hook_stderr_lines().inc();
   // 20 lines a second per hook: a hook that prints garbage in a loop cannot flood the log.
   if (log_limiter_for("hook " + std::string(hook) + " stderr", 20).allow())
     spdlog::warn("hook {} stderr: {}", hook, line);

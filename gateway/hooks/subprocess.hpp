@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/common/metrics.hpp"
 #include "gateway/common/result.hpp"
 
 namespace hookgate::hooks {
@@ -124,6 +125,9 @@ int remaining_ms(int64_t deadline_ns);
 // One line a hook wrote to stderr: a warn record "hook <name> stderr: <line>", counted in
 // hookgate_hook_stderr_lines_total. Both hook forms that have a stderr go through here.
 void log_hook_stderr_line(std::string_view hook, std::string_view line);
+// The counter it raises. Looked up as each program or one-shot hook is made, so /metrics shows
+// it at 0 before the first line (an alert on increase() misses a series' first rise).
+metrics::Counter& hook_stderr_lines();
 
 // Forwards a hook's stderr to the log, one warn record per line ("hook <name> stderr: ..."),
 // lines cut at kMaxLine bytes. Owns the fd. stop() logs what is still buffered and joins; call it

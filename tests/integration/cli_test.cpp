@@ -157,6 +157,14 @@ TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
       EXPECT_NE(r.err.find(config + where + (config_only ? "" : "warning: ") + message),
                 std::string::npos)
           << r.err;
+      // Found in review: the full check then said "ok", which a CI gate took for "it starts".
+      if (!config_only) {
+        EXPECT_EQ(r.out.find(": ok"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("but `run` refuses to start on this machine until the 1 marked so "
+                             "above is fixed"),
+                  std::string::npos)
+            << r.out;
+      }
     }
   };
   const std::string config = dir.write(

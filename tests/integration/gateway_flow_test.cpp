@@ -93,6 +93,16 @@ TEST(GatewayFlowTest, PublishTakesDataFromAFileAndTheSourceFromTheCommandLine) {
   EXPECT_NE(missing.exit_code, 0);
   EXPECT_NE(missing.err.find("absent.json"), std::string::npos) << missing.err;
   EXPECT_FALSE(rx.wait_for(2, 1s));
+
+  // A whole event is sent as data, but with a warning: hooks would see its fields under
+  // data.data (a redaction hook misses data.data.password).
+  const std::string event_file = dir.write(
+      "event.json", R"({"type":"auth.failure","data":{"user":"ann","password":"hunter2"}})");
+  auto envelope = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type",
+                                "auth.failure", "--data-file", event_file});
+  EXPECT_EQ(envelope.exit_code, 0) << envelope.err;
+  EXPECT_NE(envelope.err.find("looks like a whole event"), std::string::npos) << envelope.err;
+  EXPECT_EQ(sent.err.find("looks like a whole event"), std::string::npos) << sent.err;
 }
 
 TEST(GatewayFlowTest, HooksRunInNumericOrderAndTransformReachesReceiver) {

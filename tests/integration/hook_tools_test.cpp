@@ -351,6 +351,12 @@ TEST(HookToolsTest, HooksNewYamlAndProgramScaffoldsLoadAndWork) {
   EXPECT_FALSE(ev["data"].HasMember("password")) << final_line;
   EXPECT_NE(line_matching(r.out, R"(\s+2\. gate\s+veto\s+continue.*)"), "") << r.out;
 
+  // Found in review: data that is not an object (any JSON value may be) crashed the scaffold.
+  std::string text = dir.write("text.json", R"({"type":"example.login","data":"just a string"})");
+  r = run_hookgate({"hooks", "test", "--config", cfg, "--event", text});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(line_matching(r.out, R"(\s+2\. gate\s+veto\s+continue.*)"), "") << r.out;
+
   std::string bad = dir.write("bad.json", R"({"type":"example.login","data":{"user":"mallory"}})");
   r = run_hookgate({"hooks", "test", "--config", cfg, "--event", bad});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

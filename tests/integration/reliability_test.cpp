@@ -276,15 +276,19 @@ TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
   // --state).
   auto listed = run_hookgate({"deliveries", "list", "--spool", spool, "--state", "dead"});
   EXPECT_NE(listed.out.find("\n3 shown; 3 dead in all\n"), std::string::npos) << listed.out;
-  // With no --state, every state is listed and each is counted (it counted only the pending
-  // ones); "--limit N shows more" only when more match.
-  auto all = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "3"});
-  EXPECT_NE(all.out.find("\n3 shown; 0 pending, 3 dead, 0 delivered in all\n"), std::string::npos)
+  // With no --state, every state is listed, and the pending and dead ones are each counted (it
+  // counted only the pending ones); with a state, "--limit N shows more" only when more match.
+  auto all = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "5"});
+  EXPECT_NE(all.out.find("\n3 shown; 0 pending, 3 dead in all, besides the delivered history\n"),
+            std::string::npos)
       << all.out;
   EXPECT_EQ(all.out.find("shows more"), std::string::npos) << all.out;
+  auto exact = run_hookgate({"deliveries", "list", "--spool", spool, "--state", "dead", "--limit", "3"});
+  EXPECT_EQ(exact.out.find("shows more"), std::string::npos) << exact.out;
   auto cut = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "2"});
-  EXPECT_NE(cut.out.find("\n2 shown; 0 pending, 3 dead, 0 delivered in all\n(the 2 oldest that "
-                         "match; --limit N shows more, --state pending only the backlog)\n"),
+  EXPECT_NE(cut.out.find("\n2 shown; 0 pending, 3 dead in all, besides the delivered history\n(the 2 "
+                         "oldest that match; --limit N shows more, --state pending only the "
+                         "backlog)\n"),
             std::string::npos)
       << cut.out;
   sqlite3* db = nullptr;

@@ -1,6 +1,7 @@
 #include "gateway/common/log.hpp"
 
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include <thread>
 
@@ -24,6 +25,16 @@ TEST(EscapeControlsTest, EscapesC0AndC1ControlsOnly) {
 }
 
 // Found in review: a hook printing garbage to stderr in a loop logged every line.
+// "warning" is the name the log prints, so an operator types it: it means warn.
+TEST(LogLevelTest, WarningIsWarn) {
+  EXPECT_TRUE(is_log_level("warning"));
+  EXPECT_TRUE(is_log_level("warn"));
+  EXPECT_FALSE(is_log_level("verbose"));
+  setup_logging("warning", "text");
+  EXPECT_EQ(spdlog::default_logger()->level(), spdlog::level::warn);
+  setup_logging("info", "text");
+}
+
 TEST(LogLimiterTest, LetsThroughItsRateAndSuppressesTheRest) {
   // Start right after a second boundary, so the 20 calls fall in one second.
   const int64_t second = now_steady_ns() / 1000000000;

@@ -711,6 +711,14 @@ TEST(OneShotHookTest, ReasonsQuotingHookOutputAreValidUtf8) {
   EXPECT_NE(body.find("\"reason\":\"a\\u0000b\xEF\xBF\xBD\""), std::string::npos) << body;
 }
 
+// Served at 0 from the first program or one-shot hook's load: an alert on increase() misses the
+// first rise of a series that appears with it.
+TEST(OneShotHookTest, TheStderrCounterIsServedFromTheFirstHooksLoad) {
+  auto hook = oneshot("cat >/dev/null");
+  const std::string text = metrics::Registry::global().render_prometheus();
+  EXPECT_NE(text.find("\nhookgate_hook_stderr_lines_total "), std::string::npos) << text;
+}
+
 TEST(OneShotHookTest, StderrLinesAreLoggedAndCountedLikeAProgramHooks) {
   const uint64_t before =
       metrics::Registry::global().counter_value("hookgate_hook_stderr_lines_total", {});
