@@ -130,11 +130,12 @@ int cmd_check(const std::vector<std::string>& argv) {
   if (warnings > 0)
     note = "; " + std::to_string(warnings) + (warnings == 1 ? " warning" : " warnings") + " above";
   if (stop_run_here > 0) {
-    std::printf("%s: valid (%zu webhooks, %zu hooks%s), but `run` refuses to start on this "
-                "machine until the %d marked so above %s fixed (`check --config-only` exits 1 "
-                "for them)\n",
-                cfg->file.c_str(), cfg->webhooks.size(), chain->loaded_count(), note.c_str(),
-                stop_run_here, stop_run_here == 1 ? "is" : "are");
+    std::printf(
+        "%s: valid (%zu webhooks, %zu hooks%s), but `run` refuses to start on this "
+        "machine until the %d marked so above %s fixed (`check --config-only` exits 1 "
+        "for them)\n",
+        cfg->file.c_str(), cfg->webhooks.size(), chain->loaded_count(), note.c_str(), stop_run_here,
+        stop_run_here == 1 ? "is" : "are");
     return 0;
   }
   std::printf("%s: ok (%zu webhooks, %zu hooks%s)\n", cfg->file.c_str(), cfg->webhooks.size(),

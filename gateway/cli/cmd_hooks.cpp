@@ -212,25 +212,26 @@ int hooks_new(const Args& args) {
         "    req = json.loads(line)\n"
         "    event = req[\"event\"]\n"
         "    data = event.get(\"data\")  # any JSON value (a string, a list), or absent\n" +
-        std::string(
-            kind == "transform" ? "    if isinstance(data, dict):\n"
-                                  "        data[\"checked_by\"] = \"" +
-                                      name +
-                                      "\"\n"
-                                      "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
-                                      "\"replace\", \"event\": event}), flush=True)\n"
-                                      "    else:\n"
-                                      "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
-                                      "\"continue\"}), flush=True)\n"
-            : kind == "veto" ? "    if isinstance(data, dict) and data.get(\"user\") == \"mallory\":\n"
-                               "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
-                               "\"veto\", \"reason\": \"banned user\"}), flush=True)\n"
-                               "    else:\n"
-                               "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
-                               "\"continue\"}), flush=True)\n"
-                             : "    print(event[\"type\"], file=sys.stderr, flush=True)\n"
-                               "    print(json.dumps({\"id\": req[\"id\"], \"action\": "
-                               "\"continue\"}), flush=True)\n");
+        std::string(kind == "transform"
+                        ? "    if isinstance(data, dict):\n"
+                          "        data[\"checked_by\"] = \"" +
+                              name +
+                              "\"\n"
+                              "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                              "\"replace\", \"event\": event}), flush=True)\n"
+                              "    else:\n"
+                              "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                              "\"continue\"}), flush=True)\n"
+                    : kind == "veto"
+                        ? "    if isinstance(data, dict) and data.get(\"user\") == \"mallory\":\n"
+                          "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                          "\"veto\", \"reason\": \"banned user\"}), flush=True)\n"
+                          "    else:\n"
+                          "        print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                          "\"continue\"}), flush=True)\n"
+                        : "    print(event[\"type\"], file=sys.stderr, flush=True)\n"
+                          "    print(json.dumps({\"id\": req[\"id\"], \"action\": "
+                          "\"continue\"}), flush=True)\n");
   } else if (form == "native") {
     fs::path folder = dir / (name + "-src");
     fs::create_directories(folder, ec);

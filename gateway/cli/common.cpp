@@ -108,7 +108,8 @@ std::optional<int64_t> max_message_bytes_option(const Args& args) {
 std::optional<int> check_log_level(const Args& args) {
   auto level = args.get("log-level");
   if (!level || is_log_level(*level)) return std::nullopt;
-  return fail("--log-level: expected trace, debug, info, warn (or warning), error or off, got '" + *level + "'",
+  return fail("--log-level: expected trace, debug, info, warn (or warning), error or off, got '" +
+                  *level + "'",
               2);
 }
 

@@ -948,8 +948,16 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     fs::path lib(library);
     if (lib.is_relative()) lib = (folder / lib).lexically_normal();
     if (kind) spec.kind = *kind;
-    return placed("library", make_native_hook(std::move(spec), lib.string(), kind.has_value(),
-                                              r.has("events")));
+    LoadResult loaded =
+        make_native_hook(std::move(spec), lib.string(), kind.has_value(), r.has("events"));
+    // A path from a ${VAR} (with a default, as the examples' build folders) names the variable:
+    // the operator sets it, or builds the library where the default points (found in review).
+    const YAML::Node written = r.node("library");
+    if (!loaded.ok() && written.IsScalar() && written.Scalar().find("${") != std::string::npos)
+      loaded = LoadResult(loaded.error() + " (library: is written as " +
+                          config::quoted_as_written(written, library) +
+                          "; set that variable, or build the library where it points)");
+    return placed("library", std::move(loaded));
   }
 
   // Declarative.

@@ -283,13 +283,15 @@ TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
             std::string::npos)
       << all.out;
   EXPECT_EQ(all.out.find("shows more"), std::string::npos) << all.out;
-  auto exact = run_hookgate({"deliveries", "list", "--spool", spool, "--state", "dead", "--limit", "3"});
+  auto exact =
+      run_hookgate({"deliveries", "list", "--spool", spool, "--state", "dead", "--limit", "3"});
   EXPECT_EQ(exact.out.find("shows more"), std::string::npos) << exact.out;
   auto cut = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "2"});
-  EXPECT_NE(cut.out.find("\n2 shown; 0 pending, 3 dead in all, besides the delivered history\n(the 2 "
-                         "oldest that match; --limit N shows more, --state pending only the "
-                         "backlog)\n"),
-            std::string::npos)
+  EXPECT_NE(
+      cut.out.find("\n2 shown; 0 pending, 3 dead in all, besides the delivered history\n(the 2 "
+                   "oldest that match; --limit N shows more, --state pending only the "
+                   "backlog)\n"),
+      std::string::npos)
       << cut.out;
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(spool.c_str(), &db), SQLITE_OK);

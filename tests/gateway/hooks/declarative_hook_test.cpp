@@ -337,6 +337,14 @@ TEST_F(DeclarativeHookTest, AProgramOrLibraryThatCannotLoadIsPlacedAtItsKey) {
   const std::string text = dump(library);
   EXPECT_NE(text.find(path_of("_1_bad.yaml") + ":2:10: cannot load "), std::string::npos) << text;
   EXPECT_EQ(text.find("missing.so"), text.rfind("missing.so")) << text;
+  // A path from a ${VAR} names the variable (the examples' `${HOOKGATE_NATIVE_HOOKS:-...}`).
+  unsetenv("HG_TEST_NO_SUCH_LIBS");
+  auto from_var = load_err("kind: veto\nlibrary: ${HG_TEST_NO_SUCH_LIBS:-./nolibs}/x.so\n");
+  EXPECT_NE(dump(from_var).find(
+                "(library: is written as '${HG_TEST_NO_SUCH_LIBS:-./nolibs}/x.so'; set that "
+                "variable, or build the library where it points)"),
+            std::string::npos)
+      << dump(from_var);
 }
 
 TEST_F(DeclarativeHookTest, RepeatedKeysInActionMapsAreErrors) {
