@@ -194,10 +194,17 @@ bool Proxy::forward_subscription() {
           address ? address : "a local socket");
     return true;
   }
+  const std::string prefix(static_cast<const char*>(part.data()) + 1, part.size() - 1);
   if (first == 0) {  // libzmq's own: the prefix's last subscriber left
-    const std::string_view prefix(static_cast<const char*>(part.data()) + 1, part.size() - 1);
     spdlog::info("bus proxy: the last subscriber to {} left; publishers are told",
                  prefix.empty() ? std::string("everything") : "'" + display_text(prefix) + "'");
+    subscribed_prefixes_.erase(prefix);
+    if (holding_ && hold_until_ && subscribed_prefixes_.empty()) {
+      hold_until_.reset();
+      spdlog::info("bus proxy: no subscriber is left; publications wait for the next");
+    }
+  } else {
+    subscribed_prefixes_.insert(prefix);
   }
   (void)frontend_.send(part, zmq::send_flags::none);
   if (holding_ && !hold_until_ && first == 1) {  // `part` itself is gone: send() took it
@@ -264,6 +271,7 @@ Status Proxy::reload() {
   if (auto st = open_backend(); !st) return st;
   holding_ = true;  // until subscribers are back on the new backend
   hold_until_.reset();
+  subscribed_prefixes_.clear();  // a new socket: its subscribers subscribe afresh
   rebinds_.fetch_add(1, std::memory_order_release);
   return {};
 }

@@ -96,6 +96,10 @@ class Proxy {
   static constexpr std::chrono::milliseconds kSettle{1000};
   bool holding_ = true;
   std::optional<std::chrono::steady_clock::time_point> hold_until_;  // set by the first subscribe
+  // Prefixes the backend has a subscriber for (XPUB reports a prefix's first subscribe and its
+  // last unsubscribe): a settle that ends with none left holds on (found in review: a tap that
+  // subscribed and left within the second released the backlog to nobody).
+  std::set<std::string> subscribed_prefixes_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> reload_{false};
   std::atomic<uint64_t> denied_{0};

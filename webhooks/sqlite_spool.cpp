@@ -110,6 +110,10 @@ constexpr const char* kComplete =
 constexpr const char* kReplayOne =
     "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
     "WHERE id = ?1 AND state = 2";
+// `deliveries replay --delivered ID`: a delivered one too (its receiver lost what it acknowledged).
+constexpr const char* kReplayOneOrDelivered =
+    "UPDATE deliveries SET state = 0, attempts = 0, next_attempt_ms = ?2, updated_ms = ?2 "
+    "WHERE id = ?1 AND state IN (1, 2)";
 // Dead letters back to pending, at most ?3 of them (-1: all), in (webhook, rowid) order past the
 // cursor (?4, ?5), which the caller moves to the last row returned. A row the gateway
 // dead-letters again while a chunked replay runs keeps its place behind the cursor, so a later
@@ -1368,12 +1372,13 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
 }
 
 bool SqliteSpool::replay_rows(Conn& c, const std::vector<std::string>& ids, bool all_dead,
-                              const std::string& webhook, int64_t now, size_t& moved) {
+                              const std::string& webhook, int64_t now, size_t& moved,
+                              bool delivered_too) {
   if (all_dead) {
     ReplayCursor from_the_start;
     return replay_dead_chunk(c, webhook, now, -1, from_the_start, moved);
   }
-  sqlite3_stmt* s = c.stmt(kReplayOne);
+  sqlite3_stmt* s = c.stmt(delivered_too ? kReplayOneOrDelivered : kReplayOne);
   if (s == nullptr) return false;
   for (const auto& id : ids) {
     StmtScope scope(s);
@@ -2132,9 +2137,11 @@ size_t SqliteSpool::replay(const std::vector<std::string>& ids) {
   return moved ? *moved : 0;
 }
 
-Result<size_t> SqliteSpool::replay_ids(const std::vector<std::string>& ids) {
+Result<size_t> SqliteSpool::replay_ids(const std::vector<std::string>& ids, bool delivered_too) {
   if (ids.empty()) return size_t{0};
-  return tools_ ? replay_direct(ids, false, "") : replay_via_writer(ids, false, "");
+  if (delivered_too && !tools_)
+    return make_error("spool " + path_ + ": replaying delivered ids is for `hookgate deliveries`");
+  return tools_ ? replay_direct(ids, false, "", delivered_too) : replay_via_writer(ids, false, "");
 }
 
 Result<size_t> SqliteSpool::replay_all_dead(const std::string& webhook) {
@@ -2157,7 +2164,7 @@ Result<size_t> SqliteSpool::replay_via_writer(const std::vector<std::string>& id
 }
 
 Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, bool all_dead,
-                                          const std::string& webhook) {
+                                          const std::string& webhook, bool delivered_too) {
   std::lock_guard rl(read_mu_);
   if (!reader_) return make_error("spool " + path_ + " is closed");
   Conn& c = *reader_;
@@ -2172,8 +2179,8 @@ Result<size_t> SqliteSpool::replay_direct(const std::vector<std::string>& ids, b
   // IMMEDIATE: take the write lock up front (waiting up to busy_timeout for the gateway's
   // writer) instead of failing on upgrade halfway through.
   if (!all_dead) {
-    if (!c.exec("BEGIN IMMEDIATE") || !replay_rows(c, ids, false, webhook, now, moved) ||
-        !c.exec("COMMIT")) {
+    if (!c.exec("BEGIN IMMEDIATE") ||
+        !replay_rows(c, ids, false, webhook, now, moved, delivered_too) || !c.exec("COMMIT")) {
       moved = 0;  // one transaction, rolled back: nothing was replayed before
       return failed();
     }

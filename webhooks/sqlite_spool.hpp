@@ -124,7 +124,9 @@ class SqliteSpool final : public DeliveryStore {
   // As replay(), but an error when the replay could not be written (the file locked beyond
   // busy_timeout, read-only, damaged), so `hookgate deliveries replay` does not report the ids
   // as "no dead delivery with that id".
-  Result<size_t> replay_ids(const std::vector<std::string>& ids);
+  // `delivered_too` (tools mode only: `deliveries replay --delivered`) sends delivered ids again
+  // as well, same id, attempts from 1.
+  Result<size_t> replay_ids(const std::vector<std::string>& ids, bool delivered_too = false);
   std::map<std::string, size_t> pending_by_webhook() override;
   [[nodiscard]] uint64_t external_changes() const override {
     return external_changes_.load(std::memory_order_acquire);
@@ -247,7 +249,8 @@ class SqliteSpool final : public DeliveryStore {
   // Dead → pending for `ids` (or every dead delivery of `webhook`, all webhooks if empty, when
   // `all_dead`), inside the caller's transaction; adds the rows moved to `moved`.
   static bool replay_rows(Conn& conn, const std::vector<std::string>& ids, bool all_dead,
-                          const std::string& webhook, int64_t now, size_t& moved);
+                          const std::string& webhook, int64_t now, size_t& moved,
+                          bool delivered_too = false);
   // Where a chunked replay of dead letters has got to, in the dead index's (webhook, rowid) order.
   struct ReplayCursor {
     std::string webhook;
@@ -291,7 +294,7 @@ class SqliteSpool final : public DeliveryStore {
   std::optional<Delivery> get_by_id(const char* sql, const std::string& id);
   bool begin_waiting(Conn& c);
   Result<size_t> replay_direct(const std::vector<std::string>& ids, bool all_dead,
-                               const std::string& webhook);
+                               const std::string& webhook, bool delivered_too = false);
 
   const std::string path_;
   // The gateway's exclusive flock on `path_.lock`: two gateways on one spool would each claim and

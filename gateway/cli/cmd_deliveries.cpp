@@ -27,23 +27,24 @@ const char* state_name(webhooks::DeliveryState s) {
 }  // namespace
 
 int cmd_deliveries(const std::vector<std::string>& argv) {
-  Args args(argv, {"all-dead"});
+  Args args(argv, {"all-dead", "delivered"});
   const char* usage =
       "Usage: hookgate deliveries list [--config FILE | --spool FILE] [--state "
       "pending|dead|delivered] [--webhook NAME] [--limit N]\n"
       "       hookgate deliveries show ID [--config FILE | --spool FILE]\n"
-      "       hookgate deliveries replay ID... | --all-dead [--webhook NAME] [--config FILE | "
-      "--spool FILE]\n"
+      "       hookgate deliveries replay ID... [--delivered] | --all-dead [--webhook NAME] "
+      "[--config FILE | --spool FILE]\n"
       "       hookgate deliveries purge ID... | --all-dead [--webhook NAME] [--config FILE | "
       "--spool FILE]\n"
-      "replay queues dead deliveries again (same ids); purge deletes them for good.\n"
+      "replay queues dead deliveries again (same ids), and with --delivered delivered ones too\n"
+      "(a receiver that lost what it acknowledged); purge deletes dead ones for good.\n"
       "Works on the spool file of --config (or ./hookgate-spool.db), also while the gateway "
       "runs.\n"
       "--spool names the file directly: the config is not read, so its ${VAR}s (secrets) need not "
       "be set.\n";
-  if (auto code =
-          check_usage(args, {"config", "spool", "state", "webhook", "limit", "all-dead"}, usage,
-                      /*takes_arguments=*/true))
+  if (auto code = check_usage(
+          args, {"config", "spool", "state", "webhook", "limit", "all-dead", "delivered"}, usage,
+          /*takes_arguments=*/true))
     return *code;
   if (args.positional().empty()) return fail(std::string("missing sub-verb\n") + usage, 2);
   // Every usage error before the spool is opened: a typo must not read as a spool problem.
@@ -62,6 +63,7 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   if (sub == "list") takes.insert(takes.end(), {"state", "webhook", "limit"});
   if ((sub == "replay" || sub == "purge") && args.has("all-dead"))
     takes.insert(takes.end(), {"all-dead", "webhook"});
+  if (sub == "replay" && !args.has("all-dead")) takes.push_back("delivered");
   if (auto stray = args.unknown(takes); !stray.empty())
     return fail(stray.front() + " is not an option of `deliveries " + sub +
                     (sub == "list" || sub == "show" ? "" : " ID...") + "`\n" + usage,
@@ -176,12 +178,16 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   }
   // replay and purge: each acts on dead letters only, by id or --all-dead [--webhook NAME].
   const bool purge = sub == "purge";
+  // --delivered: a delivered id is sent again too (same id; a receiver that deduplicates on
+  // webhook-id must forget it first). Only by id: a bulk resend of history is a new publish.
+  const bool delivered_too = args.has("delivered");
+  const char* which = delivered_too ? "" : "dead ";
   auto done = [&](size_t n) {
-    return std::to_string(n) + (n == 1 ? " dead delivery " : " dead deliveries ") +
+    return std::to_string(n) + " " + which + (n == 1 ? "delivery " : "deliveries ") +
            (purge ? "deleted" : "queued again");
   };
   auto act = [&](const std::vector<std::string>& ids) {
-    return purge ? store.purge_dead(ids, false) : store.replay_ids(ids);
+    return purge ? store.purge_dead(ids, false) : store.replay_ids(ids, delivered_too);
   };
   // Replayed deliveries of a webhook the config no longer has (renamed, removed) are pending
   // under a name no dispatcher claims: say so, or they wait unseen.
@@ -227,8 +233,12 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     if (auto code = read_failed()) return *code;
     if (!found) {
       missed.emplace_back(id, "no dead delivery with that id");
+    } else if (found->state == webhooks::DeliveryState::Delivered && delivered_too) {
+      if (seen.insert(id).second) dead.push_back(id);
     } else if (found->state != webhooks::DeliveryState::Dead) {
-      missed.emplace_back(id, std::string("it is ") + state_name(found->state) + ", not dead");
+      const bool resendable = !purge && found->state == webhooks::DeliveryState::Delivered;
+      missed.emplace_back(id, std::string("it is ") + state_name(found->state) + ", not dead" +
+                                  (resendable ? " (--delivered sends it again)" : ""));
     } else if (seen.insert(id).second) {
       dead.push_back(id);
     }
@@ -238,8 +248,8 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     // A file locked past the busy timeout, or read-only, is not "no such delivery": the cause.
     auto acted = act(dead);
     if (!acted)
-      return fail(acted.error().message + " (none of the " + std::to_string(dead.size()) +
-                  " dead ids " + (purge ? "deleted" : "replayed") + ")");
+      return fail(acted.error().message + " (none of the " + std::to_string(dead.size()) + " " +
+                  which + "ids " + (purge ? "deleted" : "replayed") + ")");
     moved = *acted;
   }
   std::printf("%s\n", done(moved).c_str());
@@ -251,9 +261,11 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   // between the look and the write.
   if (moved < dead.size())
     std::fprintf(stderr,
-                 "hookgate: %zu of the dead ids were no longer dead when %s (another process "
-                 "replayed or purged them, or spool.dead_retention_ms pruned them, meanwhile)\n",
-                 dead.size() - moved, purge ? "deleted" : "replayed");
+                 "hookgate: %zu of the %sids were no longer %s when %s (another process "
+                 "replayed or purged them, or spool.dead_retention_ms or retention_ms pruned them, "
+                 "meanwhile)\n",
+                 dead.size() - moved, which, delivered_too ? "dead or delivered" : "dead",
+                 purge ? "deleted" : "replayed");
   return missed.empty() && moved == dead.size() ? 0 : 1;
 }
 

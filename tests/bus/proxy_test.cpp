@@ -196,6 +196,54 @@ TEST(ProxyTest, WhatPublishersQueuedWhileTheProxyRestartedWaitsForItsFirstSubscr
   }
 }
 
+// Found in review: the settle second started at the first subscribe and ended whatever happened
+// in it, so a tap that subscribed and left within it released the held backlog to a backend with
+// no subscriber, which dropped it. With no subscriber left the proxy holds on.
+TEST(ProxyTest, ABacklogWaitsForASubscriberThatStays) {
+  TempDir dir;
+  std::string frontend;
+  std::string backend;
+  zmq::context_t ctx;
+  std::unique_ptr<Publisher> pub;
+  {
+    auto first = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
+    ASSERT_TRUE(first) << first.error().message;
+    auto running = std::make_unique<RunningProxy>(std::move(first.value()));
+    frontend = (*running)->frontend_endpoint();
+    backend = (*running)->backend_endpoint();
+    auto sub = subscriber(ctx, **running, dir, nullptr, nullptr, "first");
+    ASSERT_TRUE(sub);
+    testing::ReceivingThread rx(*sub);
+    pub = publisher(**running, nullptr, nullptr);
+    ASSERT_TRUE(pub);
+    ASSERT_GT(publish_until_received(*pub, rx, "app.before"), 0);
+    running.reset();
+  }
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(pub->publish("app.queued", "{}")) << i;
+  auto second = Proxy::start({.frontend = frontend, .backend = backend});
+  ASSERT_TRUE(second) << second.error().message;
+  RunningProxy running(std::move(second.value()));
+  for (int i = 0; i < 10; ++i) {  // the publisher reconnects and flushes, as above
+    (void)pub->wait_for_subscriber(50ms);
+    std::this_thread::sleep_for(50ms);
+  }
+  {
+    // A tap that subscribes and goes again, well within the settle second.
+    auto tap = subscriber(ctx, *running, dir, nullptr, nullptr, "tap");
+    ASSERT_TRUE(tap);
+    std::this_thread::sleep_for(200ms);
+  }
+  // Past the second the tap's subscribe started (an absence: nothing to wait for).
+  std::this_thread::sleep_for(1500ms);
+  auto sub = subscriber(ctx, *running, dir, nullptr, nullptr, "gateway");
+  ASSERT_TRUE(sub);
+  testing::ReceivingThread rx(*sub);
+  int queued = 0;
+  for (auto parts = rx.next(5s); !parts.empty(); parts = rx.next(queued < 20 ? 5s : 300ms))
+    queued += parts[0] == "app.queued";
+  EXPECT_EQ(queued, 20);
+}
+
 // Found in review: libzmq hands a peer's unsubscribe to the application even for a prefix that
 // peer never subscribed to, and the proxy passed it on: one forged frame on the backend cancelled
 // the gateway's subscription at every publisher, whose publish() then failed "no subscriber".

@@ -678,11 +678,27 @@ TEST(ReliabilityTest, DeadLetterThenReplay) {
         again = run_hookgate({"deliveries", "replay", last.header("x-hookgate-delivery"),
                               "--config", gw.config_path()},
                              "", gw.env());
-        return again.err.find("it is delivered, not dead") != std::string::npos;
+        return again.err.find("it is delivered, not dead (--delivered sends it again)") !=
+               std::string::npos;
       },
       10s))
       << again.err;
   EXPECT_EQ(again.exit_code, 1);
+  // With --delivered it goes again (a receiver that lost what it acknowledged): same id.
+  auto resend = run_hookgate({"deliveries", "replay", "--delivered",
+                              last.header("x-hookgate-delivery"), "--config", gw.config_path()},
+                             "", gw.env());
+  EXPECT_EQ(resend.exit_code, 0) << resend.err;
+  EXPECT_NE(resend.out.find("1 delivery queued again"), std::string::npos) << resend.out;
+  ASSERT_TRUE(rx.wait_for(4, 10s)) << gw.log();
+  EXPECT_EQ(rx.requests().back().header("x-hookgate-delivery"), last.header("x-hookgate-delivery"));
+  EXPECT_EQ(event_id_of(rx.requests().back().body), event_id);
+  // Only by id, and only for replay.
+  EXPECT_EQ(run_hookgate(
+                {"deliveries", "replay", "--all-dead", "--delivered", "--config", gw.config_path()},
+                "", gw.env())
+                .exit_code,
+            2);
 }
 
 // Dead letters stay until replayed or purged: `deliveries purge` deletes them for good, by id or
