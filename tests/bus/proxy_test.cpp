@@ -143,105 +143,90 @@ TEST(ProxyTest, ForwardsPublicationsAndSubscriptions) {
   EXPECT_NE(parts[1].find(R"("n":1)"), std::string::npos) << parts[1];
 }
 
-// Found in review: a publisher keeps its queue while the proxy restarts, and one that reconnected
-// before any gateway had all of it dropped by a backend nobody subscribed to yet, though every
-// publish() had succeeded. Publications now wait for the backend's first subscriber.
-TEST(ProxyTest, WhatPublishersQueuedWhileTheProxyRestartedWaitsForItsFirstSubscriber) {
+// A proxy restarted under a publisher that queued `queued` app.queued events while it was down
+// and has flushed them into the new proxy before any subscriber is back.
+struct RestartedProxy {
   TempDir dir;
-  std::string frontend;
-  std::string backend;
   zmq::context_t ctx;
   std::unique_ptr<Publisher> pub;
+  std::unique_ptr<RunningProxy> running;
+};
+
+void restart_under_a_queued_backlog(RestartedProxy& bus, int queued) {
+  std::string frontend;
+  std::string backend;
   {
     auto first = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
     ASSERT_TRUE(first) << first.error().message;
     auto running = std::make_unique<RunningProxy>(std::move(first.value()));
     frontend = (*running)->frontend_endpoint();
     backend = (*running)->backend_endpoint();
-    auto sub = subscriber(ctx, **running, dir, nullptr, nullptr, "first");
+    auto sub = subscriber(bus.ctx, **running, bus.dir, nullptr, nullptr, "first");
     ASSERT_TRUE(sub);
     testing::ReceivingThread rx(*sub);
-    pub = publisher(**running, nullptr, nullptr);
-    ASSERT_TRUE(pub);
-    ASSERT_GT(publish_until_received(*pub, rx, "app.before"), 0);
+    bus.pub = publisher(**running, nullptr, nullptr);
+    ASSERT_TRUE(bus.pub);
+    ASSERT_GT(publish_until_received(*bus.pub, rx, "app.before"), 0);
     running.reset();  // the proxy stops first: the gateway's going is never heard upstream
   }
-  for (int i = 0; i < 20; ++i)
-    ASSERT_TRUE(pub->publish("app.queued", "{}")) << i;  // queued for the proxy's return
-
+  for (int i = 0; i < queued; ++i)
+    ASSERT_TRUE(bus.pub->publish("app.queued", "{}")) << i;  // queued for the proxy's return
   auto second = Proxy::start({.frontend = frontend, .backend = backend});
   ASSERT_TRUE(second) << second.error().message;
-  RunningProxy running(std::move(second.value()));
+  bus.running = std::make_unique<RunningProxy>(std::move(second.value()));
   // The publisher reconnects and flushes its queue before any gateway is back. Not a wait for a
   // condition the test can see: the flush leaves no trace before a subscriber takes it.
   for (int i = 0; i < 10; ++i) {
-    (void)pub->wait_for_subscriber(50ms);  // lets the publisher follow its connection
+    (void)bus.pub->wait_for_subscriber(50ms);  // lets the publisher follow its connection
     std::this_thread::sleep_for(50ms);
   }
-  auto sub = subscriber(ctx, *running, dir, nullptr, nullptr, "second");
+}
+
+// How many app.queued events `rx` receives, up to `want` (then any more within 300 ms).
+int queued_received(testing::ReceivingThread& rx, int want) {
+  int queued = 0;
+  for (auto parts = rx.next(5s); !parts.empty(); parts = rx.next(queued < want ? 5s : 300ms))
+    queued += parts[0] == "app.queued";
+  return queued;
+}
+
+// Found in review: a publisher keeps its queue while the proxy restarts, and one that reconnected
+// before any gateway had all of it dropped by a backend nobody subscribed to yet, though every
+// publish() had succeeded. Publications now wait for the backend's first subscriber.
+TEST(ProxyTest, WhatPublishersQueuedWhileTheProxyRestartedWaitsForItsFirstSubscriber) {
+  RestartedProxy bus;
+  ASSERT_NO_FATAL_FAILURE(restart_under_a_queued_backlog(bus, 20));
+  auto sub = subscriber(bus.ctx, **bus.running, bus.dir, nullptr, nullptr, "second");
   ASSERT_TRUE(sub);
   testing::ReceivingThread rx(*sub);
   // A second gateway subscribing a moment later gets them too: the proxy lets the others
   // subscribe (a second) before it passes the backlog on.
   std::this_thread::sleep_for(200ms);
-  auto late = subscriber(ctx, *running, dir, nullptr, nullptr, "late");
+  auto late = subscriber(bus.ctx, **bus.running, bus.dir, nullptr, nullptr, "late");
   ASSERT_TRUE(late);
   testing::ReceivingThread late_rx(*late);
-  for (auto* receiver : {&rx, &late_rx}) {
-    int queued = 0;
-    for (auto parts = receiver->next(5s); !parts.empty();
-         parts = receiver->next(queued < 20 ? 5s : 300ms))
-      queued += parts[0] == "app.queued";
-    EXPECT_EQ(queued, 20) << (receiver == &rx ? "the first subscriber" : "the later one");
-  }
+  EXPECT_EQ(queued_received(rx, 20), 20) << "the first subscriber";
+  EXPECT_EQ(queued_received(late_rx, 20), 20) << "the later one";
 }
 
 // Found in review: the settle second started at the first subscribe and ended whatever happened
 // in it, so a tap that subscribed and left within it released the held backlog to a backend with
 // no subscriber, which dropped it. With no subscriber left the proxy holds on.
 TEST(ProxyTest, ABacklogWaitsForASubscriberThatStays) {
-  TempDir dir;
-  std::string frontend;
-  std::string backend;
-  zmq::context_t ctx;
-  std::unique_ptr<Publisher> pub;
-  {
-    auto first = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
-    ASSERT_TRUE(first) << first.error().message;
-    auto running = std::make_unique<RunningProxy>(std::move(first.value()));
-    frontend = (*running)->frontend_endpoint();
-    backend = (*running)->backend_endpoint();
-    auto sub = subscriber(ctx, **running, dir, nullptr, nullptr, "first");
-    ASSERT_TRUE(sub);
-    testing::ReceivingThread rx(*sub);
-    pub = publisher(**running, nullptr, nullptr);
-    ASSERT_TRUE(pub);
-    ASSERT_GT(publish_until_received(*pub, rx, "app.before"), 0);
-    running.reset();
-  }
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(pub->publish("app.queued", "{}")) << i;
-  auto second = Proxy::start({.frontend = frontend, .backend = backend});
-  ASSERT_TRUE(second) << second.error().message;
-  RunningProxy running(std::move(second.value()));
-  for (int i = 0; i < 10; ++i) {  // the publisher reconnects and flushes, as above
-    (void)pub->wait_for_subscriber(50ms);
-    std::this_thread::sleep_for(50ms);
-  }
+  RestartedProxy bus;
+  ASSERT_NO_FATAL_FAILURE(restart_under_a_queued_backlog(bus, 20));
   {
     // A tap that subscribes and goes again, well within the settle second.
-    auto tap = subscriber(ctx, *running, dir, nullptr, nullptr, "tap");
+    auto tap = subscriber(bus.ctx, **bus.running, bus.dir, nullptr, nullptr, "tap");
     ASSERT_TRUE(tap);
     std::this_thread::sleep_for(200ms);
   }
   // Past the second the tap's subscribe started (an absence: nothing to wait for).
   std::this_thread::sleep_for(1500ms);
-  auto sub = subscriber(ctx, *running, dir, nullptr, nullptr, "gateway");
+  auto sub = subscriber(bus.ctx, **bus.running, bus.dir, nullptr, nullptr, "gateway");
   ASSERT_TRUE(sub);
   testing::ReceivingThread rx(*sub);
-  int queued = 0;
-  for (auto parts = rx.next(5s); !parts.empty(); parts = rx.next(queued < 20 ? 5s : 300ms))
-    queued += parts[0] == "app.queued";
-  EXPECT_EQ(queued, 20);
+  EXPECT_EQ(queued_received(rx, 20), 20);
 }
 
 // Found in review: libzmq hands a peer's unsubscribe to the application even for a prefix that
