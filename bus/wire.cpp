@@ -2,8 +2,11 @@
 
 #include <arpa/inet.h>
 #include <net/if.h>
+#include <netdb.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 #include "bus/sequence_gaps.hpp"
 #include "gateway/common/diagnostic_type.hpp"
@@ -59,6 +62,43 @@ std::optional<std::string> bind_host_problem(const std::string& endpoint) {
 
 namespace {
 
+// The peers an endpoint reaches, as "address:port" or "ipc:PATH"; the endpoint itself when it
+// names neither (another transport, a source address, a name that does not resolve).
+std::vector<std::string> peers_of(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) == 0) {
+    const std::string path = endpoint.substr(6);
+    if (path.empty() || path[0] == '@') return {endpoint};  // abstract namespace: as written
+    std::error_code ec;
+    const auto canonical = std::filesystem::weakly_canonical(path, ec);
+    return {"ipc:" + (ec ? path : canonical.string())};
+  }
+  if (endpoint.rfind("tcp://", 0) != 0 || endpoint.find(';') != std::string::npos)
+    return {endpoint};
+  const std::string address = endpoint.substr(6);
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return {endpoint};
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return {endpoint};
+  std::vector<std::string> out;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char numeric[NI_MAXHOST];
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, numeric, sizeof numeric, nullptr, 0,
+                    NI_NUMERICHOST) == 0)
+      out.push_back(std::string(numeric) + ":" + port);
+  }
+  freeaddrinfo(found);
+  if (out.empty()) out.push_back(endpoint);
+  return out;
+}
+
 // Copies the stream stamp of a parsed but rejected envelope into `rej`.
 Rejection with_sequence(const Event& ev, Rejection rej) {
   if (auto stamp = stream_stamp(ev)) {
@@ -69,6 +109,17 @@ Rejection with_sequence(const Event& ev, Rejection rej) {
 }
 
 }  // namespace
+
+std::optional<SamePeer> same_peer(const std::vector<std::string>& connect) {
+  std::map<std::string, size_t> reached;  // peer → the first endpoint that reaches it
+  for (size_t i = 0; i < connect.size(); ++i) {
+    for (const auto& peer : peers_of(connect[i])) {
+      auto [it, fresh] = reached.emplace(peer, i);
+      if (!fresh && it->second != i) return SamePeer{it->second, i, peer};
+    }
+  }
+  return std::nullopt;
+}
 
 std::optional<StreamStamp> stream_stamp(const Event& event) {
   const JsonValue* stream = event.find(kStreamAttribute);

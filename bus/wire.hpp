@@ -38,6 +38,15 @@ inline constexpr int kUnacknowledgedMaxMs = 90000;
 // other transports, or when the host is fine.
 std::optional<std::string> bind_host_problem(const std::string& endpoint);
 
+// Two `bus.connect` endpoints that reach one peer (tcp://localhost:5556 and tcp://127.0.0.1:5556,
+// or two spellings of one ipc:// path): each event would arrive twice, once per connection.
+// Resolves host names (so for `check`, not the gateway's start, which must not wait on DNS).
+struct SamePeer {
+  size_t first = 0, second = 0;  // indexes into the list
+  std::string peer;              // the address both reach
+};
+std::optional<SamePeer> same_peer(const std::vector<std::string>& connect);
+
 // What every bus socket (subscriber, publisher, proxy) sets before binding or connecting to
 // `connect` and `bind`: the keepalive above, and IPv6 when one of them is a bracketed address
 // (`tcp://[::]:5556`). Only then: with IPv6 on, ZeroMQ binds an IPv4 address as IPv4-mapped

@@ -68,6 +68,7 @@ struct BusConfig {
   int receive_hwm = 20000;
   CurveConfig curve;
   Position bind_where;  // of `bus.bind`, for what `check` finds about it on this machine
+  std::vector<Position> connect_where;  // of each `bus.connect` item, likewise
 };
 
 struct HooksConfig {

@@ -128,8 +128,10 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
     check_endpoint("bind", *bus.bind, std::nullopt);
     bus.bind_where = r.pos("bind");
   }
+  bus.connect_where.clear();
   for (size_t i = 0; i < bus.connect.size(); ++i) {
     check_endpoint("connect", bus.connect[i], i);
+    bus.connect_where.push_back(r.pos("connect", i));
     // Two connections to one peer would receive every event twice.
     if (std::find(bus.connect.begin(), bus.connect.begin() + static_cast<std::ptrdiff_t>(i),
                   bus.connect[i]) != bus.connect.begin() + static_cast<std::ptrdiff_t>(i))
@@ -516,7 +518,8 @@ void read_log(MapReader r, LogConfig& log) {
   r.get("level", log.level);
   r.get("format", log.format);
   if (!is_log_level(log.level))
-    r.error(r.pos("level"), "log.level: expected one of trace, debug, info, warn (or warning), error, off");
+    r.error(r.pos("level"),
+            "log.level: expected one of trace, debug, info, warn (or warning), error, off");
   if (log.format != "text" && log.format != "json")
     r.error(r.pos("format"), "log.format: expected text or json");
   r.finish();

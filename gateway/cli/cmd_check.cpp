@@ -76,6 +76,20 @@ int cmd_check(const std::vector<std::string>& argv) {
   if (cfg->bus.bind)
     if (auto why = bus::bind_host_problem(*cfg->bus.bind))
       on_this_machine(cfg->bus.bind_where, "bus.bind: " + *why);
+  // A warning, not a problem: the names may resolve otherwise where the gateway runs.
+  if (auto same = bus::same_peer(cfg->bus.connect)) {
+    ++warnings;
+    std::fprintf(
+        stderr,
+        "%s: warning: bus.connect: %s and %s reach the same peer (%s) here: the gateway "
+        "would receive each of its events twice; list it once\n",
+        (same->second < cfg->bus.connect_where.size() ? cfg->bus.connect_where[same->second]
+                                                      : cfg->bus.bind_where)
+            .str()
+            .c_str(),
+        cfg->bus.connect[same->first].c_str(), cfg->bus.connect[same->second].c_str(),
+        same->peer.c_str());
+  }
   if (cfg->admin.enabled)
     if (auto why = admin_listen_problem(cfg->admin.listen))
       on_this_machine(cfg->admin.listen_where, "admin.listen: " + *why);

@@ -13,6 +13,19 @@ std::vector<zmq::message_t> frames_of(std::initializer_list<std::string> parts) 
   return out;
 }
 
+// Two spellings of one peer in bus.connect would deliver every event twice (`check` warns).
+TEST(WireTest, TwoEndpointsThatReachOnePeerAreFound) {
+  auto same = same_peer({"tcp://127.0.0.1:5557", "tcp://localhost:5556", "tcp://127.0.0.1:5556"});
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->first, 1u);
+  EXPECT_EQ(same->second, 2u);
+  EXPECT_EQ(same->peer, "127.0.0.1:5556");
+  EXPECT_FALSE(same_peer({"tcp://127.0.0.1:5556", "tcp://127.0.0.1:5557", "tcp://[::1]:5556"}));
+  EXPECT_TRUE(same_peer({"ipc:///tmp/hg-bus/../hg-bus/sock", "ipc:///tmp/hg-bus/sock"}));
+  EXPECT_FALSE(same_peer({"ipc:///tmp/hg-bus/a", "ipc:///tmp/hg-bus/b"}));
+  EXPECT_FALSE(same_peer({"tcp://no-such-host.invalid:5556", "tcp://127.0.0.1:5556"}));
+}
+
 TEST(WireTest, TwoFramesTopicAndEnvelope) {
   auto f = frames_of({"user.created", R"({"type":"user.created","data":{"u":1}})"});
   auto ev = decode_message(f, 1 << 20, 0);

@@ -141,6 +141,23 @@ TEST(CliTest, FlagValuesStrayHookArgumentsAndLoneClientKeysAreUsageErrors) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "x.yaml"));
 }
 
+// Two spellings of one peer in bus.connect would deliver each event twice: `check` warns at the
+// second (a warning: the names may resolve otherwise where the gateway runs).
+TEST(CliTest, CheckWarnsAboutTwoEndpointsThatReachOnePeer) {
+  TempDir dir;
+  const std::string config = dir.write(
+      "hookgate.yaml",
+      "bus:\n  connect: [\"tcp://localhost:5556\", \"tcp://127.0.0.1:5556\"]\nwebhooks: []\n"
+      "spool: { mode: memory }\nadmin: { enabled: false }\n");
+  auto r = run_hookgate({"check", "--config", config});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(config +
+                       ":2:37: warning: bus.connect: tcp://localhost:5556 and tcp://127.0.0.1:5556 "
+                       "reach the same peer (127.0.0.1:5556)"),
+            std::string::npos)
+      << r.err;
+}
+
 // Found in review: a spool folder that does not exist passed `check --config-only` (a service's
 // ExecStartPre), and `run` then refused to start.
 TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
