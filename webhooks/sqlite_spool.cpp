@@ -1225,6 +1225,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
       if (!failure.empty() && failure != last_write_error_) {
         spdlog::error("spool {}: write transaction failed: {}", path_, failure);
         last_write_error_ = failure;
+        last_write_failed_.store(true, std::memory_order_relaxed);
       }
       if (wait && !disk_wait_logged_) {
         spdlog::error(
@@ -1236,6 +1237,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
       if (failure.empty() && rows > 0 && !last_write_error_.empty()) {
         spdlog::info("spool {}: writes succeed again", path_);
         last_write_error_.clear();
+        last_write_failed_.store(false, std::memory_order_relaxed);
         disk_wait_logged_ = false;
       }
       // As the log: only a commit that wrote rows shows that writes succeed again.
@@ -1244,6 +1246,9 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
       write_failing_.store(wait, std::memory_order_relaxed);
       spool_metrics().waiting_for_disk.set(wait ? 1 : 0);
       if (wait) {
+        // The size gauges follow the files while they wait (found in review: they froze at
+        // their last value, so an alert on them saw a near-empty spool on a full disk).
+        set_size_gauges(/*files=*/true);
         // The adders wait for their answer meanwhile, which stops the ingest thread once enough
         // deliveries are open: the spool's backpressure on the bus (docs/spool.md).
         retry_wait_ms =

@@ -137,6 +137,9 @@ class SqliteSpool final : public DeliveryStore {
   [[nodiscard]] bool writable() const override {
     return !write_failing_.load(std::memory_order_relaxed);
   }
+  [[nodiscard]] bool failing_to_write() const override {
+    return last_write_failed_.load(std::memory_order_relaxed);
+  }
   // From here on a foreign write lock is waited out for one busy timeout, not busy_retries more.
   // Also ends a wait for the disk (the batch is then refused, as at any stop).
   void begin_stop() override;
@@ -374,8 +377,9 @@ class SqliteSpool final : public DeliveryStore {
   bool prune_more_ = false;
   bool resync_pending_ = false;
   std::string last_write_error_;
-  bool disk_wait_logged_ = false;           // writer-only: "intake waits" said for this episode
-  std::atomic<bool> write_failing_{false};  // adds wait for the disk (writer-set)
+  bool disk_wait_logged_ = false;               // writer-only: "intake waits" said for this episode
+  std::atomic<bool> write_failing_{false};      // adds wait for the disk (writer-set)
+  std::atomic<bool> last_write_failed_{false};  // last_write_error_ is set (writer-set)
   uint64_t commits_ = 0;
   uint64_t batches_taken_ = 0;
   uint64_t rows_written_ = 0;

@@ -167,6 +167,40 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
             0u);
 }
 
+// Found in an exploratory run: a stop on a full disk went on taking the bus's messages into a
+// spool that refused them all (4,797 of them, "taken in before closing the socket"), where the
+// publishers would have kept them for the next start, and no line gave the total lost; the size
+// gauges froze at their last value during the wait.
+TEST(ReliabilityTest, AStopOnAFullDiskTakesNoMoreFromTheBusAndSaysWhatWasLost) {
+  TempDir dir;
+  ClosedPort down;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(down.url(), "    retry: { max_attempts: 100 }\n"))) << gw.log();
+  const std::string pid = std::to_string(gw.pid());
+  auto limited = run_program({"/usr/bin/prlimit", "--pid", pid, "--fsize=1048576:"});
+  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  const std::string data = R"({"pad":")" + std::string(1000, 'p') + R"("})";
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(pub->publish("app.event", data)) << i;
+  ASSERT_TRUE(wait_for_readyz(gw.admin_port(), 503, 30s)) << gw.log();
+  // The files are near the 1 MiB they may grow to, and the gauge says so.
+  EXPECT_TRUE(wait_until([&] { return metric(gw, "hookgate_spool_file_bytes") > 512 * 1024; }, 10s))
+      << metric(gw, "hookgate_spool_file_bytes");
+  gw.signal(SIGTERM);
+  EXPECT_EQ(gw.wait_exit(30s), 0) << gw.log();
+  const std::string log = gw.log();
+  EXPECT_NE(log.find("shutting down: the spool cannot write, so the bus messages queued in this "
+                     "process"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("taken in before closing the socket"), std::string::npos) << log;
+  EXPECT_NE(log.find("events taken from the bus since the start were refused by the spool and "
+                     "are lost"),
+            std::string::npos)
+      << log;
+}
+
 // Memory mode is fire-and-forget, but not boundless: a webhook whose receiver stays down holds at
 // most spool.memory_max_pending deliveries; the rest are dropped, counted and logged once, while
 // a healthy webhook beside it gets every event.

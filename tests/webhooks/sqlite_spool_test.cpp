@@ -1056,12 +1056,17 @@ TEST_F(SqliteSpoolTest, AFullDiskHoldsAddsUntilThereIsSpaceAgain) {
     const int held_at = accepted.load();
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const bool held = accepted.load() == held_at && !refused;
+    // The size gauge follows the files while they wait: about the 512 KiB limit, not the size
+    // at open (found in review: it froze during the wait).
+    const uint64_t file_bytes = testing::metric_value(
+        metrics::Registry::global().render_prometheus(), "hookgate_spool_file_bytes");
     lift_file_size_limit();  // space again
     adder.join();
     if (!full) return 3;
     if (!held) return 4;
     if (refused || accepted != kAdds) return 5;
     if (!spool.value()->writable()) return 6;
+    if (file_bytes < 256 * 1024) return 7;
     return 0;
   });
   ASSERT_EQ(code, 0);
