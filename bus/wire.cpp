@@ -74,25 +74,24 @@ std::vector<std::string> peers_of(const std::string& endpoint) {
   }
   if (endpoint.rfind("tcp://", 0) != 0 || endpoint.find(';') != std::string::npos)
     return {endpoint};
-  const std::string address = endpoint.substr(6);
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return {endpoint};
-  std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
+  const auto host_port = split_host_port(endpoint.substr(6));
+  if (!host_port) return {endpoint};
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  if (getaddrinfo(host.c_str(), port.c_str(), &hints, &found) != 0) return {endpoint};
+  if (getaddrinfo(host_port->host.c_str(), std::to_string(host_port->port).c_str(), &hints,
+                  &found) != 0)
+    return {endpoint};
   std::vector<std::string> out;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
     char numeric[NI_MAXHOST];
     if (getnameinfo(a->ai_addr, a->ai_addrlen, numeric, sizeof numeric, nullptr, 0,
-                    NI_NUMERICHOST) == 0)
-      out.push_back(std::string(numeric) + ":" + port);
+                    NI_NUMERICHOST) != 0)
+      continue;
+    const bool v6 = a->ai_family == AF_INET6;
+    out.push_back((v6 ? "[" : "") + std::string(numeric) + (v6 ? "]:" : ":") +
+                  std::to_string(host_port->port));
   }
   freeaddrinfo(found);
   if (out.empty()) out.push_back(endpoint);
@@ -111,7 +110,8 @@ Rejection with_sequence(const Event& ev, Rejection rej) {
 }  // namespace
 
 std::optional<SamePeer> same_peer(const std::vector<std::string>& connect) {
-  std::map<std::string, size_t> reached;  // peer → the first endpoint that reaches it
+  if (connect.size() < 2) return std::nullopt;  // no lookup for nothing to compare
+  std::map<std::string, size_t> reached;        // peer → the first endpoint that reaches it
   for (size_t i = 0; i < connect.size(); ++i) {
     for (const auto& peer : peers_of(connect[i])) {
       auto [it, fresh] = reached.emplace(peer, i);

@@ -95,8 +95,9 @@ class DeliveryStore {
   // Whether the store can write now; false while a durable store's writes fail (a full disk),
   // which holds intake back: /readyz says so.
   [[nodiscard]] virtual bool writable() const { return true; }
-  // Whether its last write failed and none has written since: unlike writable(), still true
-  // after a stop ended a wait for the disk (the gateway's stop then takes no more from the bus).
+  // Whether a write failed for want of disk (full, an I/O error) and none has written since:
+  // unlike writable(), still true after a stop ended the wait (the stop then takes no more from
+  // the bus).
   [[nodiscard]] virtual bool failing_to_write() const { return false; }
   // Whether what is still pending when the gateway stops is kept for the next start. A store
   // that keeps nothing (memory mode) gets its queue drained within the shutdown grace instead.

@@ -1225,8 +1225,10 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
       if (!failure.empty() && failure != last_write_error_) {
         spdlog::error("spool {}: write transaction failed: {}", path_, failure);
         last_write_error_ = failure;
-        last_write_failed_.store(true, std::memory_order_relaxed);
       }
+      // Only a failure adds wait out (a full disk, an I/O error), not a lock held at a stop.
+      if (!failure.empty() && writes_wait_for(written.failure_code))
+        last_write_failed_.store(true, std::memory_order_relaxed);
       if (wait && !disk_wait_logged_) {
         spdlog::error(
             "spool {}: cannot write, so intake waits (the bus queues, then publishers wait); "

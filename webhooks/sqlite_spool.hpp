@@ -379,7 +379,7 @@ class SqliteSpool final : public DeliveryStore {
   std::string last_write_error_;
   bool disk_wait_logged_ = false;               // writer-only: "intake waits" said for this episode
   std::atomic<bool> write_failing_{false};      // adds wait for the disk (writer-set)
-  std::atomic<bool> last_write_failed_{false};  // last_write_error_ is set (writer-set)
+  std::atomic<bool> last_write_failed_{false};  // a disk failure since the last write (writer)
   uint64_t commits_ = 0;
   uint64_t batches_taken_ = 0;
   uint64_t rows_written_ = 0;

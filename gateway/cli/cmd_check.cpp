@@ -76,15 +76,16 @@ int cmd_check(const std::vector<std::string>& argv) {
   if (cfg->bus.bind)
     if (auto why = bus::bind_host_problem(*cfg->bus.bind))
       on_this_machine(cfg->bus.bind_where, "bus.bind: " + *why);
-  // A warning, not a problem: the names may resolve otherwise where the gateway runs.
-  if (auto same = bus::same_peer(cfg->bus.connect)) {
+  // A warning, not a problem: the names may resolve otherwise where the gateway runs. Not for
+  // --config-only, a service's ExecStartPre, which must not wait on DNS at boot.
+  if (auto same = args.has("config-only") ? std::nullopt : bus::same_peer(cfg->bus.connect)) {
     ++warnings;
     std::fprintf(
         stderr,
         "%s: warning: bus.connect: %s and %s reach the same peer (%s) here: the gateway "
         "would receive each of its events twice; list it once\n",
         (same->second < cfg->bus.connect_where.size() ? cfg->bus.connect_where[same->second]
-                                                      : cfg->bus.bind_where)
+                                                      : config::Position{cfg->file})
             .str()
             .c_str(),
         cfg->bus.connect[same->first].c_str(), cfg->bus.connect[same->second].c_str(),

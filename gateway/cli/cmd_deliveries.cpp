@@ -262,10 +262,10 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   if (moved < dead.size())
     std::fprintf(stderr,
                  "hookgate: %zu of the %sids were no longer %s when %s (another process "
-                 "replayed or purged them, or spool.dead_retention_ms or retention_ms pruned them, "
-                 "meanwhile)\n",
+                 "replayed or purged them, or spool.%s pruned them, meanwhile)\n",
                  dead.size() - moved, which, delivered_too ? "dead or delivered" : "dead",
-                 purge ? "deleted" : "replayed");
+                 purge ? "deleted" : "replayed",
+                 delivered_too ? "dead_retention_ms or retention_ms" : "dead_retention_ms");
   return missed.empty() && moved == dead.size() ? 0 : 1;
 }
 

@@ -956,7 +956,7 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     if (!loaded.ok() && written.IsScalar() && written.Scalar().find("${") != std::string::npos)
       loaded = LoadResult(loaded.error() + " (library: is written as " +
                           config::quoted_as_written(written, library) +
-                          "; set that variable, or build the library where it points)");
+                          "; check that variable, or build the library where it points)");
     return placed("library", std::move(loaded));
   }
 

@@ -216,10 +216,12 @@ TEST(ProxyTest, ABacklogWaitsForASubscriberThatStays) {
   RestartedProxy bus;
   ASSERT_NO_FATAL_FAILURE(restart_under_a_queued_backlog(bus, 20));
   {
-    // A tap that subscribes and goes again, well within the settle second.
+    // A tap that subscribes and goes again, well within the settle second; once the proxy has
+    // its subscribe, or the test would prove nothing.
+    testing::LogCapture log;
     auto tap = subscriber(bus.ctx, **bus.running, bus.dir, nullptr, nullptr, "tap");
     ASSERT_TRUE(tap);
-    std::this_thread::sleep_for(200ms);
+    ASSERT_TRUE(testing::wait_until([&] { return log.contains("a subscriber is connected"); }, 5s));
   }
   // Past the second the tap's subscribe started (an absence: nothing to wait for).
   std::this_thread::sleep_for(1500ms);

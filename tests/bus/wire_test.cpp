@@ -23,7 +23,11 @@ TEST(WireTest, TwoEndpointsThatReachOnePeerAreFound) {
   EXPECT_FALSE(same_peer({"tcp://127.0.0.1:5556", "tcp://127.0.0.1:5557", "tcp://[::1]:5556"}));
   EXPECT_TRUE(same_peer({"ipc:///tmp/hg-bus/../hg-bus/sock", "ipc:///tmp/hg-bus/sock"}));
   EXPECT_FALSE(same_peer({"ipc:///tmp/hg-bus/a", "ipc:///tmp/hg-bus/b"}));
-  EXPECT_FALSE(same_peer({"tcp://no-such-host.invalid:5556", "tcp://127.0.0.1:5556"}));
+  EXPECT_TRUE(same_peer({"tcp://127.0.0.1:05556", "tcp://127.0.0.1:5556"}));  // one port
+  auto v6 = same_peer({"tcp://[::1]:5556", "tcp://[0:0::1]:5556"});
+  ASSERT_TRUE(v6);
+  EXPECT_EQ(v6->peer, "[::1]:5556");
+  EXPECT_FALSE(same_peer({"tcp://127.0.0.1:5556"}));
 }
 
 TEST(WireTest, TwoFramesTopicAndEnvelope) {

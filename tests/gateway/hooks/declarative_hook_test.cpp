@@ -341,7 +341,7 @@ TEST_F(DeclarativeHookTest, AProgramOrLibraryThatCannotLoadIsPlacedAtItsKey) {
   unsetenv("HG_TEST_NO_SUCH_LIBS");
   auto from_var = load_err("kind: veto\nlibrary: ${HG_TEST_NO_SUCH_LIBS:-./nolibs}/x.so\n");
   EXPECT_NE(dump(from_var).find(
-                "(library: is written as '${HG_TEST_NO_SUCH_LIBS:-./nolibs}/x.so'; set that "
+                "(library: is written as '${HG_TEST_NO_SUCH_LIBS:-./nolibs}/x.so'; check that "
                 "variable, or build the library where it points)"),
             std::string::npos)
       << dump(from_var);
