@@ -146,7 +146,7 @@ events: ["example.*"]
 
 int hooks_new(const Args& args) {
   if (args.positional().size() < 2)
-    return fail("usage: hookgate hooks new NAME --form yaml|program|native", 2);
+    return fail("usage: hookgate hooks new NAME --form yaml|program|oneshot|native", 2);
   std::string name = args.positional()[1];
   // The name becomes a file name in --dir and an identifier in the template: nothing that
   // leaves the directory (../x, /etc/x), hides the file, or breaks the generated code.
@@ -273,8 +273,52 @@ int hooks_new(const Args& args) {
            "// The event types this hook sees: edit before use (\"*\" is every event).\n"
            "HOOKGATE_DEFINE_HOOK(Hook, \"" +
            kind + "\", {\"example.*\"})\n";
+  } else if (form == "oneshot") {
+    // A descriptor and the script it runs, kept in scripts/: an executable file directly in the
+    // hook directory would itself load as a program hook. Plain sh; jq only where it is there.
+    path = dir / (name + ".yaml");
+    const fs::path script = dir / "scripts" / (name + ".sh");
+    if (fs::exists(path)) return fail(path.string() + " already exists");
+    if (fs::exists(script)) return fail(script.string() + " already exists");
+    fs::create_directories(script.parent_path(), ec);
+    if (ec) return fail("cannot create " + script.parent_path().string() + ": " + ec.message());
+    const std::string what =
+        kind == "veto"
+            ? "# Exit 1 vetoes the event, with stderr as the reason; exit 0 lets it through (its\n"
+              "# stdout is not read). Any other exit code is a failure (on_error decides).\n"
+              "event=$(cat)\n"
+              "case $event in\n"
+              "  *'\"user\":\"mallory\"'*) echo \"banned user\" >&2; exit 1 ;;\n"
+              "esac\n"
+              "exit 0\n"
+        : kind == "transform"
+            ? "# Print a whole event on stdout to replace it, or nothing to leave it as it is.\n"
+              "event=$(cat)\n"
+              "if command -v jq >/dev/null 2>&1; then\n"
+              "  printf '%s\\n' \"$event\" |\n"
+              "    jq -c 'if (.data | type) == \"object\" then .data.checked_by = \"" +
+                  name +
+                  "\" else . end'\n"
+                  "fi\n"
+            : "# An observer: what it prints on stderr goes to the gateway's log.\n"
+              "cat >/dev/null\n"
+              "echo \"saw $HOOKGATE_EVENT_TYPE $HOOKGATE_EVENT_ID\" >&2\n";
+    if (auto code = write_file(script, "#!/bin/sh\n# " + name + ": the command of the one-shot " +
+                                           kind + " hook " + name +
+                                           ".yaml,\n# run once per event with the event JSON on "
+                                           "stdin (docs/hooks.md \"One-shot\").\n" +
+                                           what))
+      return *code;
+    body = "# " + name + ": a one-shot " + kind + " hook: runs scripts/" + name +
+           ".sh once per event (docs/hooks.md)\n"
+           "kind: " +
+           kind +
+           "\n# The event types this hook sees: edit before use (\"*\" is every event).\n"
+           "events: [\"example.*\"]\n"
+           "command: sh scripts/" +
+           name + ".sh\ntimeout_ms: 2000\n";
   } else {
-    return fail("--form must be yaml, program or native", 2);
+    return fail("--form must be yaml, program, oneshot or native", 2);
   }
   if (fs::exists(path)) return fail(path.string() + " already exists");
   if (auto code = write_file(path, body)) return *code;
@@ -302,7 +346,8 @@ int cmd_hooks(const std::vector<std::string>& argv) {
   const char* usage =
       "Usage: hookgate hooks list --config FILE\n"
       "       hookgate hooks test --config FILE --event EVENT.json\n"
-      "       hookgate hooks new NAME --form yaml|program|native [--kind veto|transform|observe] "
+      "       hookgate hooks new NAME --form yaml|program|oneshot|native [--kind "
+      "veto|transform|observe] "
       "[--dir DIR]\n";
   if (auto code = check_usage(args, {"config", "event", "form", "kind", "dir"}, usage,
                               /*takes_arguments=*/true))

@@ -23,7 +23,7 @@ Verbs:
   hooks list --config FILE            the resolved hook chain in run order
   hooks test --config FILE --event EVENT.json
                                       dry-run one event through the chain; nothing is delivered
-  hooks new NAME --form yaml|program|native [--kind veto|transform|observe] [--dir DIR]
+  hooks new NAME --form yaml|program|oneshot|native [--kind veto|transform|observe] [--dir DIR]
   deliveries list [--state pending|dead|delivered] [--webhook NAME] [--limit N]
   deliveries show ID
   deliveries replay ID... | --all-dead [--webhook NAME]

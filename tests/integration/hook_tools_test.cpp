@@ -363,6 +363,40 @@ TEST(HookToolsTest, HooksNewYamlAndProgramScaffoldsLoadAndWork) {
   EXPECT_NE(line_matching(r.out, "result: vetoed by gate: banned user"), "") << r.out;
 }
 
+// `--form oneshot`: a descriptor and its script in scripts/ (not loaded as a program hook); the
+// veto stops user mallory, the observer lets everything through.
+TEST(HookToolsTest, HooksNewOneShotScaffoldsLoadAndWork) {
+  TempDir dir;
+  const std::string hooks = (dir / "hooks").string();
+  auto made = run_hookgate(
+      {"hooks", "new", "_20_gate", "--form", "oneshot", "--kind", "veto", "--dir", hooks});
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  EXPECT_EQ(made.out, "created " + hooks + "/_20_gate.yaml\n");
+  EXPECT_EQ(read_text(hooks + "/scripts/_20_gate.sh").rfind("#!/bin/sh\n", 0), 0u);
+  made = run_hookgate(
+      {"hooks", "new", "_30_seen", "--form", "oneshot", "--kind", "observe", "--dir", hooks});
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  made = run_hookgate(
+      {"hooks", "new", "_20_gate", "--form", "oneshot", "--kind", "veto", "--dir", hooks});
+  EXPECT_NE(made.exit_code, 0);  // never overwrites
+
+  std::string cfg = dir.write("hookgate.yaml", config("[./hooks]", "  []\n"));
+  auto list = run_hookgate({"hooks", "list", "--config", cfg});
+  EXPECT_EQ(list.exit_code, 0) << list.out << list.err;
+  EXPECT_NE(line_matching(list.out, R"(1\s+gate\s+veto\s+oneshot\s+example\.\*\s+.*)"), "")
+      << list.out;
+  EXPECT_NE(line_matching(list.out, R"(2\s+seen\s+observe\s+oneshot\s+example\.\*\s+.*)"), "")
+      << list.out;
+  std::string bad = dir.write("bad.json", R"({"type":"example.login","data":{"user":"mallory"}})");
+  auto r = run_hookgate({"hooks", "test", "--config", cfg, "--event", bad});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(line_matching(r.out, "result: vetoed by gate: banned user"), "") << r.out;
+  std::string ok = dir.write("ok.json", R"({"type":"example.login","data":"just a string"})");
+  r = run_hookgate({"hooks", "test", "--config", cfg, "--event", ok});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(line_matching(r.out, "result: delivered"), "") << r.out;
+}
+
 // Found in review: a hook that failed to load (a typo in a redaction hook) was printed on stdout
 // and the dry run went on without it to "result: delivered", exit 0, so it passed a CI gate; and
 // an event bus.topics leave out was shown delivered although the gateway never receives it.
