@@ -118,6 +118,17 @@ TEST(ReliabilityTest, ReceiverDownThenUpGetsEverything) {
   EXPECT_EQ(received_event_ids(rx), sent);
 }
 
+// A file size limit (bytes, or "unlimited") on the running gateway stands in for a full disk: its
+// writes fail (EFBIG).
+void limit_file_size(const GatewayProcess& gw, const std::string& limit) {
+  auto r = run_program(
+      {"/usr/bin/prlimit", "--pid", std::to_string(gw.pid()), "--fsize=" + limit + ":"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
+// About 1 KB of event data, so a few thousand events fill a 1 MiB file limit.
+const std::string kPaddedData = R"({"pad":")" + std::string(1000, 'p') + R"("})";
+
 // Found in review: on a full disk the gateway refused every batch at once and read on, so all
 // that was published until the disk was freed was lost (counted as refused). Now intake waits:
 // the bus queues, /readyz answers 503, and once there is space every event is accepted and sent.
@@ -129,13 +140,10 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
                                   "    retry: { max_attempts: 100, initial_backoff_ms: 100, "
                                   "max_backoff_ms: 500 }\n")))
       << gw.log();
-  // A file size limit on the running gateway stands in for a full disk: its writes fail (EFBIG).
-  const std::string pid = std::to_string(gw.pid());
-  auto limited = run_program({"/usr/bin/prlimit", "--pid", pid, "--fsize=1048576:"});
-  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  ASSERT_NO_FATAL_FAILURE(limit_file_size(gw, "1048576"));
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
-  const std::string data = R"({"pad":")" + std::string(1000, 'p') + R"("})";
+  const std::string& data = kPaddedData;
   std::set<std::string> sent;
   for (int i = 0; i < 2000; ++i) {  // 2 MB of events: past the 1 MiB a file may grow to
     ASSERT_TRUE(pub->publish("app.event", data)) << i;
@@ -149,8 +157,7 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
   EXPECT_TRUE(gw.wait_for_log("cannot write, so intake waits", 1s)) << gw.log();
   EXPECT_LT(metric(gw, "hookgate_events_accepted_total"), 2000u);
 
-  auto lifted = run_program({"/usr/bin/prlimit", "--pid", pid, "--fsize=unlimited:"});
-  ASSERT_EQ(lifted.exit_code, 0) << lifted.err;
+  ASSERT_NO_FATAL_FAILURE(limit_file_size(gw, "unlimited"));
   HttpReceiver rx(down);
   EXPECT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 60s))
       << gw.log();
@@ -176,15 +183,12 @@ TEST(ReliabilityTest, AStopOnAFullDiskTakesNoMoreFromTheBusAndSaysWhatWasLost) {
   ClosedPort down;
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(config_for(down.url(), "    retry: { max_attempts: 100 }\n"))) << gw.log();
-  const std::string pid = std::to_string(gw.pid());
-  auto limited = run_program({"/usr/bin/prlimit", "--pid", pid, "--fsize=1048576:"});
-  ASSERT_EQ(limited.exit_code, 0) << limited.err;
+  ASSERT_NO_FATAL_FAILURE(limit_file_size(gw, "1048576"));
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
-  const std::string data = R"({"pad":")" + std::string(1000, 'p') + R"("})";
   // 6 MB: past the 1 MiB the files may grow to, and past the 2,048 deliveries the ingest thread
   // holds open, so a backlog is still in the socket at the stop (the old drain took it in).
-  for (int i = 0; i < 6000; ++i) ASSERT_TRUE(pub->publish("app.event", data)) << i;
+  for (int i = 0; i < 6000; ++i) ASSERT_TRUE(pub->publish("app.event", kPaddedData)) << i;
   ASSERT_TRUE(wait_for_readyz(gw.admin_port(), 503, 30s)) << gw.log();
   // The files are near the 1 MiB they may grow to, and the gauge says so.
   EXPECT_TRUE(wait_until([&] { return metric(gw, "hookgate_spool_file_bytes") > 512 * 1024; }, 10s))
