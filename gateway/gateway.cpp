@@ -291,6 +291,15 @@ struct Gateway::Impl {
         router_generation.fetch_add(1, std::memory_order_release);
       }
     }
+    // A removed hook's series leave /metrics with it, as a removed webhook's do (found in an
+    // exploratory run: they stayed, frozen); a hook of that name loaded again brings them back.
+    if (old) {
+      std::set<std::string> kept;
+      for (const auto& e : next->entries()) kept.insert(e.file.name);
+      for (const auto& e : old->entries())
+        if (kept.count(e.file.name) == 0)
+          metrics::Registry::global().hide_label("hook", e.file.name);
+    }
     if (webhooks) {
       dispatcher->set_webhooks(*webhooks);
       spdlog::info("reload: configuration reloaded from {} ({} webhooks)", cfg.file,

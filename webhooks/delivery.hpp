@@ -95,6 +95,9 @@ class DeliveryStore {
   // Whether the store can write now; false while a durable store's writes fail (a full disk),
   // which holds intake back: /readyz says so.
   [[nodiscard]] virtual bool writable() const { return true; }
+  // Registers the series this store keeps per webhook, so /metrics shows them at 0 from the
+  // webhook's configuration on (an alert on increase() misses a series' first rise).
+  virtual void register_webhook_metrics(const std::string& /*webhook*/) {}
   // Whether a write failed for want of disk (full, an I/O error) and none has written since:
   // unlike writable(), still true after a stop ended the wait (the stop then takes no more from
   // the bus).

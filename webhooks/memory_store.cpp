@@ -12,13 +12,21 @@ MemoryDeliveryStore::MemoryDeliveryStore(size_t keep_delivered, size_t keep_dead
       keep_dead_(keep_dead),
       max_pending_per_webhook_(max_pending_per_webhook) {}
 
+namespace {
+metrics::Counter& dropped_counter(const std::string& webhook) {
+  return metrics::counter("hookgate_deliveries_dropped_total",
+                          "Deliveries a memory-mode spool dropped: the webhook's queue was full",
+                          {{"webhook", webhook}});
+}
+}  // namespace
+
+void MemoryDeliveryStore::register_webhook_metrics(const std::string& webhook) {
+  (void)dropped_counter(webhook);
+}
+
 void MemoryDeliveryStore::register_dropped_counter(const std::string& webhook,
                                                    WebhookQueue& queue) {
-  if (queue.dropped_counter != nullptr) return;
-  queue.dropped_counter =
-      &metrics::counter("hookgate_deliveries_dropped_total",
-                        "Deliveries a memory-mode spool dropped: the webhook's queue was full",
-                        {{"webhook", webhook}});
+  if (queue.dropped_counter == nullptr) queue.dropped_counter = &dropped_counter(webhook);
 }
 
 void MemoryDeliveryStore::drop_locked(const std::string& webhook, WebhookQueue& queue) {

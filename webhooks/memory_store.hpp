@@ -36,6 +36,7 @@ class MemoryDeliveryStore final : public DeliveryStore {
   void release(const Delivery& delivery) override;
   std::optional<int64_t> next_due(const std::string& webhook) override;
   size_t pending_count() override;
+  void register_webhook_metrics(const std::string& webhook) override;
   void set_on_ready(std::function<void()> on_ready) override;
   // Deliveries dropped by the per-webhook bound since the start.
   uint64_t dropped_count();

@@ -1037,6 +1037,43 @@ TEST(OperationsTest, AReloadSwapsWebhooksAndHooksInTogether) {
     EXPECT_EQ(r.body.find("hunter2"), std::string::npos) << "unredacted: " << r.body;
 }
 
+// Found in an exploratory run: series appeared with their first rise, which increase() misses
+// (a memory-mode webhook's drops, its attempts by result), and a removed hook's series stayed in
+// /metrics, frozen, while a removed webhook's went.
+TEST(OperationsTest, SeriesAreThereFromTheStartAndLeaveWithTheirHook) {
+  TempDir dir;
+  ClosedPort down;
+  dir.write("hooks/_10_a.yaml", "kind: transform\nactions:\n  - remove: [data.x]\n");
+  dir.write("hooks/_20_b.yaml", "kind: transform\nactions:\n  - remove: [data.y]\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(
+      gw.start("bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
+               "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+               "spool: { mode: memory, memory_max_pending: 3 }\n"
+               "hooks: { directories: [./hooks], hot_reload: false }\n" +
+               webhook_rx(down.url())))
+      << gw.log();
+  std::string m = http_get(gw.admin_port(), "/metrics");
+  for (const char* series :
+       {"hookgate_deliveries_dropped_total{webhook=\"rx\"} 0\n",
+        "hookgate_delivery_attempts_total{webhook=\"rx\",result=\"connect_error\"} 0\n",
+        "hookgate_delivery_attempts_total{webhook=\"rx\",result=\"5xx\"} 0\n",
+        "hookgate_hook_runs_total{hook=\"b\",result=\"continue\"} 0\n"})
+    EXPECT_NE(m.find(series), std::string::npos) << series << "\n" << m;
+  std::filesystem::remove(dir / "hooks/_20_b.yaml");
+  gw.signal(SIGHUP);
+  EXPECT_TRUE(wait_until(
+      [&] {
+        m = http_get(gw.admin_port(), "/metrics");
+        return m.find("{hook=\"b\"") == std::string::npos;
+      },
+      10s))
+      << m << gw.log();
+  EXPECT_NE(m.find("hookgate_hook_runs_total{hook=\"a\",result=\"continue\"} 0\n"),
+            std::string::npos)
+      << m;
+}
+
 // Found in review: SIGHUP took in new hooks.directories but kept watching the old ones, so a
 // directory added by a reload never hot-reloaded (and hot_reload: false kept reloading). The
 // watcher now follows the reloaded config.
