@@ -34,6 +34,7 @@
 #include "gateway/router.hpp"
 #include "webhooks/dispatcher.hpp"
 #include "webhooks/memory_store.hpp"
+#include "webhooks/settings_check.hpp"
 #include "webhooks/sqlite_spool.hpp"
 
 namespace hookgate {
@@ -416,6 +417,21 @@ struct Gateway::Impl {
     // What `run` would refuse to start on: the next restart must not find it first.
     if (auto keys = bus::check_curve_files(n.bus.curve); !keys) {
       spdlog::error("reload: {}; keeping the running configuration", keys.error().str());
+      return;
+    }
+    // Settings a webhook cannot be sent with would pause it, and the running config sends (found
+    // in an exploratory run: a mistyped rotation secret stopped a SIEM feed). At start there is
+    // no running config, so such a webhook is paused there and the others go on.
+    bool unusable = false;
+    for (const auto& w : n.webhooks) {
+      for (const auto& problem :
+           webhooks::webhook_settings_problems(w, webhooks::LiteralAddresses::RefusedPerAttempt)) {
+        spdlog::error("reload: {}: webhook {}: {}", problem.where.str(), w.name, problem.message);
+        unusable = true;
+      }
+    }
+    if (unusable) {
+      spdlog::error("reload: {} has errors, keeping the running configuration", cfg.file);
       return;
     }
     const auto& cur_curve = cfg.bus.curve;

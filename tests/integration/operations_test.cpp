@@ -916,6 +916,17 @@ TEST(OperationsTest, AReloadKeepsTheRunningConfigForAnEmptyFileOrUnreadableKeys)
   EXPECT_EQ(gw.log().find("configuration reloaded"), std::string::npos) << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
   EXPECT_TRUE(rx.wait_for(2, 10s)) << gw.log();
+
+  // Found in an exploratory run: a mistyped rotation secret was taken, and its webhook paused.
+  dir.write("hookgate.yaml",
+            cfg + "    secrets: [\"whsec_not*base64!!\", whsec_c2VjcmV0LXNpZ25pbmcta2V5]\n");
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("webhook rx: a whsec_ secret is not valid base64", 10s)) << gw.log();
+  EXPECT_EQ(count_occurrences(gw.log(), "keeping the running configuration"), 3u) << gw.log();
+  EXPECT_EQ(gw.log().find("configuration reloaded"), std::string::npos) << gw.log();
+  EXPECT_EQ(gw.log().find("paused"), std::string::npos) << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
+  EXPECT_TRUE(rx.wait_for(3, 10s)) << gw.log();
 }
 
 // Found in review: a SIGHUP that arrived while the gateway was starting (program hooks' handshakes
