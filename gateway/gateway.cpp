@@ -422,10 +422,24 @@ struct Gateway::Impl {
     // Settings a webhook cannot be sent with would pause it, and the running config sends (found
     // in an exploratory run: a mistyped rotation secret stopped a SIEM feed). At start there is
     // no running config, so such a webhook is paused there and the others go on.
+    // Only new problems: a webhook paused at start for the same ones must not block every later
+    // reload (a revoked publisher key, a hook fix).
+    auto problems_of = [](const config::WebhookConfig& w) {
+      std::set<std::string> messages;
+      for (const auto& problem :
+           webhooks::webhook_settings_problems(w, webhooks::LiteralAddresses::RefusedPerAttempt))
+        messages.insert(problem.message);
+      return messages;
+    };
     bool unusable = false;
     for (const auto& w : n.webhooks) {
+      const auto running = std::find_if(cfg.webhooks.begin(), cfg.webhooks.end(),
+                                        [&](const auto& r) { return r.name == w.name; });
+      const auto before =
+          running == cfg.webhooks.end() ? std::set<std::string>() : problems_of(*running);
       for (const auto& problem :
            webhooks::webhook_settings_problems(w, webhooks::LiteralAddresses::RefusedPerAttempt)) {
+        if (before.count(problem.message) > 0) continue;
         spdlog::error("reload: {}: webhook {}: {}", problem.where.str(), w.name, problem.message);
         unusable = true;
       }

@@ -76,6 +76,10 @@ Status validate_settings(const config::WebhookConfig& webhook) {
   return make_error(std::move(reason));
 }
 
+// Every label attempt_result_label() gives, registered at 0 for each webhook.
+constexpr const char* kAttemptResults[] = {"2xx",           "3xx", "4xx",     "5xx",  "timeout",
+                                           "connect_error", "tls", "refused", "error"};
+
 std::string attempt_result_label(const AttemptResult& result) {
   if (!result.final_error.empty()) return "refused";
   switch (result.curl_code) {
@@ -377,9 +381,7 @@ struct Dispatcher::Impl {
             labels);
         // Shown at 0 from the start, as the series above (found in an exploratory run: they
         // appeared with their first rise, which increase() misses).
-        for (const char* result :
-             {"2xx", "3xx", "4xx", "5xx", "timeout", "connect_error", "tls", "refused", "error"})
-          attempt_counter(*slot, name, result);
+        for (const char* result : kAttemptResults) attempt_counter(*slot, name, result);
         store.register_webhook_metrics(name);
       }
       Webhook& webhook = *slot;

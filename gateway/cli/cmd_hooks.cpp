@@ -183,6 +183,7 @@ int hooks_new(const Args& args) {
     return std::nullopt;
   };
   fs::path path;
+  fs::path companion;  // a second file the scaffold wrote first (a one-shot hook's script)
   std::string body;
   if (form == "yaml") {
     path = dir / (name + ".yaml");
@@ -278,6 +279,7 @@ int hooks_new(const Args& args) {
     // hook directory would itself load as a program hook. Plain sh; jq only where it is there.
     path = dir / (name + ".yaml");
     const fs::path script = dir / "scripts" / (name + ".sh");
+    companion = script;
     if (fs::exists(path)) return fail(path.string() + " already exists");
     if (fs::exists(script)) return fail(script.string() + " already exists");
     fs::create_directories(script.parent_path(), ec);
@@ -299,6 +301,8 @@ int hooks_new(const Args& args) {
               "    jq -c 'if (.data | type) == \"object\" then .data.checked_by = \"" +
                   name +
                   "\" else . end'\n"
+                  "else\n"
+                  "  echo \"jq is not installed: the event goes on unchanged\" >&2\n"
                   "fi\n"
             : "# An observer: what it prints on stderr goes to the gateway's log.\n"
               "cat >/dev/null\n"
@@ -321,13 +325,17 @@ int hooks_new(const Args& args) {
     return fail("--form must be yaml, program, oneshot or native", 2);
   }
   if (fs::exists(path)) return fail(path.string() + " already exists");
-  if (auto code = write_file(path, body)) return *code;
+  if (auto code = write_file(path, body)) {
+    if (!companion.empty()) fs::remove(companion, ec);  // no half a scaffold left to trip a rerun
+    return *code;
+  }
   if (form == "program") {
     fs::permissions(path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                     fs::perm_options::add, ec);
     if (ec) return fail("cannot make " + path.string() + " executable: " + ec.message());
   }
   std::printf("created %s\n", path.string().c_str());
+  if (!companion.empty()) std::printf("created %s\n", companion.string().c_str());
   // Install by rename: overwriting a library a running gateway has loaded can crash it.
   if (form == "native")
     std::printf(

@@ -371,7 +371,8 @@ TEST(HookToolsTest, HooksNewOneShotScaffoldsLoadAndWork) {
   auto made = run_hookgate(
       {"hooks", "new", "_20_gate", "--form", "oneshot", "--kind", "veto", "--dir", hooks});
   ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
-  EXPECT_EQ(made.out, "created " + hooks + "/_20_gate.yaml\n");
+  EXPECT_EQ(made.out,
+            "created " + hooks + "/_20_gate.yaml\ncreated " + hooks + "/scripts/_20_gate.sh\n");
   EXPECT_EQ(read_text(hooks + "/scripts/_20_gate.sh").rfind("#!/bin/sh\n", 0), 0u);
   made = run_hookgate(
       {"hooks", "new", "_30_seen", "--form", "oneshot", "--kind", "observe", "--dir", hooks});
