@@ -676,6 +676,8 @@ struct Gateway::Impl {
     }
   }
 
+  int64_t last_log_report_ns = 0;  // ingest thread only
+
   void ingest_loop() {
     std::vector<zmq::message_t> frames;
     std::vector<webhooks::Delivery> batch;
@@ -688,6 +690,10 @@ struct Gateway::Impl {
       report_backlogs_after_external_change();
       spool_depth.set(static_cast<int64_t>(store->pending_count()));
       if (bus_links_gauge) bus_links_gauge->set(bus_links->load());
+      if (const int64_t now = now_steady_ns(); now - last_log_report_ns >= 1'000'000'000) {
+        last_log_report_ns = now;
+        LogLimiter::report_suppressed();  // a burst's last count, without waiting for its next line
+      }
       // While adds are open, look at them every millisecond even if the bus is quiet, so the
       // accepted/refused counters follow the commits closely.
       const auto wait =
@@ -988,6 +994,7 @@ void Gateway::run() {
   impl_->observers->stop(std::chrono::seconds(2));
   impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
   const size_t left = impl_->store->pending_count();
+  LogLimiter::report_suppressed();
   // One line with the total: the refusals' own lines are rate-limited (found in an exploratory
   // run: a stop on a full disk refused 7,000 events over 40 lines and "N more not logged").
   if (const uint64_t lost = impl_->refused.value(); lost > 0)

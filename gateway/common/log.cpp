@@ -215,19 +215,62 @@ LogLimiter& log_limiter_for(std::string_view what, int per_second) {
   return *it->second;
 }
 
+namespace {
+// Every live LogLimiter, for report_suppressed(). Never destroyed: limiters with static storage
+// unregister at exit, after a static set would be gone.
+struct LimiterRegistry {
+  std::mutex mu;
+  std::set<LogLimiter*> limiters;
+};
+LimiterRegistry& limiter_registry() {
+  static auto* registry = new LimiterRegistry;
+  return *registry;
+}
+}  // namespace
+
+LogLimiter::LogLimiter(int per_second, std::string what)
+    : per_second_(per_second), what_(std::move(what)) {
+  std::lock_guard lock(limiter_registry().mu);
+  limiter_registry().limiters.insert(this);
+}
+
+LogLimiter::~LogLimiter() {
+  std::lock_guard lock(limiter_registry().mu);
+  limiter_registry().limiters.erase(this);
+}
+
+uint64_t LogLimiter::take_report_locked(int64_t now) {
+  if (now <= second_) return 0;
+  const uint64_t report = suppressed_;
+  second_ = now;
+  used_ = 0;
+  suppressed_ = 0;
+  return report;
+}
+
+void LogLimiter::report_suppressed() {
+  std::vector<std::pair<std::string, uint64_t>> reports;
+  {
+    auto& registry = limiter_registry();
+    std::lock_guard lock(registry.mu);
+    const int64_t now = now_steady_ns() / 1000000000;
+    for (LogLimiter* limiter : registry.limiters) {
+      std::lock_guard limiter_lock(limiter->mu_);
+      if (limiter->suppressed_ == 0) continue;
+      if (const uint64_t n = limiter->take_report_locked(now); n > 0)
+        reports.emplace_back(limiter->what_, n);
+    }
+  }
+  for (const auto& [what, n] : reports) spdlog::warn("{}: {} more not logged", what, n);
+}
+
 bool LogLimiter::allow() {
   uint64_t report = 0;  // lines suppressed in the second that just ended
   bool allowed = false;
   {
     std::lock_guard lock(mu_);
     // Read under the lock: a thread that read an older second must not move the window back.
-    const int64_t now = now_steady_ns() / 1000000000;
-    if (now > second_) {
-      report = suppressed_;
-      second_ = now;
-      used_ = 0;
-      suppressed_ = 0;
-    }
+    report = take_report_locked(now_steady_ns() / 1000000000);
     allowed = used_ < per_second_;
     if (allowed) {
       ++used_;

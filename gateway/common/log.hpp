@@ -35,13 +35,24 @@ std::string json_escape(std::string_view text);
 // Lets through `per_second` lines a second and counts the rest, so a flood of bad input (or a
 // hook's chatter) cannot turn into a flood of log lines; the metrics still see every case. The
 // first line asked for after a second with suppressed lines logs "<what>: N more not logged"
-// first. Thread-safe.
+// first, and so does report_suppressed() for every limiter, which the gateway calls once a second
+// and at its stop (found in an exploratory run: the count of a burst's last second waited for the
+// next line of its kind, and without one never came). Thread-safe.
 class LogLimiter {
  public:
-  LogLimiter(int per_second, std::string what) : per_second_(per_second), what_(std::move(what)) {}
+  LogLimiter(int per_second, std::string what);
+  ~LogLimiter();
+  LogLimiter(const LogLimiter&) = delete;
+  LogLimiter& operator=(const LogLimiter&) = delete;
   [[nodiscard]] bool allow();
+  // Logs "<what>: N more not logged" for each limiter whose lines were suppressed in a second
+  // that has ended.
+  static void report_suppressed();
 
  private:
+  // The count to report, if the window has moved past the second it counted; resets it.
+  uint64_t take_report_locked(int64_t now);
+
   const int per_second_;
   const std::string what_;
   std::mutex mu_;

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "gateway/common/clock.hpp"
+#include "tests/support/log_capture.hpp"
 
 namespace hookgate {
 namespace {
@@ -43,6 +44,25 @@ TEST(LogLimiterTest, LetsThroughItsRateAndSuppressesTheRest) {
   int allowed = 0;
   for (int i = 0; i < 20; ++i) allowed += limiter.allow() ? 1 : 0;
   EXPECT_EQ(allowed, 3);
+}
+
+// Found in an exploratory run: the count of a burst's last second waited for the next line of its
+// kind (19 s later), and without one never came. report_suppressed() says it once the second ends.
+TEST(LogLimiterTest, TheSuppressedCountIsReportedWithoutAnotherLine) {
+  using namespace std::chrono_literals;
+  testing::LogCapture log;
+  const int64_t second = now_steady_ns() / 1000000000;
+  while (now_steady_ns() / 1000000000 == second) std::this_thread::yield();
+  LogLimiter limiter(1, "burst lines");
+  for (int i = 0; i < 5; ++i) (void)limiter.allow();  // 1 allowed, 4 suppressed
+  LogLimiter::report_suppressed();
+  EXPECT_FALSE(log.contains("burst lines: 4 more not logged"));  // the second has not ended
+  const int64_t burst = now_steady_ns() / 1000000000;
+  while (now_steady_ns() / 1000000000 == burst) std::this_thread::sleep_for(10ms);
+  LogLimiter::report_suppressed();
+  EXPECT_EQ(log.lines_containing("burst lines: 4 more not logged").size(), 1u);
+  LogLimiter::report_suppressed();  // once
+  EXPECT_EQ(log.lines_containing("burst lines: 4 more not logged").size(), 1u);
 }
 
 TEST(LogLimiterTest, OnePerNameSharedAcrossCallers) {
