@@ -133,7 +133,7 @@ Status Proxy::run() {
       }
       reloads_.fetch_add(1, std::memory_order_release);
     }
-    if (holding_ && hold_until_ && std::chrono::steady_clock::now() >= *hold_until_) {
+    if (hold_until_ && std::chrono::steady_clock::now() >= *hold_until_) {
       holding_ = false;
       hold_until_.reset();
       spdlog::info("bus proxy: passing publications on");
@@ -199,7 +199,7 @@ bool Proxy::forward_subscription() {
     spdlog::info("bus proxy: the last subscriber to {} left; publishers are told",
                  prefix.empty() ? std::string("everything") : "'" + display_text(prefix) + "'");
     subscribed_prefixes_.erase(prefix);
-    if (holding_ && hold_until_ && subscribed_prefixes_.empty()) {
+    if (hold_until_ && subscribed_prefixes_.empty()) {
       hold_until_.reset();
       spdlog::info("bus proxy: no subscriber is left; publications wait for the next");
     }

@@ -41,9 +41,7 @@ bool bearer_matches(std::string_view header, const std::string& token) {
     scheme_ok &= std::tolower(static_cast<unsigned char>(header[i])) == kScheme[i];
   // Spaces past the first and after the token are HTTP's whitespace, not part of it (RFC 9110
   // §11.4 allows 1*SP after the scheme; a header value's trailing whitespace is not its text).
-  std::string_view guess = header.substr(kScheme.size());
-  while (!guess.empty() && (guess.front() == ' ' || guess.front() == '\t')) guess.remove_prefix(1);
-  while (!guess.empty() && (guess.back() == ' ' || guess.back() == '\t')) guess.remove_suffix(1);
+  const std::string_view guess = trim(header.substr(kScheme.size()));
   unsigned char guess_digest[SHA256_DIGEST_LENGTH], token_digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(guess.data()), guess.size(), guess_digest);
   SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), token_digest);

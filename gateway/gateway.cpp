@@ -719,7 +719,7 @@ struct Gateway::Impl {
     // from the bus now is one the publishers no longer hold for the next start (found in an
     // exploratory run: 4,797 taken in and refused at a stop on a full disk). What ZeroMQ
     // already queued in this process is lost with the socket either way.
-    if (!store->writable() || store->failing_to_write()) {
+    if (store->failing_to_write()) {  // set with (and before) !writable()
       spdlog::error(
           "shutting down: the spool cannot write, so the bus messages queued in this process "
           "(up to bus.receive_hwm) are not taken in and are lost with the socket; publishers "

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <condition_variable>
@@ -76,23 +77,25 @@ Status validate_settings(const config::WebhookConfig& webhook) {
   return make_error(std::move(reason));
 }
 
-// Every label attempt_result_label() gives, registered at 0 for each webhook.
+// The labels of hookgate_delivery_attempts_total's `result`, each registered at 0 for every
+// webhook; attempt_result() gives an index into them (no string built per attempt).
 constexpr const char* kAttemptResults[] = {"2xx",           "3xx", "4xx",     "5xx",  "timeout",
                                            "connect_error", "tls", "refused", "error"};
+enum AttemptResultIndex : size_t { k2xx = 0, kTimeout = 4, kConnectError, kTls, kRefused, kError };
 
-std::string attempt_result_label(const AttemptResult& result) {
-  if (!result.final_error.empty()) return "refused";
+size_t attempt_result(const AttemptResult& result) {
+  if (!result.final_error.empty()) return kRefused;
   switch (result.curl_code) {
     case CURLE_OK:
       break;
     case CURLE_OPERATION_TIMEDOUT:
-      return "timeout";
+      return kTimeout;
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
-      return "connect_error";
+      return kConnectError;
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
@@ -100,13 +103,13 @@ std::string attempt_result_label(const AttemptResult& result) {
     case CURLE_SSL_CIPHER:
     case CURLE_SSL_ISSUER_ERROR:
     case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
-      return "tls";
+      return kTls;
     default:
-      return "error";
+      return kError;
   }
   if (result.http_status >= 200 && result.http_status < 600)
-    return std::to_string(result.http_status / 100) + "xx";
-  return "error";
+    return k2xx + static_cast<size_t>(result.http_status / 100 - 2);
+  return kError;
 }
 
 // Requests per second with a one-second burst.
@@ -226,7 +229,7 @@ struct Dispatcher::Impl {
     metrics::Counter* dead = nullptr;
     metrics::Histogram* duration = nullptr;
     metrics::Gauge* paused_gauge = nullptr;  // 1 while paused, for an alert (update_status sets it)
-    std::map<std::string, metrics::Counter*> attempt_results;
+    std::array<metrics::Counter*, std::size(kAttemptResults)> attempt_results{};
 
     int max_in_flight() const { return std::max(config->max_in_flight, 1); }
   };
@@ -381,7 +384,10 @@ struct Dispatcher::Impl {
             labels);
         // Shown at 0 from the start, as the series above (found in an exploratory run: they
         // appeared with their first rise, which increase() misses).
-        for (const char* result : kAttemptResults) attempt_counter(*slot, name, result);
+        for (size_t i = 0; i < std::size(kAttemptResults); ++i)
+          slot->attempt_results[i] = &metrics::counter(
+              "hookgate_delivery_attempts_total", "Webhook delivery attempts by result",
+              {{"webhook", name}, {"result", kAttemptResults[i]}});
         store.register_webhook_metrics(name);
       }
       Webhook& webhook = *slot;
@@ -842,7 +848,7 @@ struct Dispatcher::Impl {
     --webhook.in_flight;
 
     webhook.duration->observe_ns(now_steady_ns() - transfer->started_ns);
-    attempt_counter(webhook, cfg.name, attempt_result_label(result)).inc();
+    webhook.attempt_results[attempt_result(result)]->inc();
 
     const int attempt = delivery.attempts + 1;
     std::optional<DiagnosticEvent> diagnostic;
@@ -936,17 +942,6 @@ struct Dispatcher::Impl {
     transfer.reset();
 
     if (diagnostic && diagnostics) diagnostics(std::move(*diagnostic));
-  }
-
-  metrics::Counter& attempt_counter(Webhook& webhook, const std::string& name,
-                                    const std::string& result) {
-    auto& slot = webhook.attempt_results[result];
-    if (slot == nullptr) {
-      slot = &metrics::counter("hookgate_delivery_attempts_total",
-                               "Webhook delivery attempts by result",
-                               {{"webhook", name}, {"result", result}});
-    }
-    return *slot;
   }
 
   // Removed webhooks go once their last transfer has finished, and so do their series from
