@@ -225,6 +225,16 @@ int state_code(DeliveryState s) {
   return kPending;
 }
 
+// The state an attempt's outcome leaves its delivery in.
+int outcome_state(const AttemptOutcome& outcome) {
+  if (outcome.kind == AttemptOutcome::Kind::Delivered) return kDelivered;
+  if (outcome.kind == AttemptOutcome::Kind::Dead) return kDead;
+  return kPending;
+}
+
+// Bound with SQLITE_STATIC (bind_text): must outlive the statement's step.
+const std::string kNoError;
+
 DeliveryState state_from(int code) {
   if (code == kDelivered) return DeliveryState::Delivered;
   if (code == kDead) return DeliveryState::Dead;
@@ -379,6 +389,10 @@ struct SqliteSpool::Op {
   // Add: which deliveries add() already made claimable, and under which resync generation.
   std::vector<bool> published;
   uint64_t published_gen = 0;
+  // Add, per try: the Complete op whose outcome is written with each delivery's insert (null:
+  // none); Complete, per try: the Add op it was folded into (fold_outcomes_into_inserts).
+  std::vector<Op*> folded;
+  Op* folded_into = nullptr;
   Delivery delivery;             // Complete
   AttemptOutcome outcome{};      // Complete
   std::vector<std::string> ids;  // Replay
@@ -993,6 +1007,38 @@ void SqliteSpool::writer_loop() {
   }
 }
 
+// An outcome that reaches the writer in the same transaction as its delivery's insert (dispatch
+// before the commit, docs/spool.md) is written with the insert: one row in its final state,
+// instead of a pending row in the claim index and an UPDATE that moves it out again. Adds come
+// in rowid order (add() numbers and queues them under one lock), each with consecutive rowids,
+// and an outcome after its add; whatever does not fit that is simply not folded.
+void SqliteSpool::fold_outcomes_into_inserts(std::vector<std::unique_ptr<Op>>& ops) {
+  std::vector<Op*> adds;
+  for (auto& op_ptr : ops) {
+    Op& op = *op_ptr;
+    if (op.kind == Op::Kind::Add) {
+      op.folded.assign(op.batch.size(), nullptr);
+      if (!op.rowids.empty()) adds.push_back(&op);
+      continue;
+    }
+    if (op.kind != Op::Kind::Complete) continue;
+    op.folded_into = nullptr;
+    auto after =
+        std::upper_bound(adds.begin(), adds.end(), op.rowid,
+                         [](int64_t rowid, const Op* add) { return rowid < add->rowids.front(); });
+    if (after == adds.begin()) continue;
+    Op& add = **std::prev(after);
+    const int64_t i = op.rowid - add.rowids.front();
+    if (i >= static_cast<int64_t>(add.rowids.size())) continue;
+    const auto at = static_cast<size_t>(i);
+    if (add.rowids[at] != op.rowid || add.folded[at] != nullptr ||
+        add.batch[at].state != DeliveryState::Pending || add.batch[at].id != op.delivery.id)
+      continue;
+    add.folded[at] = &op;
+    op.folded_into = &add;
+  }
+}
+
 // One try at writing `ops` in one transaction (rolled back when it fails). Each op's per-try
 // state was reset by the caller; the outcomes it records are read by run_batch's publish step.
 SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
@@ -1002,6 +1048,8 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
   int failure_code = 0;  // SQLite's primary result code for `failure`
   size_t rows = 0;
   if (!begin_waiting(c)) failure = c.error();
+  fold_outcomes_into_inserts(ops);
+  size_t folded = 0;
   for (auto& op_ptr : ops) {
     if (!failure.empty()) break;
     Op& op = *op_ptr;
@@ -1046,11 +1094,21 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
           bind_text(s, 2, d.id);
           sqlite3_bind_int64(s, 3, payload);
           bind_text(s, 4, d.webhook);
-          sqlite3_bind_int(s, 5, d.attempts);
-          sqlite3_bind_int64(s, 6, d.next_attempt_ms);
           sqlite3_bind_int64(s, 7, now);
-          sqlite3_bind_int(s, 8, state_code(d.state));
-          bind_text(s, 9, d.last_error);
+          if (const Op* outcome = op.folded[i]; outcome != nullptr) {
+            // The row as kComplete would leave it.
+            const int state = outcome_state(outcome->outcome);
+            sqlite3_bind_int(s, 5, d.attempts + 1);
+            sqlite3_bind_int64(
+                s, 6, state == kPending ? outcome->outcome.next_attempt_ms : d.next_attempt_ms);
+            sqlite3_bind_int(s, 8, state);
+            bind_text(s, 9, state == kDelivered ? kNoError : outcome->outcome.error);
+          } else {
+            sqlite3_bind_int(s, 5, d.attempts);
+            sqlite3_bind_int64(s, 6, d.next_attempt_ms);
+            sqlite3_bind_int(s, 8, state_code(d.state));
+            bind_text(s, 9, d.last_error);
+          }
           const int rc = sqlite3_step(s);
           if (rc == SQLITE_DONE) continue;
           // Only a clash on the id is the caller's fault; anything else, a taken rowid included
@@ -1095,6 +1153,16 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
       }
       case Op::Kind::Complete: {
         // (run_batch reset op.applied and op.attempts for this try.)
+        if (op.folded_into != nullptr) {
+          // Written with its insert, which stands if its add did (a refused add undid its rows).
+          const Op& add = *op.folded_into;
+          op.applied = add.status.ok();
+          if (op.applied) {
+            op.attempts = add.batch[op.rowid - add.rowids.front()].attempts + 1;
+            ++folded;
+          }
+          break;
+        }
         sqlite3_stmt* s = c.stmt(kComplete);
         if (s == nullptr) {
           failure = c.error();
@@ -1103,12 +1171,9 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
         StmtScope scope(s);
         bind_text(s, 1, op.delivery.id);
         sqlite3_bind_int64(s, 2, now);
-        int state = kPending;
-        if (op.outcome.kind == AttemptOutcome::Kind::Delivered) state = kDelivered;
-        if (op.outcome.kind == AttemptOutcome::Kind::Dead) state = kDead;
+        const int state = outcome_state(op.outcome);
         sqlite3_bind_int(s, 3, state);
         sqlite3_bind_int64(s, 4, op.outcome.next_attempt_ms);
-        static const std::string kNoError;
         bind_text(s, 5, state == kDelivered ? kNoError : op.outcome.error);
         sqlite3_bind_int64(s, 6, op.rowid);
         int rc = sqlite3_step(s);
@@ -1161,7 +1226,7 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
   if (failure.empty() && !c.exec("COMMIT")) failure = c.error();
   if (!failure.empty() && failure_code == 0) failure_code = sqlite3_errcode(c.db);
   if (!failure.empty() && !sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
-  return {std::move(failure), failure_code, rows};
+  return {std::move(failure), failure_code, rows, folded};
 }
 
 void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
@@ -1208,6 +1273,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         std::lock_guard lock(stats_mu_);
         ++commits_;
         rows_written_ += rows;
+        outcomes_folded_ += written.folded;
       } else {
         m.errors.inc();
       }
@@ -2329,6 +2395,7 @@ SqliteSpool::Stats SqliteSpool::stats() {
   s.commits = commits_;
   s.batches_taken = batches_taken_;
   s.rows_written = rows_written_;
+  s.outcomes_folded = outcomes_folded_;
   return s;
 }
 

@@ -181,6 +181,7 @@ class SqliteSpool final : public DeliveryStore {
     uint64_t batches_taken = 0;      // batches the writer took up (before it begins: a test's
                                      // way to know what the next batch cannot hold)
     uint64_t rows_written = 0;
+    uint64_t outcomes_folded = 0;  // outcomes written with their delivery's insert
   };
   Stats stats();
   // The last error a read (list, get, pending_count, pending_by_webhook) met, cleared by taking
@@ -238,7 +239,10 @@ class SqliteSpool final : public DeliveryStore {
     std::string failure;   // empty: committed
     int failure_code = 0;  // SQLite's result code for `failure`
     size_t rows = 0;       // rows written
+    size_t folded = 0;     // outcomes written with their delivery's insert
   };
+  // Pairs each outcome in `ops` with its delivery's insert in the same ops, where there is one.
+  static void fold_outcomes_into_inserts(std::vector<std::unique_ptr<Op>>& ops);
   TransactionResult write_transaction(Conn& c, std::vector<std::unique_ptr<Op>>& ops, int64_t now);
   void tick(int64_t now_ms);
   // `dead`, if given, gets how many of the deleted rows were dead letters.
@@ -383,6 +387,7 @@ class SqliteSpool final : public DeliveryStore {
   uint64_t commits_ = 0;
   uint64_t batches_taken_ = 0;
   uint64_t rows_written_ = 0;
+  uint64_t outcomes_folded_ = 0;
   std::mutex stats_mu_;
 };
 

@@ -1700,6 +1700,68 @@ TEST_F(SqliteSpoolTest, AnOutcomeHeldWithItsLostTransactionDoesNotActOnTheLostRo
             (std::vector<std::string>{"kept", "blocker"}));
 }
 
+// An outcome that reaches the writer with its delivery's insert (dispatch before the commit) is
+// written with it: the row goes in final, as an insert followed by the outcome's UPDATE would
+// have left it, and stays so across a reopen.
+TEST_F(SqliteSpoolTest, AnOutcomeInTheTransactionOfItsInsertIsWrittenWithIt) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  const int64_t retry_at = now_unix_ms() + 60000;
+  {
+    ForeignWriteLock lock(cfg_.path);
+    // The writer takes this batch and waits for the lock: the add and its outcomes queue up
+    // behind it and share the next transaction.
+    const uint64_t taken = spool->stats().batches_taken;
+    auto blocker = spool->add_async({make("blocker", "audit")});
+    ASSERT_TRUE(testing::wait_until([&] { return spool->stats().batches_taken > taken; },
+                                    std::chrono::seconds(5)));
+    auto added =
+        spool->add_async({make("ok", "siem"), make("again", "siem"), make("gone", "siem")});
+    auto claimed = spool->claim_due("siem", now_unix_ms(), 10);
+    ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"ok", "again", "gone"}));
+    spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
+    spool->complete(claimed[1], {AttemptOutcome::Kind::Retry, retry_at, "HTTP 503"});
+    spool->complete(claimed[2], {AttemptOutcome::Kind::Dead, 0, "HTTP 404"});
+    lock.release();
+    EXPECT_TRUE(blocker.get());
+    EXPECT_TRUE(added.get());
+  }
+  ASSERT_TRUE(
+      testing::wait_until([&] { return spool->stats().in_flight == 0; }, std::chrono::seconds(3)));
+  EXPECT_EQ(spool->stats().outcomes_folded, 3u);
+  auto check = [&](SqliteSpool& s) {
+    auto ok = s.get("ok");
+    ASSERT_TRUE(ok);
+    EXPECT_EQ(ok->state, DeliveryState::Delivered);
+    EXPECT_EQ(ok->attempts, 1);
+    EXPECT_EQ(ok->last_error, "");
+    auto again = s.get("again");
+    ASSERT_TRUE(again);
+    EXPECT_EQ(again->state, DeliveryState::Pending);
+    EXPECT_EQ(again->attempts, 1);
+    EXPECT_EQ(again->next_attempt_ms, retry_at);
+    EXPECT_EQ(again->last_error, "HTTP 503");
+    auto gone = s.get("gone");
+    ASSERT_TRUE(gone);
+    EXPECT_EQ(gone->state, DeliveryState::Dead);
+    EXPECT_EQ(gone->attempts, 1);
+    EXPECT_EQ(gone->last_error, "HTTP 404");
+    EXPECT_EQ(s.pending_count(), 2u);  // blocker and again
+    EXPECT_EQ(s.count(DeliveryState::Dead, "siem"), 1u);
+  };
+  check(*spool);
+  // The retry waits for its time, then is claimed with its attempt counted.
+  EXPECT_TRUE(spool->claim_due("siem", retry_at - 1, 10).empty());
+  auto retried = spool->claim_due("siem", retry_at, 10);
+  ASSERT_EQ(ids_of(retried), (std::vector<std::string>{"again"}));
+  EXPECT_EQ(retried[0].attempts, 1);
+  spool->release(retried[0]);
+  spool.reset();
+  auto reopened = open();
+  ASSERT_TRUE(reopened);
+  check(*reopened);
+}
+
 // Found in review: a spool file this user cannot write (left owned by root, say) is opened
 // read-only by SQLite without a word, and the gateway started only to refuse every event.
 TEST_F(SqliteSpoolTest, AFileThisUserCannotWriteIsRefusedAtOpen) {
