@@ -192,6 +192,47 @@ int line_count(std::string_view text) {
          (!text.empty() && text.back() != '\n' ? 1 : 0);
 }
 
+// YAML 1.1 merge keys, which yaml-cpp 0.7 reads as an ordinary key named `<<`: `<<: *base`
+// copies base's keys that the mapping does not set itself, and `<<: [*a, *b]` does so for each,
+// the earlier winning. Resolved in place, by reference: a merged key and value keep their
+// positions (at the anchor), so a mistake in `base` is reported where it is written. Children
+// first, so a base that merges another is complete before it is merged. A quoted "<<" is a key.
+void resolve_merge_keys(YAML::Node node, const std::string& file, Diagnostics& errors) {
+  if (node.IsSequence()) {
+    for (auto item : node) resolve_merge_keys(item, file, errors);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::vector<std::pair<YAML::Node, YAML::Node>> merges;  // (the `<<` key, its value)
+  for (auto it : node) {
+    resolve_merge_keys(it.second, file, errors);
+    if (it.first.IsScalar() && it.first.Scalar() == "<<" && it.first.Tag() == "?")
+      merges.emplace_back(it.first, it.second);
+  }
+  for (const auto& [key, value] : merges) {
+    std::vector<YAML::Node> bases;
+    if (value.IsMap()) {
+      bases.push_back(value);
+    } else if (value.IsSequence()) {
+      for (auto item : value) bases.push_back(item);
+    }
+    const bool maps_only =
+        !bases.empty() &&
+        std::all_of(bases.begin(), bases.end(), [](const YAML::Node& b) { return b.IsMap(); });
+    if (!maps_only) {
+      errors.push_back({position_of(value.IsNull() ? key : value, file),
+                        "a merge key `<<` takes a mapping or a list of mappings, such as "
+                        "`<<: *defaults` (quote it, \"<<\", for a key of that name)"});
+      continue;
+    }
+    node.remove(key);
+    for (const YAML::Node& base : bases)
+      for (auto it : base)
+        if (!it.first.IsScalar() || !key_position(node, it.first.Scalar(), file))
+          node.force_insert(it.first, it.second);
+  }
+}
+
 }  // namespace
 
 Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::string& file) {
@@ -220,6 +261,11 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
                           "aliases expand this file to more than " +
                               std::to_string(kMaxExpandedNodes) + " values"}};
     if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
+    if (ended.find("<<") != std::string::npos) {
+      Diagnostics errors;
+      resolve_merge_keys(root, file, errors);
+      if (!errors.empty()) return errors;
+    }
     return root;
   } catch (const YAML::Exception& e) {
     const int lines = line_count(text);
@@ -589,7 +635,7 @@ void MapReader::finish() {
   if (!valid_ || !node_ || !node_.IsMap()) return;
   for (auto it : node_) {
     std::string key = it.first.IsScalar() ? it.first.Scalar() : "?";
-    if (known_.count(key)) continue;
+    if (known_.count(key) || (!own_prefix_.empty() && key.starts_with(own_prefix_))) continue;
     std::string known;
     for (const auto& k : known_) known += (known.empty() ? "" : ", ") + k;
     error(position_of(it.first, file_),

@@ -83,6 +83,9 @@ class MapReader {
   std::string as_written(const char* key, const std::string& value,
                          std::optional<size_t> item = std::nullopt) const;
 
+  // Keys that start with `prefix` are the user's own: finish() lets them be.
+  void allow_keys_starting_with(std::string prefix) { own_prefix_ = std::move(prefix); }
+
   void error(const Position& where, std::string message);
   // Reports every key nobody asked for. Call once, after all getters.
   void finish();
@@ -102,6 +105,7 @@ class MapReader {
   std::string context_;
   Diagnostics& errors_;
   std::set<std::string> known_;
+  std::string own_prefix_;  // allow_keys_starting_with
   bool valid_ = true;
 };
 

@@ -430,6 +430,78 @@ TEST(ConfigLoaderTest, ErrorsAreSaidOnceAndWhereTheirPositionIsWeakTheySayWhat) 
             "test.yaml:2:5: webhooks[2]: webhook name 'a' is used twice (first by webhooks[0])");
 }
 
+// YAML merge keys, as an operator used to Compose or Kubernetes writes them, with `x-` keys at
+// the top to hold the anchors (yaml-cpp reads `<<` as a plain key, which was "unknown").
+TEST(ConfigLoaderTest, MergeKeysFillInWhatAWebhookDoesNotSet) {
+  auto cfg = load(
+      "x-base: &base\n"
+      "  timeout_ms: 3000\n"
+      "  retry: {max_attempts: 3}\n"
+      "x-signed: &signed\n"
+      "  <<: *base\n"
+      "  secret: whsec_b\n"
+      "  timeout_ms: 2000\n"
+      "webhooks:\n"
+      "  - name: a\n"
+      "    url: http://x/\n"
+      "    timeout_ms: 1000\n"
+      "    <<: [*signed, *base]\n"
+      "  - name: b\n"
+      "    url: http://y/\n"
+      "    <<: [*base, *signed]\n"
+      "  - name: c\n"
+      "    url: http://z/\n"
+      "    <<: *base\n");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  ASSERT_EQ(cfg->webhooks.size(), 3u);
+  // Its own key first, then the merged maps in order; a base that merges another has it.
+  EXPECT_EQ(cfg->webhooks[0].timeout_ms, 1000);
+  EXPECT_EQ(cfg->webhooks[0].secrets, std::vector<std::string>{"whsec_b"});
+  EXPECT_EQ(cfg->webhooks[0].retry.max_attempts, 3);
+  EXPECT_EQ(cfg->webhooks[1].timeout_ms, 3000);
+  EXPECT_EQ(cfg->webhooks[1].secrets, std::vector<std::string>{"whsec_b"});
+  EXPECT_EQ(cfg->webhooks[2].timeout_ms, 3000);
+  EXPECT_TRUE(cfg->webhooks[2].secrets.empty());
+  EXPECT_EQ(cfg->webhooks[2].url, "http://z/");
+}
+
+TEST(ConfigLoaderTest, MergeKeyMistakesAreReportedWhereTheyAreWritten) {
+  // A typo in a base is reported at the base, once per mapping it is merged into.
+  auto typo = load(
+      "x-base: &base\n  timout_ms: 3000\nwebhooks:\n  - name: a\n    url: http://x/\n"
+      "    <<: *base\n");
+  ASSERT_FALSE(typo);
+  EXPECT_EQ(typo.error()[0].str().substr(0, 54),
+            "test.yaml:2:3: unknown key 'timout_ms' in webhooks[0] ");
+  // One line for a mistake that reads the same wherever it was merged.
+  unsetenv("HG_DOES_NOT_EXIST");
+  auto unset = load(
+      "x-base: &base\n  secret: ${HG_DOES_NOT_EXIST}\nwebhooks:\n  - name: a\n    url: "
+      "http://x/\n    <<: *base\n  - name: b\n    url: http://y/\n    <<: *base\n");
+  ASSERT_FALSE(unset);
+  ASSERT_EQ(unset.error().size(), 1u) << unset.error().back().str();
+  EXPECT_EQ(unset.error()[0].where.line, 2);
+  // Only a mapping, or a list of them, can be merged.
+  for (const char* value : {"scalar", "[*base, 3]", "[]"}) {
+    auto bad = load(std::string("x-base: &base\n  timeout_ms: 3000\nwebhooks:\n  - name: a\n"
+                                "    url: http://x/\n    <<: ") +
+                    value + "\n");
+    ASSERT_FALSE(bad) << value;
+    EXPECT_EQ(bad.error()[0].str(),
+              "test.yaml:6:9: a merge key `<<` takes a mapping or a list of mappings, such as "
+              "`<<: *defaults` (quote it, \"<<\", for a key of that name)")
+        << value;
+  }
+  // Quoted, it is a key like any other; and `x-` keys are the operator's at the top only.
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    \"<<\": {}\n"))
+                .substr(0, 44),
+            "test.yaml:4:5: unknown key '<<' in webhooks[");
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    x-note: hi\n"))
+                .substr(0, 48),
+            "test.yaml:4:5: unknown key 'x-note' in webhooks[");
+  EXPECT_TRUE(load("x-note: anything\nx-list: [1, 2]\n"));
+}
+
 // Connecting twice to one peer would make it deliver every event twice (two pipes).
 TEST(ConfigLoaderTest, AConnectEndpointListedTwiceIsAnError) {
   EXPECT_EQ(first_error(load("bus:\n  connect:\n    - tcp://proxy:5557\n    - tcp://other:5557\n"
