@@ -419,7 +419,12 @@ struct SpoolMetrics {
       metrics::counter("hookgate_spool_commits_total", "Spool transactions committed");
   metrics::Counter& rows = metrics::counter(
       "hookgate_spool_rows_written_total",
-      "Rows inserted or updated by committed spool transactions (rows/commits = group size)");
+      "Deliveries added and outcomes recorded by committed spool transactions (÷ commits = group "
+      "size)");
+  metrics::Counter& folded = metrics::counter(
+      "hookgate_spool_outcomes_folded_total",
+      "Outcomes written with their delivery's insert, in the same transaction (counted in "
+      "hookgate_spool_rows_written_total too)");
   metrics::Counter& errors =
       metrics::counter("hookgate_spool_write_errors_total",
                        "Spool transactions, or add() batches within one, that failed to write "
@@ -1021,6 +1026,9 @@ void SqliteSpool::fold_outcomes_into_inserts(std::vector<std::unique_ptr<Op>>& o
       if (!op.rowids.empty()) adds.push_back(&op);
       continue;
     }
+    // An outcome must not pass a replay queued between it and its insert: the replay would find
+    // the row final (dead) where it should find it pending, and send it again.
+    if (op.kind == Op::Kind::Replay) adds.clear();
     if (op.kind != Op::Kind::Complete) continue;
     op.folded_into = nullptr;
     auto after =
@@ -1160,6 +1168,7 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
           if (op.applied) {
             op.attempts = add.batch[op.rowid - add.rowids.front()].attempts + 1;
             ++folded;
+            ++rows;
           }
           break;
         }
@@ -1270,6 +1279,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         m.commit.observe_ns(now_steady_ns() - t0);
         m.commits.inc();
         m.rows.inc(rows);
+        m.folded.inc(written.folded);
         std::lock_guard lock(stats_mu_);
         ++commits_;
         rows_written_ += rows;

@@ -1707,6 +1707,7 @@ TEST_F(SqliteSpoolTest, AnOutcomeInTheTransactionOfItsInsertIsWrittenWithIt) {
   auto spool = open();
   ASSERT_TRUE(spool);
   const int64_t retry_at = now_unix_ms() + 60000;
+  int64_t gone_due = 0;
   {
     ForeignWriteLock lock(cfg_.path);
     // The writer takes this batch and waits for the lock: the add and its outcomes queue up
@@ -1715,10 +1716,12 @@ TEST_F(SqliteSpoolTest, AnOutcomeInTheTransactionOfItsInsertIsWrittenWithIt) {
     auto blocker = spool->add_async({make("blocker", "audit")});
     ASSERT_TRUE(testing::wait_until([&] { return spool->stats().batches_taken > taken; },
                                     std::chrono::seconds(5)));
-    auto added =
-        spool->add_async({make("ok", "siem"), make("again", "siem"), make("gone", "siem")});
+    Delivery ok = make("ok", "siem");
+    ok.last_error = "an error a delivered row must not keep";
+    auto added = spool->add_async({ok, make("again", "siem"), make("gone", "siem")});
     auto claimed = spool->claim_due("siem", now_unix_ms(), 10);
     ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"ok", "again", "gone"}));
+    gone_due = claimed[2].next_attempt_ms;
     spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
     spool->complete(claimed[1], {AttemptOutcome::Kind::Retry, retry_at, "HTTP 503"});
     spool->complete(claimed[2], {AttemptOutcome::Kind::Dead, 0, "HTTP 404"});
@@ -1746,7 +1749,8 @@ TEST_F(SqliteSpoolTest, AnOutcomeInTheTransactionOfItsInsertIsWrittenWithIt) {
     EXPECT_EQ(gone->state, DeliveryState::Dead);
     EXPECT_EQ(gone->attempts, 1);
     EXPECT_EQ(gone->last_error, "HTTP 404");
-    EXPECT_EQ(s.pending_count(), 2u);  // blocker and again
+    EXPECT_EQ(gone->next_attempt_ms, gone_due);  // a final outcome leaves it as it was
+    EXPECT_EQ(s.pending_count(), 2u);            // blocker and again
     EXPECT_EQ(s.count(DeliveryState::Dead, "siem"), 1u);
   };
   check(*spool);
@@ -1760,6 +1764,43 @@ TEST_F(SqliteSpoolTest, AnOutcomeInTheTransactionOfItsInsertIsWrittenWithIt) {
   auto reopened = open();
   ASSERT_TRUE(reopened);
   check(*reopened);
+}
+
+// An outcome that shares the transaction of an add the spool refuses (a duplicate id) is not
+// recorded, as its UPDATE would have found no row; the first delivery of that id is untouched.
+TEST_F(SqliteSpoolTest, AnOutcomeOfARefusedAddIsNotWrittenWithIt) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("dup", "siem")}));
+  auto first = spool->claim_due("siem", now_unix_ms(), 10);
+  ASSERT_EQ(ids_of(first), (std::vector<std::string>{"dup"}));
+  spool->complete(first[0], {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(
+      testing::wait_until([&] { return spool->stats().in_flight == 0; }, std::chrono::seconds(3)));
+  {
+    ForeignWriteLock lock(cfg_.path);
+    const uint64_t taken = spool->stats().batches_taken;
+    auto blocker = spool->add_async({make("blocker", "audit")});
+    ASSERT_TRUE(testing::wait_until([&] { return spool->stats().batches_taken > taken; },
+                                    std::chrono::seconds(5)));
+    auto again = spool->add_async({make("dup", "siem")});
+    auto claimed = spool->claim_due("siem", now_unix_ms(), 10);
+    ASSERT_EQ(ids_of(claimed), (std::vector<std::string>{"dup"}));
+    spool->complete(claimed[0], {AttemptOutcome::Kind::Retry, now_unix_ms(), "HTTP 500"});
+    lock.release();
+    EXPECT_TRUE(blocker.get());
+    EXPECT_FALSE(again.get());
+  }
+  ASSERT_TRUE(
+      testing::wait_until([&] { return spool->stats().in_flight == 0; }, std::chrono::seconds(3)));
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->stats().outcomes_folded, 0u);
+  auto dup = spool->get("dup");
+  ASSERT_TRUE(dup);
+  EXPECT_EQ(dup->state, DeliveryState::Delivered);
+  EXPECT_EQ(dup->attempts, 1);
+  EXPECT_EQ(dup->last_error, "");
+  EXPECT_TRUE(spool->claim_due("siem", now_unix_ms() + 1000, 10).empty());
 }
 
 // Found in review: a spool file this user cannot write (left owned by root, say) is opened
