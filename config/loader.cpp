@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 
 #include "config/yaml_reader.hpp"
 #include "gateway/common/log.hpp"
@@ -591,9 +590,13 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
   cfg.file = file;
   MapReader r(root, file, "config", errors);
   if (!r.valid()) return errors;
-  cfg.holds_no_settings = root.IsMap() && root.size() == 0;
   // `x-` keys are the operator's own: a place for `&anchors` to merge from, as in Compose files.
+  // A file cut off after them (a reload mid-write) holds no settings either.
   r.allow_keys_starting_with("x-");
+  cfg.holds_no_settings =
+      root.IsMap() && std::none_of(root.begin(), root.end(), [](const auto& it) {
+        return !it.first.IsScalar() || !it.first.Scalar().starts_with("x-");
+      });
   read_bus(r.section("bus", "bus"), cfg.bus, base_dir);
   bool explicit_dirs = false;
   {
@@ -635,9 +638,7 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
     std::stable_sort(errors.begin(), errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
       return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
     });
-    // A value merged or aliased into several places gives the same line for each.
-    std::set<std::string> said;
-    std::erase_if(errors, [&](const Diagnostic& d) { return !said.insert(d.str()).second; });
+    drop_repeated(errors);
     return errors;
   }
   return cfg;

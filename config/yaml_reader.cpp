@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <unordered_set>
 #include <vector>
 
 namespace hookgate::config {
@@ -192,44 +193,96 @@ int line_count(std::string_view text) {
          (!text.empty() && text.back() != '\n' ? 1 : 0);
 }
 
-// YAML 1.1 merge keys, which yaml-cpp 0.7 reads as an ordinary key named `<<`: `<<: *base`
-// copies base's keys that the mapping does not set itself, and `<<: [*a, *b]` does so for each,
-// the earlier winning. Resolved in place, by reference: a merged key and value keep their
-// positions (at the anchor), so a mistake in `base` is reported where it is written. Children
-// first, so a base that merges another is complete before it is merged. A quoted "<<" is a key.
-void resolve_merge_keys(YAML::Node node, const std::string& file, Diagnostics& errors) {
-  if (node.IsSequence()) {
-    for (auto item : node) resolve_merge_keys(item, file, errors);
+bool is_merge_key(const YAML::Node& key) {
+  // Plain `<<` (yaml-cpp tags it "?"; a quoted one "!"), or with the YAML 1.1 tag written out.
+  return key.IsScalar() && key.Scalar() == "<<" &&
+         (key.Tag() == "?" || key.Tag() == "tag:yaml.org,2002:merge");
+}
+
+// Merges the `<<` keys of `map`, whose bases are resolved already (see resolve_merge_keys).
+void merge_into(YAML::Node map, const std::string& file, Diagnostics& errors) {
+  std::vector<std::pair<YAML::Node, YAML::Node>> merges;  // (the `<<` key, its value)
+  std::unordered_set<std::string> present;                // keys the mapping sets itself
+  for (auto it : map) {
+    if (is_merge_key(it.first)) {
+      merges.emplace_back(it.first, it.second);
+    } else if (it.first.IsScalar()) {
+      present.insert(it.first.Scalar());
+    }
+  }
+  if (merges.empty()) return;
+  for (const auto& [key, value] : merges) map.remove(key);
+  if (merges.size() > 1) {
+    errors.push_back(
+        {position_of(merges[1].first, file),
+         "a second merge key `<<` in one mapping (merge several with `<<: [*a, *b]`)"});
     return;
   }
-  if (!node.IsMap()) return;
-  std::vector<std::pair<YAML::Node, YAML::Node>> merges;  // (the `<<` key, its value)
-  for (auto it : node) {
-    resolve_merge_keys(it.second, file, errors);
-    if (it.first.IsScalar() && it.first.Scalar() == "<<" && it.first.Tag() == "?")
-      merges.emplace_back(it.first, it.second);
+  const YAML::Node& value = merges[0].second;
+  std::vector<YAML::Node> bases;
+  if (value.IsMap()) bases.push_back(value);
+  if (value.IsSequence())
+    for (auto item : value) bases.push_back(item);
+  auto not_a_map = std::find_if(bases.begin(), bases.end(),
+                                [](const YAML::Node& base) { return !base.IsMap(); });
+  if (bases.empty() || not_a_map != bases.end()) {
+    // At the `<<`, or at the list item: an alias would point at its anchor, away from the `<<`.
+    const bool item = value.IsSequence() && not_a_map != bases.end();
+    errors.push_back({position_of(item ? *not_a_map : merges[0].first, file),
+                      "a merge key `<<` takes a mapping or a list of mappings, such as "
+                      "`<<: *defaults` (quote it, \"<<\", for a key of that name)"});
+    return;
   }
-  for (const auto& [key, value] : merges) {
-    std::vector<YAML::Node> bases;
-    if (value.IsMap()) {
-      bases.push_back(value);
-    } else if (value.IsSequence()) {
-      for (auto item : value) bases.push_back(item);
+  for (const YAML::Node& base : bases) {
+    // Against the keys before this base, not the ones it brings: a key written twice in a base
+    // lands twice, for the duplicate-key check to report where it is written.
+    std::vector<std::string> brought;
+    for (auto it : base) {
+      if (it.first.IsScalar() && present.count(it.first.Scalar())) continue;
+      map.force_insert(it.first, it.second);
+      if (it.first.IsScalar()) brought.push_back(it.first.Scalar());
     }
-    const bool maps_only =
-        !bases.empty() &&
-        std::all_of(bases.begin(), bases.end(), [](const YAML::Node& b) { return b.IsMap(); });
-    if (!maps_only) {
-      errors.push_back({position_of(value.IsNull() ? key : value, file),
-                        "a merge key `<<` takes a mapping or a list of mappings, such as "
-                        "`<<: *defaults` (quote it, \"<<\", for a key of that name)"});
+    present.insert(brought.begin(), brought.end());
+  }
+}
+
+// YAML 1.1 merge keys, which yaml-cpp 0.7 reads as an ordinary key named `<<`: `<<: *base` copies
+// base's keys that the mapping does not set itself, and `<<: [*a, *b]` does so for each, the
+// earlier winning. Resolved in place, by reference: a merged key and value keep their positions
+// (at the anchor), so a mistake in `base` is reported where it is written.
+// Children before their parent, each node once (an alias shares its anchor's node, and the
+// anchor comes first, so a base is complete before it is merged), and with a stack of our own:
+// aliases can make the tree far deeper than the text (the scan caps them at a million values).
+void resolve_merge_keys(const YAML::Node& root, const std::string& file, Diagnostics& errors) {
+  // A container's identity: its position in the text (an alias shares its anchor's node).
+  auto id = [](const YAML::Node& n) { return static_cast<int64_t>(n.Mark().pos); };
+  std::unordered_set<int64_t> opened;  // children pushed (in work, or done)
+  struct Frame {
+    YAML::Node node;
+    bool children_pushed = false;
+  };
+  std::vector<Frame> stack;
+  stack.push_back({root});
+  while (!stack.empty()) {
+    if (stack.back().children_pushed) {
+      YAML::Node done = stack.back().node;
+      stack.pop_back();
+      if (done.IsMap()) merge_into(done, file, errors);
       continue;
     }
-    node.remove(key);
-    for (const YAML::Node& base : bases)
-      for (auto it : base)
-        if (!it.first.IsScalar() || !key_position(node, it.first.Scalar(), file))
-          node.force_insert(it.first, it.second);
+    YAML::Node node = stack.back().node;
+    if (!node.Mark().is_null() && !opened.insert(id(node)).second) {
+      stack.pop_back();  // reached before, by another path: resolved, or resolving below
+      continue;
+    }
+    stack.back().children_pushed = true;
+    std::vector<YAML::Node> children;
+    if (node.IsSequence())
+      for (auto item : node) children.push_back(item);
+    if (node.IsMap())
+      for (auto it : node) children.push_back(it.second);
+    for (auto child = children.rbegin(); child != children.rend(); ++child)
+      if (child->IsMap() || child->IsSequence()) stack.push_back({*child});
   }
 }
 
@@ -366,6 +419,18 @@ std::vector<std::string> substituted_values(std::string_view raw) {
   Diagnostics ignored;  // the value was expanded (and its errors reported) when it was read
   (void)expand_env(raw, Position{}, ignored, &values);
   return values;
+}
+
+void drop_repeated(Diagnostics& errors, size_t from) {
+  std::unordered_set<std::string> said;
+  for (size_t i = 0; i < from && i < errors.size(); ++i) said.insert(errors[i].str());
+  size_t kept = from;
+  for (size_t i = from; i < errors.size(); ++i)
+    if (said.insert(errors[i].str()).second) {
+      if (kept != i) errors[kept] = std::move(errors[i]);
+      ++kept;
+    }
+  if (kept < errors.size()) errors.resize(kept);
 }
 
 void report_duplicate_keys(const YAML::Node& map, const std::string& file,

@@ -39,6 +39,10 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
 // their own (`Authorization: "Splunk ${HEC_TOKEN}"` → the token, which is all HEC_TOKEN holds).
 std::vector<std::string> substituted_values(std::string_view raw);
 
+// Drops each diagnostic from `from` on that says what an earlier one says (same place, same
+// words): a value merged or aliased into several places is read, and found wrong, at each.
+void drop_repeated(Diagnostics& errors, size_t from = 0);
+
 // Each repeated key of `map` is an error at the repeat, naming the first's line. yaml-cpp keeps
 // every copy and lookups find the first, so a repeated block would vanish silently. MapReader
 // checks every mapping it reads; code that walks a mapping by hand calls this.

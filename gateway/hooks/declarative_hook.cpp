@@ -740,7 +740,8 @@ class DeclarativeHook final : public Hook {
 // ---------------------------------------------------------------------------------------------
 // Loading
 
-LoadResult summarize(const Diagnostics& errors, size_t before, const std::string& fallback) {
+LoadResult summarize(Diagnostics& errors, size_t before, const std::string& fallback) {
+  config::drop_repeated(errors, before);
   if (errors.size() <= before) return fallback;
   std::string msg = errors[before].str();
   size_t more = errors.size() - before - 1;

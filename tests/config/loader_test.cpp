@@ -481,17 +481,37 @@ TEST(ConfigLoaderTest, MergeKeyMistakesAreReportedWhereTheyAreWritten) {
   ASSERT_FALSE(unset);
   ASSERT_EQ(unset.error().size(), 1u) << unset.error().back().str();
   EXPECT_EQ(unset.error()[0].where.line, 2);
-  // Only a mapping, or a list of them, can be merged.
-  for (const char* value : {"scalar", "[*base, 3]", "[]"}) {
-    auto bad = load(std::string("x-base: &base\n  timeout_ms: 3000\nwebhooks:\n  - name: a\n"
-                                "    url: http://x/\n    <<: ") +
-                    value + "\n");
+  // Only a mapping, or a list of them, can be merged: said at the `<<` (an alias would point at
+  // its anchor), or at the list item, once however often the mapping is reached.
+  const std::string not_a_map =
+      ": a merge key `<<` takes a mapping or a list of mappings, such as `<<: *defaults` (quote "
+      "it, \"<<\", for a key of that name)";
+  for (auto [value, column] :
+       {std::pair{"scalar", 5}, {"*text", 5}, {"[]", 5}, {"[*base, 3]", 17}}) {
+    auto bad = load(std::string("x-base: &base\n  timeout_ms: 3000\nx-text: &text hi\nwebhooks:\n"
+                                "  - &w\n    name: a\n    url: http://x/\n    <<: ") +
+                    value + "\n  - *w\n");
     ASSERT_FALSE(bad) << value;
-    EXPECT_EQ(bad.error()[0].str(),
-              "test.yaml:6:9: a merge key `<<` takes a mapping or a list of mappings, such as "
-              "`<<: *defaults` (quote it, \"<<\", for a key of that name)")
-        << value;
+    ASSERT_EQ(bad.error().size(), 1u) << value << ": " << bad.error().back().str();
+    EXPECT_EQ(bad.error()[0].str(), "test.yaml:8:" + std::to_string(column) + not_a_map) << value;
   }
+  // A key written twice in a base is a duplicate where it is written, merged or not; so is a
+  // second `<<` (`<<: [*a, *b]` merges several).
+  auto twice = load(
+      "x-base: &base\n  timeout_ms: 3000\n  timeout_ms: 4000\nwebhooks:\n  - name: a\n"
+      "    url: http://x/\n    <<: *base\n");
+  EXPECT_EQ(first_error(twice),
+            "test.yaml:3:3: duplicate key 'timeout_ms' in webhooks[0] (first at line 2)");
+  EXPECT_EQ(first_error(load("x-a: &a {timeout_ms: 1}\nwebhooks:\n  - name: a\n    url: "
+                             "http://x/\n    <<: *a\n    <<: *a\n")),
+            "test.yaml:6:5: a second merge key `<<` in one mapping (merge several with `<<: [*a, "
+            "*b]`)");
+  // The tag written out is a merge key too.
+  auto tagged = load(
+      "x-a: &a {timeout_ms: 1234}\nwebhooks:\n  - name: a\n    url: http://x/\n    !!merge <<: "
+      "*a\n");
+  ASSERT_TRUE(tagged) << first_error(tagged);
+  EXPECT_EQ(tagged->webhooks[0].timeout_ms, 1234);
   // Quoted, it is a key like any other; and `x-` keys are the operator's at the top only.
   EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    \"<<\": {}\n"))
                 .substr(0, 44),
@@ -499,7 +519,28 @@ TEST(ConfigLoaderTest, MergeKeyMistakesAreReportedWhereTheyAreWritten) {
   EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    x-note: hi\n"))
                 .substr(0, 48),
             "test.yaml:4:5: unknown key 'x-note' in webhooks[");
-  EXPECT_TRUE(load("x-note: anything\nx-list: [1, 2]\n"));
+  auto only_own = load("x-note: anything\nx-list: [1, 2]\n");
+  ASSERT_TRUE(only_own);
+  // A file cut off after its anchors holds no settings (a reload keeps the running config).
+  EXPECT_TRUE(only_own->holds_no_settings);
+  EXPECT_FALSE(load("x-note: anything\nwebhooks: []\n")->holds_no_settings);
+}
+
+// Aliases can make the tree far deeper and wider than the text; merging walks each node once.
+TEST(ConfigLoaderTest, MergeKeysInADeeplyAliasedFileResolveEachNodeOnce) {
+  // 70 levels, each the last one 400 lists deep: expanded, 28,000 levels, which a recursive
+  // walk did not survive (found in review, under ASan).
+  std::string deep = "x-0: &a0 {<<: {k: v}}\n";
+  for (int level = 1; level < 70; ++level)
+    deep += "x-" + std::to_string(level) + ": &a" + std::to_string(level) + " " +
+            std::string(400, '[') + "*a" + std::to_string(level - 1) + std::string(400, ']') + "\n";
+  EXPECT_TRUE(load(deep)) << first_error(load(deep));
+  // A base with many keys: each merged key was looked up in a scan of the whole mapping, which
+  // at this size runs past ctest's timeout (4 minutes at half of it, under ASan).
+  std::string wide = "x-a: &a {";
+  for (int k = 0; k < 40000; ++k) wide += (k ? ", k" : "k") + std::to_string(k) + ": 1";
+  wide += "}\nx-b: {<<: *a}\n";
+  EXPECT_TRUE(load(wide));
 }
 
 // Connecting twice to one peer would make it deliver every event twice (two pipes).
