@@ -433,8 +433,8 @@ struct Dispatcher::Impl {
       if (seen.count(name) == 0 && !webhook->removed) {
         webhook->removed = true;
         webhook->paused_gauge->set(0);  // a removed webhook is not waiting for anyone
-        std::lock_guard lock(status_mu);
-        statuses.erase(name);
+        // Its status stays, out of status_order: added back, its counts go on, as its
+        // /metrics series do (Registry::hide_label).
       }
     }
     {
@@ -1077,7 +1077,8 @@ void Dispatcher::stop(std::chrono::milliseconds grace) {
 bool Dispatcher::resume(const std::string& webhook) {
   {
     std::lock_guard lock(impl_->status_mu);
-    if (impl_->statuses.count(webhook) == 0) return false;
+    const auto& configured = impl_->status_order;
+    if (std::find(configured.begin(), configured.end(), webhook) == configured.end()) return false;
   }
   {
     std::lock_guard lock(impl_->control_mu);
