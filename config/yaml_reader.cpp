@@ -14,6 +14,8 @@
 #include <map>
 #include <optional>
 #include <sstream>
+#include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -226,8 +228,10 @@ void merge_into(YAML::Node map, const std::string& file, Diagnostics& errors) {
   auto not_a_map = std::find_if(bases.begin(), bases.end(),
                                 [](const YAML::Node& base) { return !base.IsMap(); });
   if (bases.empty() || not_a_map != bases.end()) {
-    // At the `<<`, or at the list item: an alias would point at its anchor, away from the `<<`.
-    const bool item = value.IsSequence() && not_a_map != bases.end();
+    // At the `<<`, or at a list item written there: an alias would point at its anchor, away
+    // from the `<<`.
+    const bool item =
+        value.IsSequence() && not_a_map != bases.end() && not_a_map->Mark().pos > value.Mark().pos;
     errors.push_back({position_of(item ? *not_a_map : merges[0].first, file),
                       "a merge key `<<` takes a mapping or a list of mappings, such as "
                       "`<<: *defaults` (quote it, \"<<\", for a key of that name)"});
@@ -254,9 +258,17 @@ void merge_into(YAML::Node map, const std::string& file, Diagnostics& errors) {
 // anchor comes first, so a base is complete before it is merged), and with a stack of our own:
 // aliases can make the tree far deeper than the text (the scan caps them at a million values).
 void resolve_merge_keys(const YAML::Node& root, const std::string& file, Diagnostics& errors) {
-  // A container's identity: its position in the text (an alias shares its anchor's node).
-  auto id = [](const YAML::Node& n) { return static_cast<int64_t>(n.Mark().pos); };
-  std::unordered_set<int64_t> opened;  // children pushed (in work, or done)
+  // Containers whose children were pushed (in work, or done), by position in the text, then by
+  // identity (an alias shares its anchor's node): a mapping whose first key is a collection has
+  // that key's position (found in review).
+  std::unordered_map<int64_t, std::vector<YAML::Node>> opened;
+  auto open = [&](const YAML::Node& n) {
+    auto& at = opened[static_cast<int64_t>(n.Mark().pos)];
+    if (std::any_of(at.begin(), at.end(), [&](const YAML::Node& o) { return o.is(n); }))
+      return false;
+    at.push_back(n);
+    return true;
+  };
   struct Frame {
     YAML::Node node;
     bool children_pushed = false;
@@ -271,7 +283,7 @@ void resolve_merge_keys(const YAML::Node& root, const std::string& file, Diagnos
       continue;
     }
     YAML::Node node = stack.back().node;
-    if (!node.Mark().is_null() && !opened.insert(id(node)).second) {
+    if (!open(node)) {
       stack.pop_back();  // reached before, by another path: resolved, or resolving below
       continue;
     }
@@ -316,7 +328,11 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
     if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
     if (ended.find("<<") != std::string::npos) {
       Diagnostics errors;
-      resolve_merge_keys(root, file, errors);
+      resolve_merge_keys(root, file, errors);  // children first: sorted, as the loader's are
+      std::stable_sort(errors.begin(), errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
+        return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
+      });
+      drop_repeated(errors);
       if (!errors.empty()) return errors;
     }
     return root;
@@ -423,7 +439,6 @@ std::vector<std::string> substituted_values(std::string_view raw) {
 
 void drop_repeated(Diagnostics& errors, size_t from) {
   std::unordered_set<std::string> said;
-  for (size_t i = 0; i < from && i < errors.size(); ++i) said.insert(errors[i].str());
   size_t kept = from;
   for (size_t i = from; i < errors.size(); ++i)
     if (said.insert(errors[i].str()).second) {

@@ -39,8 +39,9 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
 // their own (`Authorization: "Splunk ${HEC_TOKEN}"` → the token, which is all HEC_TOKEN holds).
 std::vector<std::string> substituted_values(std::string_view raw);
 
-// Drops each diagnostic from `from` on that says what an earlier one says (same place, same
-// words): a value merged or aliased into several places is read, and found wrong, at each.
+// Drops each diagnostic from `from` on that says what an earlier one from `from` on says (same
+// place, same words): a value merged or aliased into several places is read, and found wrong,
+// at each.
 void drop_repeated(Diagnostics& errors, size_t from = 0);
 
 // Each repeated key of `map` is an error at the repeat, naming the first's line. yaml-cpp keeps

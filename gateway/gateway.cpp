@@ -409,8 +409,8 @@ struct Gateway::Impl {
     config::Config& n = next.value();
     if (n.holds_no_settings) {
       spdlog::error(
-          "reload: {} holds no settings (empty, or comments only: caught while being written?); "
-          "keeping the running configuration",
+          "reload: {} holds no settings (empty, comments or x- keys only: caught while being "
+          "written?); keeping the running configuration",
           cfg.file);
       return;
     }

@@ -521,6 +521,25 @@ TEST(ConfigLoaderTest, MergeKeyMistakesAreReportedWhereTheyAreWritten) {
             "test.yaml:4:5: unknown key 'x-note' in webhooks[");
   auto only_own = load("x-note: anything\nx-list: [1, 2]\n");
   ASSERT_TRUE(only_own);
+  // A mapping used as a key shares its position with the mapping that holds it; its merge is
+  // still resolved (found in review: it was skipped as already visited).
+  for (const char* text : {"x-a: &a {url: \"http://x/\"}\nx-keys:\n  &k {<<: *a, name: k}: 1\n"
+                           "webhooks:\n  - *k\n",
+                           "x-a: &a {url: \"http://x/\"}\nx-l: [&k {<<: *a, name: k}: 1]\n"
+                           "webhooks:\n  - *k\n"}) {
+    auto keyed = load(text);
+    ASSERT_TRUE(keyed) << text << first_error(keyed);
+    EXPECT_EQ(keyed->webhooks[0].url, "http://x/");
+  }
+  // Merge errors come in file order, each once, at the `<<` when the bad item is an alias.
+  auto twice_bad = load(
+      "x-text: &text hi\nwebhooks:\n  - name: a\n    url: http://x/\n    <<: [*text]\n"
+      "  - name: b\n    url: http://x/\n    <<: [*text]\nx-p:\n  <<: 5\n  c:\n    <<: 6\n");
+  ASSERT_FALSE(twice_bad);
+  std::vector<std::string> where;
+  for (const auto& d : twice_bad.error())
+    where.push_back(std::to_string(d.where.line) + ":" + std::to_string(d.where.column));
+  EXPECT_EQ(where, (std::vector<std::string>{"5:5", "8:5", "10:3", "12:5"}));
   // A file cut off after its anchors holds no settings (a reload keeps the running config).
   EXPECT_TRUE(only_own->holds_no_settings);
   EXPECT_FALSE(load("x-note: anything\nwebhooks: []\n")->holds_no_settings);
