@@ -7,9 +7,17 @@ uint64_t SequenceGaps::observe(std::string_view stream, uint64_t seq) {
   if (it == last_.end()) {
     // Unknown stream: the gateway (re)started or the publisher is new. Numbers before this one
     // may have gone to an earlier gateway instance, so nothing is counted.
-    if (last_.size() >= kMaxStreams) last_.clear();
+    if (last_.size() >= kMaxStreams) {
+      last_.clear();
+      changed_.clear();
+    }
+    changed_.emplace_back(stream);
     last_.emplace(std::string(stream), Last{seq, 0});
     return 0;
+  }
+  if (!it->second.changed) {
+    it->second.changed = true;
+    changed_.push_back(it->first);
   }
   it->second.restored_seen_ms = 0;
   const uint64_t last = it->second.seq;
@@ -37,8 +45,23 @@ void SequenceGaps::restore(const StreamMarks& marks) {
   for (const auto& m : marks) {
     if (last_.size() >= kMaxStreams) return;
     if (m.stream.empty() || m.stream.size() > kMaxStreamIdBytes) continue;
-    last_.emplace(m.stream, Last{m.seq, m.seen_ms});  // a stream seen already keeps its own
+    // A stream seen already keeps its own.
+    if (last_.emplace(m.stream, Last{m.seq, m.seen_ms}).second) changed_.push_back(m.stream);
   }
+}
+
+StreamMarks SequenceGaps::take_changed(int64_t now_ms) {
+  StreamMarks out;
+  out.reserve(changed_.size());
+  for (const auto& stream : changed_) {
+    auto it = last_.find(stream);
+    if (it == last_.end()) continue;
+    it->second.changed = false;
+    const Last& last = it->second;
+    out.push_back({stream, last.seq, last.restored_seen_ms != 0 ? last.restored_seen_ms : now_ms});
+  }
+  changed_.clear();
+  return out;
 }
 
 }  // namespace hookgate::bus

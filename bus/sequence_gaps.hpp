@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "gateway/common/stream_mark.hpp"
 
@@ -42,6 +43,10 @@ class SequenceGaps {
   // Continues the streams an earlier instance saw (marks()): their next number counts what was
   // skipped meanwhile, instead of being a first sight.
   void restore(const StreamMarks& marks);
+  // The marks of the streams observed (or restored) since the last call, as marks() gives them:
+  // the durable spool writes them with the deliveries of the same messages, so that after a
+  // crash its marks say exactly which numbers were taken in.
+  [[nodiscard]] StreamMarks take_changed(int64_t now_ms);
 
  private:
   // Transparent hashing: a lookup by string_view allocates nothing (once per bus message).
@@ -52,8 +57,10 @@ class SequenceGaps {
   struct Last {
     uint64_t seq;
     int64_t restored_seen_ms;  // a restored stream not seen since: its mark's time; else 0
+    bool changed = true;       // in changed_
   };
   std::unordered_map<std::string, Last, Hash, std::equal_to<>> last_;
+  std::vector<std::string> changed_;  // streams take_changed() owes, each once (Last::changed)
 };
 
 }  // namespace hookgate::bus

@@ -632,13 +632,17 @@ struct Gateway::Impl {
     } while (messages < kMaxBatch && bytes < kMaxBatchBytes && now_steady_ns() < batch_end_ns &&
              sub->try_receive(frames));
 
+    // The streams' marks go with what these messages made (docs/spool.md "Stream marks").
+    StreamMarks marks =
+        subscribes_to_everything ? sequence_gaps.take_changed(now_unix_ms()) : StreamMarks{};
     if (batch.empty()) {
+      store->write_stream_marks(std::move(marks));
       accepted.inc(events);
       return;
     }
     const size_t count = batch.size();
-    adds.push_back({store->add_async(std::move(batch)), events, count, bytes, routed_events,
-                    routing_generation});
+    adds.push_back({store->add_async_with_marks(std::move(batch), std::move(marks)), events, count,
+                    bytes, routed_events, routing_generation});
     open_deliveries += count;
     open_bytes += bytes;
     batch.clear();
@@ -915,9 +919,12 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
         "bus: topics filter the bus, so gaps in publishers' sequence numbers are not "
         "counted as dropped messages");
   // Numbers published while the gateway was down and never received count as dropped: the
-  // streams go on from where the last clean stop left them (the durable spool keeps them).
+  // streams go on from where the last run left them (the durable spool keeps them).
   if (auto marks = g.store->take_stream_marks(); !marks.empty() && g.subscribes_to_everything) {
     g.sequence_gaps.restore(marks);
+    // Back into the file at once: the open took them out, and a crash before these streams'
+    // next messages must not lose them.
+    g.store->write_stream_marks(g.sequence_gaps.take_changed(now_unix_ms()));
     spdlog::info(
         "bus: {} publisher streams go on from the last stop: numbers they sent meanwhile that "
         "never arrive count as dropped",

@@ -105,12 +105,20 @@ class DeliveryStore {
   // Whether what is still pending when the gateway stops is kept for the next start. A store
   // that keeps nothing (memory mode) gets its queue drained within the shutdown grace instead.
   [[nodiscard]] virtual bool keeps_pending_across_restarts() const { return true; }
-  // Publisher streams' last sequence numbers, kept from a clean stop to the next start, so that
+  // Publisher streams' last sequence numbers, kept from one run to the next start, so that
   // numbers published in between and never received count as lost bus messages. A store without
-  // a file keeps none. take_stream_marks() hands over, once, what the last clean stop kept;
+  // a file keeps none. take_stream_marks() hands over, once, what the last run kept;
   // keep_stream_marks() is written when the store closes.
   virtual StreamMarks take_stream_marks() { return {}; }
   virtual void keep_stream_marks(StreamMarks) {}
+  // While it runs: add_async(), with the marks of the streams whose messages made this batch
+  // (and of any since the last marks handed over), written in the same transaction, so a crash
+  // leaves marks that match what was accepted. write_stream_marks(): the marks alone, for
+  // messages that made no delivery (vetoed, unrouted), written after what was added before.
+  virtual std::future<Status> add_async_with_marks(std::vector<Delivery> batch, StreamMarks) {
+    return add_async(std::move(batch));
+  }
+  virtual void write_stream_marks(StreamMarks) {}
 };
 
 }  // namespace hookgate::webhooks

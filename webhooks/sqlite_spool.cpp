@@ -189,18 +189,23 @@ constexpr const char* kUsedBytes =
 constexpr const char* kLatestRecorded =
     "SELECT MAX(COALESCE((SELECT updated_ms FROM deliveries ORDER BY rowid DESC LIMIT 1), 0), "
     "COALESCE((SELECT MAX(updated_ms) FROM deliveries WHERE state = 1), 0))";
-// Publisher streams' sequence numbers from a clean stop to the next start (SqliteSpool::
-// keep_stream_marks). Not part of the versioned schema: the table exists only in between, and a
-// hookgate that does not know it leaves it alone (then the marks are stale; see
-// load_stream_marks). Those naming the table are prepared per use, not cached: it comes and goes.
+// Publisher streams' sequence numbers (SqliteSpool::keep_stream_marks, add_async_with_marks).
+// Not part of the versioned schema: an open reads and drops the table, the run writes it again
+// with its transactions, and a clean close rewrites it whole. A hookgate that does not know it
+// leaves it alone (then the marks are stale; see load_stream_marks). The row with the empty
+// stream holds the rowid mark only. Those used outside the writer's transactions are prepared
+// per use, not cached: the table comes and goes.
 constexpr const char* kStreamMarksExist =
     "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'bus_streams'";
 constexpr const char* kReadStreamMarks =
     "SELECT stream, last_seq, seen_ms, saved_rowid FROM bus_streams";
 constexpr const char* kDropStreamMarks = "DROP TABLE IF EXISTS bus_streams";
-constexpr const char* kCreateStreamMarks =
-    "CREATE TABLE bus_streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
-    "seen_ms INTEGER NOT NULL, saved_rowid INTEGER NOT NULL) WITHOUT ROWID";
+#define HG_STREAM_MARKS_TABLE                                                            \
+  "bus_streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, seen_ms INTEGER NOT " \
+  "NULL, saved_rowid INTEGER NOT NULL) WITHOUT ROWID"
+constexpr const char* kCreateStreamMarks = "CREATE TABLE " HG_STREAM_MARKS_TABLE;
+constexpr const char* kCreateStreamMarksIfMissing =
+    "CREATE TABLE IF NOT EXISTS " HG_STREAM_MARKS_TABLE;
 // A stream no gateway saw for this long is forgotten at the next start: its publisher is gone,
 // or (a stop that long) another gateway may have taken its messages meanwhile.
 constexpr int64_t kMaxStreamMarkAgeMs = 3'600'000;
@@ -374,7 +379,7 @@ struct SqliteSpool::Conn {
 };
 
 struct SqliteSpool::Op {
-  enum class Kind { Add, Complete, Replay, Prune, Flush };
+  enum class Kind { Add, Complete, Replay, Prune, Flush, Marks };
   struct Outcome {
     Status status;
     size_t count = 0;
@@ -393,6 +398,7 @@ struct SqliteSpool::Op {
   // none); Complete, per try: the Add op it was folded into (fold_outcomes_into_inserts).
   std::vector<Op*> folded;
   Op* folded_into = nullptr;
+  StreamMarks marks;             // Add, Marks: written in the same transaction (write_marks)
   Delivery delivery;             // Complete
   AttemptOutcome outcome{};      // Complete
   std::vector<std::string> ids;  // Replay
@@ -737,6 +743,7 @@ Status SqliteSpool::init(bool tools) {
 }
 
 Status SqliteSpool::load_stream_marks(int64_t last_rowid) {
+  rowid_mark_ = last_rowid;
   auto exists = writer_->scalar(kStreamMarksExist);
   if (!exists) return make_error(writer_->error());
   if (*exists == 0) return {};
@@ -748,9 +755,11 @@ Status SqliteSpool::load_stream_marks(int64_t last_rowid) {
     if (sqlite3_prepare_v2(writer_->db, kReadStreamMarks, -1, &s, nullptr) == SQLITE_OK) {
       int rc;
       while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        marks.push_back({column_text(s, 0), static_cast<uint64_t>(sqlite3_column_int64(s, 1)),
-                         sqlite3_column_int64(s, 2)});
+        std::string stream = column_text(s, 0);
         saved_rowid = std::max<int64_t>(saved_rowid, sqlite3_column_int64(s, 3));
+        if (stream.empty()) continue;  // the rowid mark alone
+        marks.push_back({std::move(stream), static_cast<uint64_t>(sqlite3_column_int64(s, 1)),
+                         sqlite3_column_int64(s, 2)});
       }
       if (rc != SQLITE_DONE) read_error = writer_->error();
     } else {
@@ -1229,13 +1238,68 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
       }
       case Op::Kind::Prune:
       case Op::Kind::Flush:
+      case Op::Kind::Marks:
         break;
     }
+  }
+  if (failure.empty()) {
+    MarksWritten marks = write_marks(c, ops);
+    failure = std::move(marks.failure);
+    if (!failure.empty()) failure_code = marks.failure_code;
   }
   if (failure.empty() && !c.exec("COMMIT")) failure = c.error();
   if (!failure.empty() && failure_code == 0) failure_code = sqlite3_errcode(c.db);
   if (!failure.empty() && !sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
   return {std::move(failure), failure_code, rows, folded};
+}
+
+SqliteSpool::MarksWritten SqliteSpool::write_marks(Conn& c, std::vector<std::unique_ptr<Op>>& ops) {
+  // The newest mark of each stream (ops are in queue order), and the last rowid added.
+  std::unordered_map<std::string_view, const StreamMark*> newest;
+  int64_t last_rowid = 0;
+  for (const auto& op : ops) {
+    if (op->kind != Op::Kind::Add && op->kind != Op::Kind::Marks) continue;
+    for (const auto& m : op->marks) newest[m.stream] = &m;
+    if (op->kind == Op::Kind::Add && op->status.ok() && !op->rowids.empty())
+      last_rowid = std::max(last_rowid, op->rowids.back());
+  }
+  rowid_mark_ = std::max(rowid_mark_, last_rowid);
+  if (newest.empty() && (!marks_live_ || last_rowid == 0)) return {};
+  auto failed = [&](const char* what) -> MarksWritten {
+    const int code = sqlite3_errcode(c.db);
+    // Events are not refused for a diagnostic's sake: only what fails the whole transaction
+    // (or waits for the disk, as adds do) is the transaction's failure.
+    if (sqlite3_get_autocommit(c.db) || writes_wait_for(code)) return {c.error(), code};
+    const std::string why = std::string(what) + ": " + c.error();
+    if (why != last_marks_error_)
+      spdlog::warn(
+          "spool {}: cannot write publisher sequence numbers ({}); gaps across a crash "
+          "may be missed until it works again",
+          path_, why);
+    last_marks_error_ = why;
+    return {};
+  };
+  if (!marks_live_) {
+    if (!c.exec(kCreateStreamMarksIfMissing)) return failed("create");
+    marks_live_ = true;
+  }
+  sqlite3_stmt* s = c.stmt(kInsertStreamMark);
+  if (s == nullptr) return failed("prepare");
+  auto put = [&](const std::string& stream, uint64_t seq, int64_t seen_ms, int64_t rowid) {
+    StmtScope scope(s);
+    bind_text(s, 1, stream);
+    sqlite3_bind_int64(s, 2, static_cast<int64_t>(seq));  // the bits round-trip
+    sqlite3_bind_int64(s, 3, seen_ms);
+    sqlite3_bind_int64(s, 4, rowid);
+    return sqlite3_step(s) == SQLITE_DONE;
+  };
+  for (const auto& [stream, mark] : newest)
+    if (!put(mark->stream, mark->seq, mark->seen_ms, 0)) return failed("write");
+  // Always: a run whose events all made no delivery still says where the file stood.
+  static const std::string kRowidMark;
+  if (!put(kRowidMark, 0, now_unix_ms(), rowid_mark_)) return failed("write");
+  last_marks_error_.clear();
+  return {};
 }
 
 void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
@@ -1767,7 +1831,23 @@ std::future<Status> SqliteSpool::add_async(std::vector<Delivery> batch) {
   return submit_add(std::move(batch), false);
 }
 
-std::future<Status> SqliteSpool::submit_add(std::vector<Delivery> batch, bool urgent) {
+std::future<Status> SqliteSpool::add_async_with_marks(std::vector<Delivery> batch,
+                                                      StreamMarks marks) {
+  if (batch.empty()) write_stream_marks(std::move(marks));
+  return submit_add(std::move(batch), false, std::move(marks));
+}
+
+void SqliteSpool::write_stream_marks(StreamMarks marks) {
+  if (marks.empty() || tools_) return;
+  auto op = std::make_unique<Op>();
+  op->kind = Op::Kind::Marks;
+  op->urgent = false;
+  op->marks = std::move(marks);
+  (void)enqueue(std::move(op));  // closed: the close writes the marks it is given
+}
+
+std::future<Status> SqliteSpool::submit_add(std::vector<Delivery> batch, bool urgent,
+                                            StreamMarks marks) {
   auto answer = [](Status st) {
     std::promise<Status> p;
     p.set_value(std::move(st));
@@ -1788,6 +1868,7 @@ std::future<Status> SqliteSpool::submit_add(std::vector<Delivery> batch, bool ur
   op->kind = Op::Kind::Add;
   op->urgent = urgent;
   op->batch = std::move(batch);
+  op->marks = std::move(marks);
   op->accepted = std::make_unique<std::promise<Status>>();
   auto fut = op->accepted->get_future();
   // Deliveries of webhooks whose lane is in memory become claimable now, while the writer

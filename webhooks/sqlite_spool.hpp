@@ -91,6 +91,9 @@ class SqliteSpool final : public DeliveryStore {
   // Deliveries of webhooks served from memory are claimable as soon as this returns; the future
   // answers when the commit lands (the event is accepted) or fails (they are withdrawn).
   std::future<Status> add_async(std::vector<Delivery> batch) override;
+  // The marks go into bus_streams in the batch's transaction (docs/spool.md "Stream marks").
+  std::future<Status> add_async_with_marks(std::vector<Delivery> batch, StreamMarks marks) override;
+  void write_stream_marks(StreamMarks marks) override;
   // Due order: (next_attempt_ms, insertion order); a fresh delivery is due at its created_ms.
   std::vector<Delivery> claim_due(const std::string& webhook, int64_t now_ms,
                                   size_t limit) override;
@@ -143,10 +146,10 @@ class SqliteSpool final : public DeliveryStore {
   // From here on a foreign write lock is waited out for one busy timeout, not busy_retries more.
   // Also ends a wait for the disk (the batch is then refused, as at any stop).
   void begin_stop() override;
-  // Kept in a table of their own (bus_streams) that exists from a clean close to the next open,
-  // which reads and drops it. All are dropped when a delivery was added after that close (a
-  // gateway that does not know the table ran on the file in between), and each one no gateway
-  // saw for an hour.
+  // Kept in a table of their own (bus_streams), written with the run's transactions and whole at
+  // a clean close; the next open reads and drops it. All are dropped when a delivery was added
+  // after the rowid mark (a gateway that does not know the table ran on the file in between),
+  // and each one no gateway saw for an hour (docs/spool.md "Stream marks").
   StreamMarks take_stream_marks() override;
   void keep_stream_marks(StreamMarks marks) override;
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
@@ -269,7 +272,15 @@ class SqliteSpool final : public DeliveryStore {
                                 ReplayCursor& cursor, size_t& moved);
   Status enqueue(std::unique_ptr<Op> op);
   // add() (urgent: the caller waits) and add_async() (may linger for company, writer_loop).
-  std::future<Status> submit_add(std::vector<Delivery> batch, bool urgent);
+  std::future<Status> submit_add(std::vector<Delivery> batch, bool urgent, StreamMarks marks = {});
+  // Writer thread, inside write_transaction: the marks `ops` carry, and the rowid mark when
+  // they added deliveries. An error only when the transaction must go (SQLite gave it up, or
+  // the disk is full); anything else is logged and the marks wait for the next transaction.
+  struct MarksWritten {
+    std::string failure;
+    int failure_code = 0;
+  };
+  MarksWritten write_marks(Conn& c, std::vector<std::unique_ptr<Op>>& ops);
   void notify_ready();
 
   // Checkpoints run on their own thread and connection, off the commit path (see docs/spool.md).
@@ -367,6 +378,11 @@ class SqliteSpool final : public DeliveryStore {
   // Written at close: what open() read, unless the gateway hands over its own (so a start that
   // fails after open() loses none).
   StreamMarks marks_to_keep_;
+  // Writer thread: bus_streams exists in this run, and every transaction that adds deliveries
+  // updates its rowid mark (load_stream_marks compares it with the file's last rowid).
+  bool marks_live_ = false;
+  int64_t rowid_mark_ = 0;        // the last rowid added: at open, then by the writer
+  std::string last_marks_error_;  // logged once per cause
 
   // Writer-thread state.
   int64_t data_version_ = -1;

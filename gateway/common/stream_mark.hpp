@@ -1,7 +1,8 @@
 #pragma once
-// A publisher stream's last sequence number seen on the bus (bus::SequenceGaps), carried from a
-// clean stop to the next start by the durable spool, so numbers published in between and never
-// received count as lost. Shared by bus/ (which counts) and webhooks/ (which keeps them).
+// A publisher stream's last sequence number seen on the bus (bus::SequenceGaps), carried from one
+// run to the next start by the durable spool (after a crash too), so numbers published in
+// between and never received count as lost. Shared by bus/ (which counts) and webhooks/ (which
+// keeps them).
 #include <cstdint>
 #include <string>
 #include <vector>

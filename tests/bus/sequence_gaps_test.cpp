@@ -87,5 +87,27 @@ TEST(SequenceGapsTest, RestoredStreamsCountWhatWasSkippedSinceTheirMark) {
   EXPECT_EQ(marks, (StreamMarks{{"s1", 8, 2000}, {"s2", 21, 2000}, {"s3", 7, 500}}));
 }
 
+// What the spool writes with each batch: the streams observed or restored since the last take,
+// each once, with the time marks() would give; nothing when nothing changed.
+TEST(SequenceGapsTest, ChangedStreamsAreTakenOnceEach) {
+  SequenceGaps gaps;
+  EXPECT_EQ(gaps.observe("s1", 1), 0u);
+  EXPECT_EQ(gaps.observe("s1", 2), 0u);
+  EXPECT_EQ(gaps.observe("s2", 5), 0u);
+  auto taken = gaps.take_changed(1000);
+  std::sort(taken.begin(), taken.end());
+  EXPECT_EQ(taken, (StreamMarks{{"s1", 2, 1000}, {"s2", 5, 1000}}));
+  EXPECT_TRUE(gaps.take_changed(1100).empty());
+  EXPECT_EQ(gaps.observe("s2", 4), 0u);             // late: its mark stays 5, but it was seen
+  gaps.restore({{"s3", 7, 500}, {"s1", 99, 500}});  // s1 is this run's already
+  taken = gaps.take_changed(2000);
+  std::sort(taken.begin(), taken.end());
+  EXPECT_EQ(taken, (StreamMarks{{"s2", 5, 2000}, {"s3", 7, 500}}));
+  // A table that starts over owes nothing for the streams it forgot.
+  for (size_t i = 0; i <= SequenceGaps::kMaxStreams; ++i)
+    (void)gaps.observe("t" + std::to_string(i), 1);
+  EXPECT_EQ(gaps.take_changed(3000).size(), gaps.streams());
+}
+
 }  // namespace
 }  // namespace hookgate::bus

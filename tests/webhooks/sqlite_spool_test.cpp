@@ -1005,6 +1005,40 @@ TEST_F(SqliteSpoolTest, StreamMarksGoFromACleanCloseToTheNextOpen) {
   EXPECT_EQ(spool->pending_count(), 2u);  // "gone" (replayed) and "msg_x"
 }
 
+// While the gateway runs, each stream's mark is written with the deliveries its messages made
+// (or alone, for messages that made none): a crash leaves the marks of what was taken in, which
+// the next open hands over as a clean close's. A batch refused for a duplicate id still has its
+// marks written: its messages arrived (and are counted as refused, not again as lost).
+TEST_F(SqliteSpoolTest, StreamMarksWrittenWithTheirAddsSurviveACrash) {
+  const int64_t now = now_unix_ms();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto opened = SqliteSpool::open(cfg_);
+    if (!opened) _exit(2);
+    auto& spool = *opened.value();
+    if (!spool.add_async_with_marks({make("a", "siem")}, {{"s1", 5, now}}).get()) _exit(3);
+    spool.write_stream_marks({{"s2", 9, now - 1000}});
+    if (!spool.add_async_with_marks({make("b", "siem")}, {{"s1", 7, now}}).get()) _exit(4);
+    // A duplicate id: refused, its transaction not.
+    if (spool.add_async_with_marks({make("a", "siem")}, {{"s3", 1, now}}).get()) _exit(5);
+    if (!spool.flush()) _exit(6);
+    _exit(0);  // no close(): like a kill -9
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  {
+    auto spool = open();
+    ASSERT_TRUE(spool);
+    auto taken = spool->take_stream_marks();
+    std::sort(taken.begin(), taken.end());
+    EXPECT_EQ(taken, (StreamMarks{{"s1", 7, now}, {"s2", 9, now - 1000}, {"s3", 1, now}}));
+    EXPECT_EQ(spool->pending_count(), 2u);
+  }
+}
+
 // Runs `child` in a forked process whose files may grow to 512 KiB (a full disk: writes fail
 // with EFBIG); its exit code, or -1. `child` may lift the limit with lift_file_size_limit().
 int run_with_a_full_disk(const std::function<int()>& child) {
