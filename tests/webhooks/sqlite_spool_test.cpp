@@ -915,24 +915,36 @@ TEST_F(SqliteSpoolTest, CheckpointerRunsOffTheCommitPathAndTheWalStaysBounded) {
   EXPECT_EQ(reopened->pending_count(), static_cast<size_t>(kBatches * kPerBatch));
 }
 
+// Runs `child` in a forked process that then exits with its result at once, like a crash right
+// after: `child` leaves its spool open (keep_open), so no close() and no checkpoint run. Its exit
+// code, or -1.
+int run_and_crash(const std::function<int()>& child) {
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) _exit(child());
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+// Never closed: the process exits without it, as a killed one does.
+void keep_open(std::unique_ptr<SqliteSpool> spool) {
+  (void)spool.release();
+}
+
 TEST_F(SqliteSpoolTest, SurvivesAbruptExitOfTheWritingProcess) {
   constexpr int kN = 300;
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    auto spool = SqliteSpool::open(cfg_);
-    if (!spool) _exit(2);
-    for (int i = 0; i < kN; i += 10) {
-      std::vector<Delivery> batch;
-      for (int j = i; j < i + 10; ++j) batch.push_back(make(seq_id(j), "siem"));
-      if (!spool.value()->add(std::move(batch))) _exit(3);
-    }
-    _exit(0);  // no close(), no destructor, no checkpoint: like a crash right after accepting
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(run_and_crash([&] {
+              auto spool = SqliteSpool::open(cfg_);
+              if (!spool) return 2;
+              for (int i = 0; i < kN; i += 10) {
+                std::vector<Delivery> batch;
+                for (int j = i; j < i + 10; ++j) batch.push_back(make(seq_id(j), "siem"));
+                if (!spool.value()->add(std::move(batch))) return 3;
+              }
+              keep_open(std::move(spool).value());
+              return 0;  // right after accepting
+            }),
+            0);
 
   auto spool = open();
   ASSERT_TRUE(spool);
@@ -1011,24 +1023,22 @@ TEST_F(SqliteSpoolTest, StreamMarksGoFromACleanCloseToTheNextOpen) {
 // marks written: its messages arrived (and are counted as refused, not again as lost).
 TEST_F(SqliteSpoolTest, StreamMarksWrittenWithTheirAddsSurviveACrash) {
   const int64_t now = now_unix_ms();
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    auto opened = SqliteSpool::open(cfg_);
-    if (!opened) _exit(2);
-    auto& spool = *opened.value();
-    if (!spool.add_async_with_marks({make("a", "siem")}, {{"s1", 5, now}}).get()) _exit(3);
-    spool.write_stream_marks({{"s2", 9, now - 1000}});
-    if (!spool.add_async_with_marks({make("b", "siem")}, {{"s1", 7, now}}).get()) _exit(4);
-    // A duplicate id: refused, its transaction not.
-    if (spool.add_async_with_marks({make("a", "siem")}, {{"s3", 1, now}}).get()) _exit(5);
-    if (!spool.flush()) _exit(6);
-    _exit(0);  // no close(): like a kill -9
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(run_and_crash([&] {
+              auto opened = SqliteSpool::open(cfg_);
+              if (!opened) return 2;
+              auto& spool = *opened.value();
+              if (!spool.add_async_with_marks({make("a", "siem")}, {{"s1", 5, now}}).get())
+                return 3;
+              spool.write_stream_marks({{"s2", 9, now - 1000}});
+              if (!spool.add_async_with_marks({make("b", "siem")}, {{"s1", 7, now}}).get())
+                return 4;
+              // A duplicate id: refused, its transaction not.
+              if (spool.add_async_with_marks({make("a", "siem")}, {{"s3", 1, now}}).get()) return 5;
+              const bool flushed = spool.flush().ok();
+              keep_open(std::move(opened).value());
+              return flushed ? 0 : 6;  // like a kill -9 right after
+            }),
+            0);
   {
     auto spool = open();
     ASSERT_TRUE(spool);
