@@ -209,6 +209,9 @@ constexpr const char* kCreateStreamMarksIfMissing =
 // A stream no gateway saw for this long is forgotten at the next start: its publisher is gone,
 // or (a stop that long) another gateway may have taken its messages meanwhile.
 constexpr int64_t kMaxStreamMarkAgeMs = 3'600'000;
+// While running (tick): streams no gateway saw for kMaxStreamMarkAgeMs, as the open would drop.
+constexpr const char* kForgetOldStreamMarks =
+    "DELETE FROM bus_streams WHERE stream <> '' AND seen_ms < ?1";
 constexpr const char* kInsertStreamMark =
     "INSERT OR REPLACE INTO bus_streams(stream, last_seq, seen_ms, saved_rowid) "
     "VALUES(?1, ?2, ?3, ?4)";
@@ -798,7 +801,8 @@ void SqliteSpool::save_stream_marks() {
   if (!writer_) return;
   // Past every delivery this run added: the next open compares (see load_stream_marks).
   const int64_t saved_rowid = writer_->scalar(kMaxRowid).value_or(0);
-  // Always goes: a table this run did not replace must not be read at the next start.
+  // Always goes, and is replaced whole (the run's transactions wrote it as they went; the open
+  // dropped whatever an earlier run left).
   bool ok = writer_->exec("BEGIN IMMEDIATE") && writer_->exec(kDropStreamMarks);
   if (ok && !marks.empty()) {
     ok = writer_->exec(kCreateStreamMarks);
@@ -816,10 +820,10 @@ void SqliteSpool::save_stream_marks() {
   }
   if (ok) ok = writer_->exec("COMMIT");
   if (!ok) {
-    spdlog::warn(
-        "spool {}: cannot keep publisher sequence numbers for the next start ({}): gaps across "
-        "this restart will not be counted",
-        path_, writer_->error());
+    spdlog::warn("spool {}: cannot keep publisher sequence numbers for the next start ({}): {}",
+                 path_, writer_->error(),
+                 marks_live_ ? "it goes on from those its last transactions wrote"
+                             : "gaps across this restart will not be counted");
     writer_->exec("ROLLBACK");
     return;
   }
@@ -1242,29 +1246,35 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
         break;
     }
   }
+  MarksWritten marks;
   if (failure.empty()) {
-    MarksWritten marks = write_marks(c, ops);
-    failure = std::move(marks.failure);
+    marks = write_marks(c, ops);
+    failure = marks.failure;
     if (!failure.empty()) failure_code = marks.failure_code;
   }
   if (failure.empty() && !c.exec("COMMIT")) failure = c.error();
   if (!failure.empty() && failure_code == 0) failure_code = sqlite3_errcode(c.db);
   if (!failure.empty() && !sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
+  if (failure.empty()) marks_committed(marks);
   return {std::move(failure), failure_code, rows, folded};
 }
 
-SqliteSpool::MarksWritten SqliteSpool::write_marks(Conn& c, std::vector<std::unique_ptr<Op>>& ops) {
-  // The newest mark of each stream (ops are in queue order), and the last rowid added.
+SqliteSpool::MarksWritten SqliteSpool::write_marks(Conn& c,
+                                                   const std::vector<std::unique_ptr<Op>>& ops) {
+  // The newest mark of each stream: kept ones are older than any an op carries (their Marks ops
+  // were queued before these), and ops are in queue order.
   std::unordered_map<std::string_view, const StreamMark*> newest;
+  for (const auto& [stream, mark] : kept_marks_) newest[stream] = &mark;
   int64_t last_rowid = 0;
   for (const auto& op : ops) {
-    if (op->kind != Op::Kind::Add && op->kind != Op::Kind::Marks) continue;
+    if (op->kind != Op::Kind::Add) continue;
     for (const auto& m : op->marks) newest[m.stream] = &m;
-    if (op->kind == Op::Kind::Add && op->status.ok() && !op->rowids.empty())
+    if (op->status.ok() && !op->rowids.empty())
       last_rowid = std::max(last_rowid, op->rowids.back());
   }
-  rowid_mark_ = std::max(rowid_mark_, last_rowid);
-  if (newest.empty() && (!marks_live_ || last_rowid == 0)) return {};
+  MarksWritten written;
+  written.rowid_mark = std::max(rowid_mark_, last_rowid);
+  if (newest.empty() && (!marks_live_ || last_rowid == 0)) return written;
   auto failed = [&](const char* what) -> MarksWritten {
     const int code = sqlite3_errcode(c.db);
     // Events are not refused for a diagnostic's sake: only what fails the whole transaction
@@ -1273,16 +1283,14 @@ SqliteSpool::MarksWritten SqliteSpool::write_marks(Conn& c, std::vector<std::uni
     const std::string why = std::string(what) + ": " + c.error();
     if (why != last_marks_error_)
       spdlog::warn(
-          "spool {}: cannot write publisher sequence numbers ({}); gaps across a crash "
-          "may be missed until it works again",
+          "spool {}: cannot write publisher sequence numbers ({}); gaps across a crash may be "
+          "missed until it works again",
           path_, why);
     last_marks_error_ = why;
     return {};
   };
-  if (!marks_live_) {
-    if (!c.exec(kCreateStreamMarksIfMissing)) return failed("create");
-    marks_live_ = true;
-  }
+  // Every time until a commit has made it: a rolled-back CREATE leaves no table.
+  if (!marks_live_ && !c.exec(kCreateStreamMarksIfMissing)) return failed("create");
   sqlite3_stmt* s = c.stmt(kInsertStreamMark);
   if (s == nullptr) return failed("prepare");
   auto put = [&](const std::string& stream, uint64_t seq, int64_t seen_ms, int64_t rowid) {
@@ -1297,9 +1305,46 @@ SqliteSpool::MarksWritten SqliteSpool::write_marks(Conn& c, std::vector<std::uni
     if (!put(mark->stream, mark->seq, mark->seen_ms, 0)) return failed("write");
   // Always: a run whose events all made no delivery still says where the file stood.
   static const std::string kRowidMark;
-  if (!put(kRowidMark, 0, now_unix_ms(), rowid_mark_)) return failed("write");
+  if (!put(kRowidMark, 0, now_unix_ms(), written.rowid_mark)) return failed("write");
+  written.wrote = true;
+  return written;
+}
+
+void SqliteSpool::marks_committed(const MarksWritten& written) {
+  rowid_mark_ = std::max(rowid_mark_, written.rowid_mark);
+  if (!written.wrote) return;
+  marks_live_ = true;
+  kept_marks_.clear();
   last_marks_error_.clear();
-  return {};
+  last_marks_write_ms_ = now_unix_ms();
+}
+
+namespace {
+// Marks of messages that made no delivery wait at most this long for an add to take them along.
+constexpr int64_t kMarksOnlyEveryMs = 200;
+}  // namespace
+
+void SqliteSpool::flush_kept_marks(int64_t now_ms) {
+  if (kept_marks_.empty() || now_ms - last_marks_write_ms_ < kMarksOnlyEveryMs) return;
+  Conn& c = *writer_;
+  static const std::vector<std::unique_ptr<Op>> kNoOps;
+  if (!begin_waiting(c)) return;  // kept for the next try
+  MarksWritten written = write_marks(c, kNoOps);
+  if (written.failure.empty() && c.exec("COMMIT")) {
+    marks_committed(written);
+    return;
+  }
+  if (!sqlite3_get_autocommit(c.db)) c.exec("ROLLBACK");
+  last_marks_write_ms_ = now_ms;  // tried: again after the interval, or with the next add
+}
+
+void SqliteSpool::forget_old_marks(int64_t now_ms) {
+  if (!marks_live_) return;
+  sqlite3_stmt* s = writer_->stmt(kForgetOldStreamMarks);
+  if (s == nullptr) return;
+  StmtScope scope(s);
+  sqlite3_bind_int64(s, 1, now_ms - kMaxStreamMarkAgeMs);
+  (void)sqlite3_step(s);  // a failure leaves them for the next prune (and the open's age check)
 }
 
 void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
@@ -1307,8 +1352,13 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   bool any_txn = false;
   bool any_add = false;
   for (auto& op : ops) {
-    any_txn |= op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune;
+    any_txn |=
+        op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune && op->kind != Op::Kind::Marks;
     any_add |= op->kind == Op::Kind::Add;
+    // Kept until a commit writes them: alone, they would cost a transaction per batch of
+    // vetoed or unrouted messages (write_marks, flush_kept_marks).
+    if (op->kind == Op::Kind::Marks)
+      for (auto& m : op->marks) kept_marks_[m.stream] = std::move(m);
   }
 
   std::string failure;  // non-empty: the whole transaction was lost
@@ -1642,6 +1692,7 @@ void SqliteSpool::tick(int64_t now_ms) {
     }
     notify_ready();
   }
+  flush_kept_marks(now_unix_ms());
   bool announce = false;
   {
     std::lock_guard lock(cb_mu_);
@@ -1662,6 +1713,7 @@ void SqliteSpool::tick(int64_t now_ms) {
     const bool early = over_size_cap_;
     bool failed = false;
     const size_t n = prune_chunk(*writer_, now_ms, &prune_more_, &dead, early, &failed);
+    if (!prune_more_) forget_old_marks(now_unix_ms());
     last_prune_ms_ = now_ms;
     if (early && failed) {
       over_size_cap_ = false;  // logged; the size is looked at again in a second
@@ -1833,7 +1885,10 @@ std::future<Status> SqliteSpool::add_async(std::vector<Delivery> batch) {
 
 std::future<Status> SqliteSpool::add_async_with_marks(std::vector<Delivery> batch,
                                                       StreamMarks marks) {
-  if (batch.empty()) write_stream_marks(std::move(marks));
+  if (batch.empty()) {
+    write_stream_marks(std::move(marks));
+    return submit_add({}, false);  // answers ok at once
+  }
   return submit_add(std::move(batch), false, std::move(marks));
 }
 

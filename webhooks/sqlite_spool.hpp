@@ -273,14 +273,22 @@ class SqliteSpool final : public DeliveryStore {
   Status enqueue(std::unique_ptr<Op> op);
   // add() (urgent: the caller waits) and add_async() (may linger for company, writer_loop).
   std::future<Status> submit_add(std::vector<Delivery> batch, bool urgent, StreamMarks marks = {});
-  // Writer thread, inside write_transaction: the marks `ops` carry, and the rowid mark when
-  // they added deliveries. An error only when the transaction must go (SQLite gave it up, or
-  // the disk is full); anything else is logged and the marks wait for the next transaction.
+  // Writer thread, inside a transaction: the marks kept from Marks ops, then those `ops` carry,
+  // and the rowid mark. An error only when the transaction must go (SQLite gave it up, or the
+  // disk is full); anything else is logged and the marks wait for the next transaction. What
+  // it changes in the writer's state waits for the commit (marks_committed).
   struct MarksWritten {
     std::string failure;
     int failure_code = 0;
+    bool wrote = false;      // the table exists and holds these marks once this commits
+    int64_t rowid_mark = 0;  // written as the rowid mark
   };
-  MarksWritten write_marks(Conn& c, std::vector<std::unique_ptr<Op>>& ops);
+  MarksWritten write_marks(Conn& c, const std::vector<std::unique_ptr<Op>>& ops);
+  void marks_committed(const MarksWritten& written);
+  // tick(): marks kept from Marks ops that no add took along, in a transaction of their own at
+  // most every kMarksOnlyEveryMs; and marks no gateway saw for an hour, with the prune.
+  void flush_kept_marks(int64_t now_ms);
+  void forget_old_marks(int64_t now_ms);
   void notify_ready();
 
   // Checkpoints run on their own thread and connection, off the commit path (see docs/spool.md).
@@ -381,8 +389,12 @@ class SqliteSpool final : public DeliveryStore {
   // Writer thread: bus_streams exists in this run, and every transaction that adds deliveries
   // updates its rowid mark (load_stream_marks compares it with the file's last rowid).
   bool marks_live_ = false;
-  int64_t rowid_mark_ = 0;        // the last rowid added: at open, then by the writer
+  int64_t rowid_mark_ = 0;        // the last rowid committed: at open, then by the writer
   std::string last_marks_error_;  // logged once per cause
+  // Marks ops' marks (messages that made no delivery), newest per stream, until a commit
+  // writes them: a later add's transaction, or flush_kept_marks.
+  std::map<std::string, StreamMark> kept_marks_;
+  int64_t last_marks_write_ms_ = 0;
 
   // Writer-thread state.
   int64_t data_version_ = -1;

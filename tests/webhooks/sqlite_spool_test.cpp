@@ -1035,8 +1035,16 @@ TEST_F(SqliteSpoolTest, StreamMarksWrittenWithTheirAddsSurviveACrash) {
               // A duplicate id: refused, its transaction not.
               if (spool.add_async_with_marks({make("a", "siem")}, {{"s3", 1, now}}).get()) return 5;
               const bool flushed = spool.flush().ok();
+              // Marks that no add takes along are written on their own within a moment.
+              spool.write_stream_marks({{"s4", 2, now}});
+              const bool alone = testing::wait_until(
+                  [&] {
+                    return count_in(cfg_.path,
+                                    "SELECT COUNT(*) FROM bus_streams WHERE stream = 's4'") == 1;
+                  },
+                  std::chrono::seconds(5));
               keep_open(std::move(opened).value());
-              return flushed ? 0 : 6;  // like a kill -9 right after
+              return !flushed ? 6 : alone ? 0 : 7;  // like a kill -9 right after
             }),
             0);
   {
@@ -1044,7 +1052,8 @@ TEST_F(SqliteSpoolTest, StreamMarksWrittenWithTheirAddsSurviveACrash) {
     ASSERT_TRUE(spool);
     auto taken = spool->take_stream_marks();
     std::sort(taken.begin(), taken.end());
-    EXPECT_EQ(taken, (StreamMarks{{"s1", 7, now}, {"s2", 9, now - 1000}, {"s3", 1, now}}));
+    EXPECT_EQ(taken,
+              (StreamMarks{{"s1", 7, now}, {"s2", 9, now - 1000}, {"s3", 1, now}, {"s4", 2, now}}));
     EXPECT_EQ(spool->pending_count(), 2u);
   }
 }
