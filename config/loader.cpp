@@ -635,10 +635,7 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
                                           : "")});
   }
   if (!errors.empty()) {
-    std::stable_sort(errors.begin(), errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
-      return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
-    });
-    drop_repeated(errors);
+    in_file_order_once(errors);
     return errors;
   }
   return cfg;

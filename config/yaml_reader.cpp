@@ -328,11 +328,8 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
     if (!root || root.IsNull()) return YAML::Node(YAML::NodeType::Map);
     if (ended.find("<<") != std::string::npos) {
       Diagnostics errors;
-      resolve_merge_keys(root, file, errors);  // children first: sorted, as the loader's are
-      std::stable_sort(errors.begin(), errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
-        return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
-      });
-      drop_repeated(errors);
+      resolve_merge_keys(root, file, errors);
+      in_file_order_once(errors);  // found children first
       if (!errors.empty()) return errors;
     }
     return root;
@@ -446,6 +443,13 @@ void drop_repeated(Diagnostics& errors, size_t from) {
       ++kept;
     }
   if (kept < errors.size()) errors.resize(kept);
+}
+
+void in_file_order_once(Diagnostics& errors) {
+  std::stable_sort(errors.begin(), errors.end(), [](const Diagnostic& a, const Diagnostic& b) {
+    return std::tie(a.where.line, a.where.column) < std::tie(b.where.line, b.where.column);
+  });
+  drop_repeated(errors);
 }
 
 void report_duplicate_keys(const YAML::Node& map, const std::string& file,

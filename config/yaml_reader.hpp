@@ -43,6 +43,8 @@ std::vector<std::string> substituted_values(std::string_view raw);
 // place, same words): a value merged or aliased into several places is read, and found wrong,
 // at each.
 void drop_repeated(Diagnostics& errors, size_t from = 0);
+// Sorts by line and column (keeping the order of those at one place), then drop_repeated().
+void in_file_order_once(Diagnostics& errors);
 
 // Each repeated key of `map` is an error at the repeat, naming the first's line. yaml-cpp keeps
 // every copy and lookups find the first, so a repeated block would vanish silently. MapReader

@@ -200,12 +200,9 @@ constexpr const char* kStreamMarksExist =
 constexpr const char* kReadStreamMarks =
     "SELECT stream, last_seq, seen_ms, saved_rowid FROM bus_streams";
 constexpr const char* kDropStreamMarks = "DROP TABLE IF EXISTS bus_streams";
-#define HG_STREAM_MARKS_TABLE                                                            \
-  "bus_streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, seen_ms INTEGER NOT " \
-  "NULL, saved_rowid INTEGER NOT NULL) WITHOUT ROWID"
-constexpr const char* kCreateStreamMarks = "CREATE TABLE " HG_STREAM_MARKS_TABLE;
-constexpr const char* kCreateStreamMarksIfMissing =
-    "CREATE TABLE IF NOT EXISTS " HG_STREAM_MARKS_TABLE;
+constexpr const char* kCreateStreamMarks =
+    "CREATE TABLE IF NOT EXISTS bus_streams(stream TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, "
+    "seen_ms INTEGER NOT NULL, saved_rowid INTEGER NOT NULL) WITHOUT ROWID";
 // A stream no gateway saw for this long is forgotten at the next start: its publisher is gone,
 // or (a stop that long) another gateway may have taken its messages meanwhile.
 constexpr int64_t kMaxStreamMarkAgeMs = 3'600'000;
@@ -280,6 +277,16 @@ class StmtScope {
 
 void bind_text(sqlite3_stmt* s, int i, const std::string& v) {
   sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+}
+
+// One row of bus_streams through kInsertStreamMark.
+bool put_stream_mark(sqlite3_stmt* s, const StreamMark& mark, int64_t saved_rowid) {
+  StmtScope scope(s);
+  bind_text(s, 1, mark.stream);
+  sqlite3_bind_int64(s, 2, static_cast<int64_t>(mark.seq));  // the bits round-trip
+  sqlite3_bind_int64(s, 3, mark.seen_ms);
+  sqlite3_bind_int64(s, 4, saved_rowid);
+  return sqlite3_step(s) == SQLITE_DONE;
 }
 
 std::string column_text(sqlite3_stmt* s, int i) {
@@ -808,14 +815,7 @@ void SqliteSpool::save_stream_marks() {
     ok = writer_->exec(kCreateStreamMarks);
     sqlite3_stmt* s = nullptr;
     if (ok) ok = sqlite3_prepare_v2(writer_->db, kInsertStreamMark, -1, &s, nullptr) == SQLITE_OK;
-    for (size_t i = 0; ok && i < marks.size(); ++i) {
-      sqlite3_reset(s);
-      bind_text(s, 1, marks[i].stream);
-      sqlite3_bind_int64(s, 2, static_cast<int64_t>(marks[i].seq));  // the bits round-trip
-      sqlite3_bind_int64(s, 3, marks[i].seen_ms);
-      sqlite3_bind_int64(s, 4, saved_rowid);
-      ok = sqlite3_step(s) == SQLITE_DONE;
-    }
+    for (size_t i = 0; ok && i < marks.size(); ++i) ok = put_stream_mark(s, marks[i], saved_rowid);
     sqlite3_finalize(s);
   }
   if (ok) ok = writer_->exec("COMMIT");
@@ -1290,22 +1290,14 @@ SqliteSpool::MarksWritten SqliteSpool::write_marks(Conn& c,
     return {};
   };
   // Every time until a commit has made it: a rolled-back CREATE leaves no table.
-  if (!marks_live_ && !c.exec(kCreateStreamMarksIfMissing)) return failed("create");
+  if (!marks_live_ && !c.exec(kCreateStreamMarks)) return failed("create");
   sqlite3_stmt* s = c.stmt(kInsertStreamMark);
   if (s == nullptr) return failed("prepare");
-  auto put = [&](const std::string& stream, uint64_t seq, int64_t seen_ms, int64_t rowid) {
-    StmtScope scope(s);
-    bind_text(s, 1, stream);
-    sqlite3_bind_int64(s, 2, static_cast<int64_t>(seq));  // the bits round-trip
-    sqlite3_bind_int64(s, 3, seen_ms);
-    sqlite3_bind_int64(s, 4, rowid);
-    return sqlite3_step(s) == SQLITE_DONE;
-  };
   for (const auto& [stream, mark] : newest)
-    if (!put(mark->stream, mark->seq, mark->seen_ms, 0)) return failed("write");
+    if (!put_stream_mark(s, *mark, 0)) return failed("write");
   // Always: a run whose events all made no delivery still says where the file stood.
-  static const std::string kRowidMark;
-  if (!put(kRowidMark, 0, now_unix_ms(), written.rowid_mark)) return failed("write");
+  if (!put_stream_mark(s, StreamMark{"", 0, now_unix_ms()}, written.rowid_mark))
+    return failed("write");
   written.wrote = true;
   return written;
 }
