@@ -144,6 +144,8 @@ struct WebhookConfig {
   std::vector<Position> header_where;  // one per `headers` entry, of its name
 };
 
+inline constexpr int64_t kMinSpoolMaxBytes = 1 << 20;  // spool.max_bytes: room for the schema
+
 struct SpoolConfig {
   enum class Mode { Sqlite, Memory };
   Mode mode = Mode::Sqlite;
@@ -156,6 +158,10 @@ struct SpoolConfig {
   // While the spool's rows take more than this many bytes, delivered rows are pruned before their
   // retention_ms is up, oldest first (pending and dead ones never are); 0 = no cap.
   int64_t retention_max_bytes = 0;
+  // Once the spool's rows take this many bytes, intake waits (nothing more is read from the bus)
+  // until deliveries free space, delivered rows pruned early first; nothing accepted is dropped.
+  // 0 = no bound (the disk's size is the bound). At least kMinSpoolMaxBytes.
+  int64_t max_bytes = 0;
   int64_t shutdown_grace_ms = 5000;
   // Memory mode only: pending deliveries one webhook may hold before its new ones are dropped
   // (counted in hookgate_deliveries_dropped_total); 0 = no bound.

@@ -457,6 +457,7 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
   r.get("retention_ms", spool.retention_ms);
   r.get("dead_retention_ms", spool.dead_retention_ms);
   r.get("retention_max_bytes", spool.retention_max_bytes);
+  r.get("max_bytes", spool.max_bytes);
   r.get("shutdown_grace_ms", spool.shutdown_grace_ms);
   r.get("memory_max_pending", spool.memory_max_pending);
   // SQLite opens "" as a private temporary database: the gateway would run, and keep nothing.
@@ -465,11 +466,19 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
   for (auto [key, value] : {std::pair<const char*, int64_t>{"retention_ms", spool.retention_ms},
                             {"dead_retention_ms", spool.dead_retention_ms},
                             {"retention_max_bytes", spool.retention_max_bytes},
+                            {"max_bytes", spool.max_bytes},
                             {"shutdown_grace_ms", spool.shutdown_grace_ms},
                             {"memory_max_pending", spool.memory_max_pending}})
     if (value < 0) r.error(r.pos(key), std::string("spool.") + key + " must not be negative");
   if (spool.shutdown_grace_ms > kMaxDurationMs)
     r.error(r.pos("shutdown_grace_ms"), "spool.shutdown_grace_ms: at most 30 days");
+  if (spool.max_bytes > 0 && spool.max_bytes < kMinSpoolMaxBytes)
+    r.error(r.pos("max_bytes"), "spool.max_bytes: at least " + std::to_string(kMinSpoolMaxBytes) +
+                                    " (1 MiB), or 0 for no bound");
+  if (spool.max_bytes > 0 && spool.mode == SpoolConfig::Mode::Memory)
+    r.error(r.pos("max_bytes"),
+            "spool.max_bytes bounds the spool file: with spool.mode memory, use "
+            "spool.memory_max_pending");
   spool.path = resolve_path(spool.path, base_dir);
   spool.path_where = r.pos("path");
   r.finish();

@@ -486,6 +486,12 @@ struct Gateway::Impl {
           "dead_retention_ms, retention_max_bytes) changed; they take effect on restart");
     // Read only when stopping, on this thread: the next stop uses the new grace.
     cfg.spool.shutdown_grace_ms = n.spool.shutdown_grace_ms;
+    // So a full spool's bound can be raised without a restart (the bus keeps what waits).
+    if (n.spool.max_bytes != cfg.spool.max_bytes && n.spool.mode == cfg.spool.mode) {
+      cfg.spool.max_bytes = n.spool.max_bytes;
+      store->set_max_bytes(n.spool.max_bytes);
+      spdlog::info("reload: spool.max_bytes is {} now", n.spool.max_bytes);
+    }
     if (n.admin.enabled != cfg.admin.enabled)
       spdlog::warn("reload: admin.enabled changed; it takes effect on restart");
     if (n.admin.listen != cfg.admin.listen)
@@ -698,6 +704,13 @@ struct Gateway::Impl {
         last_log_report_ns = now;
         LogLimiter::report_suppressed();  // a burst's last count, without waiting for its next line
       }
+      // A full spool (spool.max_bytes): what is not taken stays with the bus (our queue, then
+      // the publishers'), where it waits as on a full disk, until deliveries free space.
+      if (store->full()) {
+        settle_adds(false);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        continue;
+      }
       // While adds are open, look at them every millisecond even if the bus is quiet, so the
       // accepted/refused counters follow the commits closely.
       const auto wait =
@@ -747,11 +760,11 @@ struct Gateway::Impl {
                    drained);
   }
 
-  // /readyz and /status "ready": taking events, not stopping, and the spool can write (while it
-  // cannot, intake waits: a load balancer should send publishers elsewhere).
-  // A gateway that only connects takes no events until a peer is connected.
+  // /readyz and /status "ready": taking events, not stopping, and the spool can write and is not
+  // full (while it cannot or is, intake waits: a load balancer should send publishers
+  // elsewhere). A gateway that only connects takes no events until a peer is connected.
   bool ready() const {
-    return running.load() && !stop.load() && (!store || store->writable()) &&
+    return running.load() && !stop.load() && (!store || (store->writable() && !store->full())) &&
            (!bus_links || bus_links->load() > 0);
   }
 
@@ -793,6 +806,8 @@ struct Gateway::Impl {
     w.Uint64(store ? store->pending_count() : 0);
     w.Key("writable");
     w.Bool(!store || store->writable());
+    w.Key("full");  // spool.max_bytes reached: intake waits
+    w.Bool(store && store->full());
     w.EndObject();
     w.Key("hooks");
     w.StartArray();

@@ -95,6 +95,11 @@ class DeliveryStore {
   // Whether the store can write now; false while a durable store's writes fail (a full disk),
   // which holds intake back: /readyz says so.
   [[nodiscard]] virtual bool writable() const { return true; }
+  // Whether the store holds as much as it may (spool.max_bytes): intake then leaves new events
+  // with the bus until deliveries free space. Nothing already handed to add() is refused.
+  [[nodiscard]] virtual bool full() const { return false; }
+  // A reload changed spool.max_bytes (0: no bound).
+  virtual void set_max_bytes(int64_t /*bytes*/) {}
   // Registers the series this store keeps per webhook, so /metrics shows them at 0 from the
   // webhook's configuration on (an alert on increase() misses a series' first rise).
   virtual void register_webhook_metrics(const std::string& /*webhook*/) {}

@@ -454,6 +454,9 @@ struct SpoolMetrics {
   metrics::Gauge& waiting_for_disk = metrics::gauge(
       "hookgate_spool_waiting_for_disk",
       "1 while new events wait for the disk (a full disk, an I/O error): intake waits too");
+  metrics::Gauge& full = metrics::gauge(
+      "hookgate_spool_full",
+      "1 while the spool's rows reach spool.max_bytes: intake waits until deliveries free space");
   metrics::Counter& inline_checkpoints = metrics::counter(
       "hookgate_spool_inline_checkpoints_total",
       "Checkpoints the writer ran itself because the WAL outgrew the checkpointer");
@@ -500,7 +503,11 @@ Result<std::unique_ptr<SqliteSpool>> SqliteSpool::open(const config::SpoolConfig
 
 SqliteSpool::SqliteSpool(std::string path, const config::SpoolConfig& cfg,
                          const SqliteSpoolTuning& tuning, bool tools)
-    : path_(std::move(path)), cfg_(cfg), tuning_(tuning), tools_(tools) {}
+    : path_(std::move(path)),
+      cfg_(cfg),
+      tuning_(tuning),
+      tools_(tools),
+      max_bytes_(cfg.max_bytes) {}
 
 SqliteSpool::~SqliteSpool() {
   close();
@@ -1382,6 +1389,10 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
       rows = written.rows;
       auto& m = spool_metrics();
       if (failure.empty()) {
+        // Measured after each commit of adds, not once a second: intake stops within a batch
+        // or two of the bound rather than a second's worth of events past it.
+        if (any_add && rows > 0 && max_bytes_.load(std::memory_order_relaxed) > 0)
+          update_full(set_size_gauges(false));
         m.commit.observe_ns(now_steady_ns() - t0);
         m.commits.inc();
         m.rows.inc(rows);
@@ -1692,12 +1703,18 @@ void SqliteSpool::tick(int64_t now_ms) {
   }
   if (announce && pending_count() > 0) notify_ready();
 
-  // Once a second, and after each early prune while over the cap.
+  // Once a second, and after each early prune while over the cap; while full, on every tick, so
+  // intake goes on as soon as outcomes and prunes have made room.
   const bool second_passed = now_ms - last_size_ms_ >= 1000 || now_ms < last_size_ms_;
-  if (over_size_cap_ || second_passed) {
+  const bool full = full_.load(std::memory_order_relaxed);
+  if (!full) say_not_full();
+  if (over_size_cap_ || second_passed || full) {
     if (second_passed) last_size_ms_ = now_ms;
     const int64_t used = set_size_gauges(/*files=*/second_passed);
-    over_size_cap_ = cfg_.retention_max_bytes > 0 && used > cfg_.retention_max_bytes;
+    update_full(used);
+    // At spool.max_bytes the history gives way to new events, as over retention_max_bytes.
+    over_size_cap_ = (cfg_.retention_max_bytes > 0 && used > cfg_.retention_max_bytes) ||
+                     full_.load(std::memory_order_relaxed);
     if (!over_size_cap_) said_cap_unreachable_ = false;
   }
   if (prune_more_ || over_size_cap_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
@@ -1713,15 +1730,22 @@ void SqliteSpool::tick(int64_t now_ms) {
       // Nothing delivered left to give way: what remains is accepted events (pending) and dead
       // letters, which no cap drops. Looked at again in a second.
       over_size_cap_ = false;
-      if (!std::exchange(said_cap_unreachable_, true))
-        spdlog::warn(
-            "spool {}: over spool.retention_max_bytes ({} bytes) with no delivered rows left to "
-            "prune: pending deliveries and dead letters take the rest (replay or purge dead "
-            "letters; the file keeps growing while receivers are down)",
-            path_, cfg_.retention_max_bytes);
+      if (!std::exchange(said_cap_unreachable_, true)) {
+        if (full_.load(std::memory_order_relaxed))
+          spdlog::warn(
+              "spool {}: at spool.max_bytes ({} bytes) with no delivered rows left to prune: "
+              "pending deliveries and dead letters take the rest, so intake waits until receivers "
+              "take deliveries (or dead letters are replayed or purged)",
+              path_, max_bytes_.load(std::memory_order_relaxed));
+        else
+          spdlog::warn(
+              "spool {}: over spool.retention_max_bytes ({} bytes) with no delivered rows left to "
+              "prune: pending deliveries and dead letters take the rest (replay or purge dead "
+              "letters; the file keeps growing while receivers are down)",
+              path_, cfg_.retention_max_bytes);
+      }
     } else if (early && n > dead) {
-      spdlog::debug("spool {}: pruned {} delivered rows early (spool.retention_max_bytes)", path_,
-                    n - dead);
+      spdlog::debug("spool {}: pruned {} delivered rows early (a size bound)", path_, n - dead);
     }
     if (!early && n > dead) spdlog::debug("spool {}: pruned {} delivered rows", path_, n - dead);
     // Dropping dead letters is dropping events for good: an operator should see it.
@@ -1729,6 +1753,59 @@ void SqliteSpool::tick(int64_t now_ms) {
       spdlog::info("spool {}: removed {} dead letters older than spool.dead_retention_ms ({} ms)",
                    path_, dead, cfg_.dead_retention_ms);
   }
+}
+
+void SqliteSpool::update_full(int64_t used) {
+  const int64_t max_bytes = max_bytes_.load(std::memory_order_relaxed);
+  const bool was = full_.load(std::memory_order_relaxed);
+  if (max_bytes <= 0 && was) {  // a reload lifted the bound
+    full_.store(false, std::memory_order_relaxed);
+    spool_metrics().full.set(0);
+    not_full_unsaid_ = false;
+    spdlog::info("spool {}: spool.max_bytes is off now: intake goes on", path_);
+  }
+  if (max_bytes <= 0 || used < 0) return;
+  // Full at the bound, not full again until below 90 % of it: intake would otherwise stop and
+  // go with every commit and prune at the edge.
+  const int64_t resume_below = max_bytes / 10 * 9;
+  const bool full = was ? used >= resume_below : used >= max_bytes;
+  if (full == was) return;
+  full_.store(full, std::memory_order_relaxed);
+  spool_metrics().full.set(full ? 1 : 0);
+  last_used_bytes_ = used;
+  // While a bus backlog drains into a spool at its bound, it turns full and not full again every
+  // second or so: each line at most once a minute, the count of those left out in the next, and
+  // the last "goes on" said late rather than never (say_not_full, from tick).
+  const int64_t now_ms = now_steady_ns() / 1'000'000;
+  if (!full) {
+    not_full_unsaid_ = true;
+    say_not_full();
+    return;
+  }
+  not_full_unsaid_ = false;  // the last line said, "full", is true again
+  if (now_ms - full_said_ms_ < kFullLogIntervalMs) {
+    ++full_unsaid_;
+    return;
+  }
+  spdlog::warn(
+      "spool {}: its rows take {} bytes, spool.max_bytes is {}: intake waits (the bus queues, "
+      "then publishers wait) until deliveries free space below {}; delivered rows are pruned "
+      "early meanwhile{}",
+      path_, used, max_bytes, resume_below,
+      full_unsaid_ > 0 ? fmt::format(" (full {} more times since the last such line)", full_unsaid_)
+                       : std::string());
+  full_said_ms_ = now_ms;
+  full_unsaid_ = 0;
+}
+
+void SqliteSpool::say_not_full() {
+  if (!not_full_unsaid_) return;
+  const int64_t now_ms = now_steady_ns() / 1'000'000;
+  if (now_ms - not_full_said_ms_ < kFullLogIntervalMs) return;
+  spdlog::info("spool {}: its rows took {} bytes, below spool.max_bytes again: intake goes on",
+               path_, last_used_bytes_);
+  not_full_said_ms_ = now_ms;
+  not_full_unsaid_ = false;
 }
 
 int64_t SqliteSpool::set_size_gauges(bool files) {

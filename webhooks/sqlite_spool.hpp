@@ -140,6 +140,10 @@ class SqliteSpool final : public DeliveryStore {
   [[nodiscard]] bool writable() const override {
     return !write_failing_.load(std::memory_order_relaxed);
   }
+  // spool.max_bytes reached (measured after each commit of adds and each early prune).
+  [[nodiscard]] bool full() const override { return full_.load(std::memory_order_relaxed); }
+  // A reload's spool.max_bytes: the writer looks at it with its next measure (within a second).
+  void set_max_bytes(int64_t bytes) override { max_bytes_.store(bytes, std::memory_order_relaxed); }
   [[nodiscard]] bool failing_to_write() const override {
     return last_write_failed_.load(std::memory_order_relaxed);
   }
@@ -233,6 +237,9 @@ class SqliteSpool final : public DeliveryStore {
   // Writer thread: sets hookgate_spool_used_bytes (and with `files` hookgate_spool_file_bytes,
   // two stat() calls kept to once a second); the bytes in use (-1: unknown).
   int64_t set_size_gauges(bool files);
+  // Sets full_ from the rows' size (writer only), with the log line and the gauge.
+  void update_full(int64_t used);
+  void say_not_full();       // the "intake goes on" line update_full() left for later, if due
   void save_stream_marks();  // at close, after the writer thread ended
 
   // Writer side.
@@ -406,10 +413,20 @@ class SqliteSpool final : public DeliveryStore {
   int64_t last_size_ms_ = 0;    // when the size gauges were last set
   bool over_size_cap_ = false;  // rows past spool.retention_max_bytes: prune delivered ones early
   bool said_cap_unreachable_ = false;  // warned that only pending and dead rows are left
+  // spool.max_bytes log lines, writer-only (update_full): when each was last said (steady ms),
+  // "full" episodes not logged since, and a "not full" not said yet.
+  static constexpr int64_t kFullLogIntervalMs = 60'000;
+  int64_t full_said_ms_ = -kFullLogIntervalMs;
+  int64_t not_full_said_ms_ = -kFullLogIntervalMs;
+  uint64_t full_unsaid_ = 0;
+  bool not_full_unsaid_ = false;
+  int64_t last_used_bytes_ = 0;  // at the last change of full_
   bool prune_more_ = false;
   bool resync_pending_ = false;
   std::string last_write_error_;
   bool disk_wait_logged_ = false;               // writer-only: "intake waits" said for this episode
+  std::atomic<int64_t> max_bytes_;              // spool.max_bytes (0: no bound); reloadable
+  std::atomic<bool> full_{false};               // max_bytes_ reached (writer-set)
   std::atomic<bool> write_failing_{false};      // adds wait for the disk (writer-set)
   std::atomic<bool> last_write_failed_{false};  // a disk failure since the last write (writer)
   uint64_t commits_ = 0;

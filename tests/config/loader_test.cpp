@@ -882,6 +882,16 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
   auto capped = load("spool: { retention_max_bytes: 10737418240 }\n");
   ASSERT_TRUE(capped) << first_error(capped);
   EXPECT_EQ(capped->spool.retention_max_bytes, 10737418240);
+  auto bounded = load("spool: { max_bytes: 10737418240 }\n");
+  ASSERT_TRUE(bounded) << first_error(bounded);
+  EXPECT_EQ(bounded->spool.max_bytes, 10737418240);
+  EXPECT_EQ(first_error(load("spool: { max_bytes: 65536 }\n")),
+            "test.yaml:1:21: spool.max_bytes: at least 1048576 (1 MiB), or 0 for no bound");
+  EXPECT_EQ(first_error(load("spool: { max_bytes: -1 }\n")),
+            "test.yaml:1:21: spool.max_bytes must not be negative");
+  EXPECT_NE(first_error(load("spool: { mode: memory, max_bytes: 1048576 }\n"))
+                .find("with spool.mode memory, use spool.memory_max_pending"),
+            std::string::npos);
   EXPECT_EQ(first_error(load("spool: { mode: memory, memory_max_pending: -5 }\n")),
             "test.yaml:1:44: spool.memory_max_pending must not be negative");
   EXPECT_NE(first_error(load("spool: { shutdown_grace_ms: -100 }\n")).find("must not be negative"),

@@ -174,6 +174,64 @@ TEST(ReliabilityTest, AFullDiskHoldsIntakeBackUntilThereIsSpace) {
             0u);
 }
 
+// spool.max_bytes: a bound the operator picks, met before the disk is full. At it intake waits as
+// on a full disk (the bus queues, /readyz answers 503, /status says "full") and nothing is
+// refused; once the receiver is back, deliveries free space and every event arrives.
+TEST(ReliabilityTest, AFullSpoolHoldsIntakeBackUntilDeliveriesFreeSpace) {
+  TempDir dir;
+  ClosedPort down;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_for(down.url(),
+                                  "    retry: { max_attempts: 100, initial_backoff_ms: 100, "
+                                  "max_backoff_ms: 500 }\n",
+                                  "spool: { max_bytes: 1048576 }\n")))
+      << gw.log();
+  auto pub = publisher_for(gw);
+  ASSERT_TRUE(pub);
+  constexpr int kEvents = 8000;  // about 9 MB of rows: well past both bounds and what is in flight
+  std::set<std::string> sent;
+  for (int i = 0; i < kEvents; ++i) {
+    ASSERT_TRUE(pub->publish("app.event", kPaddedData)) << i;
+    sent.insert(pub->last_id());
+  }
+  ASSERT_TRUE(wait_for_readyz(gw.admin_port(), 503, 30s)) << gw.log();
+  const auto status = parse_json(http_get(gw.admin_port(), "/status"));
+  ASSERT_TRUE(status.IsObject());
+  EXPECT_TRUE(status["spool"]["full"].GetBool());
+  EXPECT_TRUE(status["spool"]["writable"].GetBool());
+  EXPECT_EQ(metric(gw, "hookgate_spool_full"), 1u);
+  EXPECT_TRUE(gw.wait_for_log("spool.max_bytes is 1048576: intake waits", 1s)) << gw.log();
+  // Past the bound by at most what intake had handed over when it was reached.
+  EXPECT_LT(metric(gw, "hookgate_spool_used_bytes"), 4u << 20);
+  const uint64_t accepted_at_1mib = metric(gw, "hookgate_events_accepted_total");
+  EXPECT_LT(accepted_at_1mib, static_cast<uint64_t>(kEvents));
+
+  // A reload raises the bound: intake goes on (the receiver still down) up to the new one.
+  dir.write("hookgate.yaml", config_for(down.url(),
+                                        "    retry: { max_attempts: 100, initial_backoff_ms: 100, "
+                                        "max_backoff_ms: 500 }\n",
+                                        "spool: { max_bytes: 3145728 }\n"));
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("reload: spool.max_bytes is 3145728 now", 10s)) << gw.log();
+  ASSERT_TRUE(wait_until(
+      [&] { return metric(gw, "hookgate_events_accepted_total") > accepted_at_1mib + 1000; }, 10s))
+      << accepted_at_1mib << " " << metric(gw, "hookgate_events_accepted_total") << "\n"
+      << gw.log();
+  ASSERT_TRUE(wait_for_readyz(gw.admin_port(), 503, 30s)) << gw.log();
+  EXPECT_LT(metric(gw, "hookgate_events_accepted_total"), static_cast<uint64_t>(kEvents));
+
+  HttpReceiver rx(down);
+  EXPECT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 90s))
+      << received_event_ids(rx).size() << "\n"
+      << gw.log();
+  EXPECT_EQ(received_event_ids(rx), sent);
+  EXPECT_EQ(metric(gw, "hookgate_events_accepted_total"), static_cast<uint64_t>(kEvents));
+  EXPECT_EQ(metric(gw, "hookgate_events_refused_total"), 0u);
+  EXPECT_TRUE(wait_for_readyz(gw.admin_port(), 200, 10s));
+  EXPECT_EQ(metric(gw, "hookgate_spool_full"), 0u);
+  EXPECT_TRUE(gw.wait_for_log("below spool.max_bytes again: intake goes on", 1s)) << gw.log();
+}
+
 // Found in an exploratory run: a stop on a full disk went on taking the bus's messages into a
 // spool that refused them all (4,797 of them, "taken in before closing the socket"), where the
 // publishers would have kept them for the next start, and no line gave the total lost; the size

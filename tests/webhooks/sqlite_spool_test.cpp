@@ -422,6 +422,74 @@ TEST_F(SqliteSpoolTest, ASizeCapThatOnlyPendingAndDeadRowsExceedIsSaidOnce) {
   EXPECT_EQ(spool->get("waiting")->state, DeliveryState::Pending);
 }
 
+// spool.max_bytes: full once the rows reach the bound (measured after each commit of adds), with
+// the gauge and one log line; pending deliveries are never dropped for it, so while only they are
+// left the spool stays full. Delivered rows then go early, and it is not full again until below
+// 90 % of the bound; a reload lifting the bound ends it too.
+TEST_F(SqliteSpoolTest, AtMaxBytesTheSpoolIsFullUntilDeliveriesFreeSpace) {
+  cfg_.max_bytes = 1 << 20;
+  SqliteSpoolTuning tuning;
+  tuning.poll_interval_ms = 20;
+  testing::LogCapture log;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  auto full_gauge = [] {
+    return testing::metric_value(metrics::Registry::global().render_prometheus(),
+                                 "hookgate_spool_full");
+  };
+  auto used_bytes = [&] {
+    return count_in(cfg_.path,
+                    "SELECT ((SELECT page_count FROM pragma_page_count) - (SELECT freelist_count "
+                    "FROM pragma_freelist_count)) * (SELECT page_size FROM pragma_page_size)");
+  };
+  int added = 0;
+  auto fill = [&] {
+    while (!spool->full() && added < 10000) {  // 50 × 1 KB a batch; add() waits for its commit
+      std::vector<Delivery> batch;
+      for (int i = 0; i < 50; ++i, ++added)
+        batch.push_back(make(seq_id(added), "siem", std::string(1000, 'b')));
+      ASSERT_TRUE(spool->add(std::move(batch)));
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(fill());
+  ASSERT_TRUE(spool->full()) << used_bytes();
+  EXPECT_GE(used_bytes(), cfg_.max_bytes);
+  EXPECT_LT(used_bytes(), cfg_.max_bytes + 128 * 1024);  // stopped within a batch of the bound
+  EXPECT_EQ(full_gauge(), 1u);
+  EXPECT_EQ(log.lines_containing("spool.max_bytes is 1048576: intake waits").size(), 1u);
+
+  // Nothing delivered to prune: full it stays, and says why once.
+  ASSERT_TRUE(testing::wait_until(
+      [&] { return log.contains("at spool.max_bytes (1048576 bytes) with no delivered rows"); },
+      std::chrono::seconds(10)));
+  EXPECT_TRUE(spool->full());
+  EXPECT_EQ(spool->pending_count(), static_cast<size_t>(added));
+
+  // All delivered: their rows go before retention_ms (24 h) is up, and intake may go on.
+  for (;;) {
+    auto claimed = spool->claim_due("siem", now_unix_ms() + 1000, 500);
+    if (claimed.empty()) break;
+    for (const auto& d : claimed) spool->complete(d, {AttemptOutcome::Kind::Delivered});
+    ASSERT_TRUE(spool->flush());
+  }
+  ASSERT_TRUE(testing::wait_until([&] { return !spool->full(); }, std::chrono::seconds(20)))
+      << used_bytes();
+  EXPECT_LT(used_bytes(), cfg_.max_bytes / 10 * 9);
+  EXPECT_EQ(full_gauge(), 0u);
+  EXPECT_TRUE(log.contains("below spool.max_bytes again: intake goes on"));
+  EXPECT_EQ(spool->pending_count(), 0u);
+  EXPECT_LT(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries WHERE state = 1"), added);
+
+  // Full again, then a reload lifts the bound.
+  const int delivered = added;
+  ASSERT_NO_FATAL_FAILURE(fill());
+  ASSERT_TRUE(spool->full());
+  spool->set_max_bytes(0);
+  ASSERT_TRUE(testing::wait_until([&] { return !spool->full(); }, std::chrono::seconds(10)));
+  EXPECT_TRUE(log.contains("spool.max_bytes is off now"));
+  EXPECT_EQ(spool->pending_count(), static_cast<size_t>(added - delivered));
+}
+
 // spool.dead_retention_ms: off (0) keeps every dead letter; on, the prune takes old ones only,
 // and a payload stays while one of its deliveries does.
 TEST_F(SqliteSpoolTest, DeadRetentionPrunesOnlyOldDeadLetters) {
