@@ -8,6 +8,13 @@ uint64_t SequenceGaps::observe(std::string_view stream, uint64_t seq) {
     // Unknown stream: the gateway (re)started or the publisher is new. Numbers before this one
     // may have gone to an earlier gateway instance, so nothing is counted.
     if (last_.size() >= kMaxStreams) {
+      // What take_changed() owes still reaches the spool: those streams' marks in the file would
+      // lag behind what was taken in, and a restart would count those numbers as lost. Replaced,
+      // not added to, so it stays bounded when nobody takes (a gateway that writes no marks).
+      owed_.clear();
+      for (const auto& s : changed_)
+        if (auto f = last_.find(s); f != last_.end())
+          owed_.push_back({s, f->second.seq, f->second.restored_seen_ms});
       last_.clear();
       changed_.clear();
     }
@@ -51,8 +58,11 @@ void SequenceGaps::restore(const StreamMarks& marks) {
 }
 
 StreamMarks SequenceGaps::take_changed(int64_t now_ms) {
-  StreamMarks out;
-  out.reserve(changed_.size());
+  StreamMarks out = std::move(owed_);
+  owed_.clear();
+  for (auto& m : out)
+    if (m.seen_ms == 0) m.seen_ms = now_ms;  // seen in this run, as below
+  out.reserve(out.size() + changed_.size());
   for (const auto& stream : changed_) {
     auto it = last_.find(stream);
     if (it == last_.end()) continue;

@@ -23,7 +23,7 @@ inline constexpr size_t kMaxStreamIdBytes = 64;
 class SequenceGaps {
  public:
   // Streams remembered at most; past it the table starts over (a gap right after that is missed,
-  // never invented).
+  // never invented; the marks take_changed() owed are still handed over).
   static constexpr size_t kMaxStreams = 10000;
   // A forward jump beyond this is taken as a bogus stamp (the stream starts over), not as lost
   // messages. It is large on purpose: a gateway stalled for minutes behind a lossy proxy really
@@ -61,6 +61,8 @@ class SequenceGaps {
   };
   std::unordered_map<std::string, Last, Hash, std::equal_to<>> last_;
   std::vector<std::string> changed_;  // streams take_changed() owes, each once (Last::changed)
+  // Marks take_changed() owed when the table last started over (seen_ms 0: seen in this run).
+  StreamMarks owed_;
 };
 
 }  // namespace hookgate::bus

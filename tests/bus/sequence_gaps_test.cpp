@@ -103,10 +103,19 @@ TEST(SequenceGapsTest, ChangedStreamsAreTakenOnceEach) {
   taken = gaps.take_changed(2000);
   std::sort(taken.begin(), taken.end());
   EXPECT_EQ(taken, (StreamMarks{{"s2", 5, 2000}, {"s3", 7, 500}}));
-  // A table that starts over owes nothing for the streams it forgot.
-  for (size_t i = 0; i <= SequenceGaps::kMaxStreams; ++i)
-    (void)gaps.observe("t" + std::to_string(i), 1);
-  EXPECT_EQ(gaps.take_changed(3000).size(), gaps.streams());
+  // A table that starts over still hands over what it owed for the streams it forgot (their
+  // marks in the spool would lag otherwise), and nothing more.
+  SequenceGaps full;
+  for (size_t i = 0; i < SequenceGaps::kMaxStreams; ++i)
+    (void)full.observe("t" + std::to_string(i), 1);
+  EXPECT_EQ(full.take_changed(1000).size(), SequenceGaps::kMaxStreams);
+  EXPECT_EQ(full.observe("t7", 2), 0u);
+  EXPECT_EQ(full.observe("new", 1), 0u);  // the table is full: it starts over
+  EXPECT_EQ(full.streams(), 1u);
+  taken = full.take_changed(2000);
+  std::sort(taken.begin(), taken.end());
+  EXPECT_EQ(taken, (StreamMarks{{"new", 1, 2000}, {"t7", 2, 2000}}));
+  EXPECT_TRUE(full.take_changed(2100).empty());
 }
 
 }  // namespace
