@@ -985,6 +985,8 @@ void SqliteSpool::checkpoint_loop() {
 
 void SqliteSpool::writer_loop() {
   tls_writer_of = this;
+  // A spool reopened at its bound is full before intake takes a first batch.
+  if (max_bytes_.load(std::memory_order_relaxed) > 0) update_full(set_size_gauges(true));
   for (;;) {
     std::vector<std::unique_ptr<Op>> ops;
     bool stop = false;
@@ -1389,11 +1391,12 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
       rows = written.rows;
       auto& m = spool_metrics();
       if (failure.empty()) {
+        m.commit.observe_ns(now_steady_ns() - t0);
+        ++writer_commits_;
         // Measured after each commit of adds, not once a second: intake stops within a batch
         // or two of the bound rather than a second's worth of events past it.
         if (any_add && rows > 0 && max_bytes_.load(std::memory_order_relaxed) > 0)
           update_full(set_size_gauges(false));
-        m.commit.observe_ns(now_steady_ns() - t0);
         m.commits.inc();
         m.rows.inc(rows);
         m.folded.inc(written.folded);
@@ -1703,20 +1706,22 @@ void SqliteSpool::tick(int64_t now_ms) {
   }
   if (announce && pending_count() > 0) notify_ready();
 
-  // Once a second, and after each early prune while over the cap; while full, on every tick, so
-  // intake goes on as soon as outcomes and prunes have made room.
+  // Once a second, and after each early prune while over a cap; while full, also after each
+  // commit since a prune found nothing delivered (outcomes may have made some), so intake goes
+  // on as soon as there is room, without a write transaction per tick for an outage's length.
   const bool second_passed = now_ms - last_size_ms_ >= 1000 || now_ms < last_size_ms_;
-  const bool full = full_.load(std::memory_order_relaxed);
-  if (!full) say_not_full();
-  if (over_size_cap_ || second_passed || full) {
+  bool full = full_.load(std::memory_order_relaxed);
+  if (over_size_cap_ || second_passed || (full && writer_commits_ != commits_at_empty_prune_)) {
     if (second_passed) last_size_ms_ = now_ms;
     const int64_t used = set_size_gauges(/*files=*/second_passed);
     update_full(used);
+    full = full_.load(std::memory_order_relaxed);
+    const bool over_retention_cap = cfg_.retention_max_bytes > 0 && used > cfg_.retention_max_bytes;
+    if (!over_retention_cap) said_cap_unreachable_ = false;
     // At spool.max_bytes the history gives way to new events, as over retention_max_bytes.
-    over_size_cap_ = (cfg_.retention_max_bytes > 0 && used > cfg_.retention_max_bytes) ||
-                     full_.load(std::memory_order_relaxed);
-    if (!over_size_cap_) said_cap_unreachable_ = false;
+    over_size_cap_ = over_retention_cap || full;
   }
+  say_full_state();
   if (prune_more_ || over_size_cap_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
     size_t dead = 0;
     const bool early = over_size_cap_;
@@ -1728,21 +1733,25 @@ void SqliteSpool::tick(int64_t now_ms) {
       over_size_cap_ = false;  // logged; the size is looked at again in a second
     } else if (early && n == dead) {
       // Nothing delivered left to give way: what remains is accepted events (pending) and dead
-      // letters, which no cap drops. Looked at again in a second.
+      // letters, which no cap drops. Looked at again in a second, or after the next commit.
       over_size_cap_ = false;
-      if (!std::exchange(said_cap_unreachable_, true)) {
-        if (full_.load(std::memory_order_relaxed))
+      commits_at_empty_prune_ = writer_commits_;
+      const int64_t steady_ms = now_steady_ns() / 1'000'000;
+      if (full) {
+        if (steady_ms - full_log_.stuck_said_ms >= kFullLogIntervalMs) {
+          full_log_.stuck_said_ms = steady_ms;
           spdlog::warn(
               "spool {}: at spool.max_bytes ({} bytes) with no delivered rows left to prune: "
               "pending deliveries and dead letters take the rest, so intake waits until receivers "
               "take deliveries (or dead letters are replayed or purged)",
               path_, max_bytes_.load(std::memory_order_relaxed));
-        else
-          spdlog::warn(
-              "spool {}: over spool.retention_max_bytes ({} bytes) with no delivered rows left to "
-              "prune: pending deliveries and dead letters take the rest (replay or purge dead "
-              "letters; the file keeps growing while receivers are down)",
-              path_, cfg_.retention_max_bytes);
+        }
+      } else if (!std::exchange(said_cap_unreachable_, true)) {
+        spdlog::warn(
+            "spool {}: over spool.retention_max_bytes ({} bytes) with no delivered rows left to "
+            "prune: pending deliveries and dead letters take the rest (replay or purge dead "
+            "letters; the file keeps growing while receivers are down)",
+            path_, cfg_.retention_max_bytes);
       }
     } else if (early && n > dead) {
       spdlog::debug("spool {}: pruned {} delivered rows early (a size bound)", path_, n - dead);
@@ -1758,54 +1767,57 @@ void SqliteSpool::tick(int64_t now_ms) {
 void SqliteSpool::update_full(int64_t used) {
   const int64_t max_bytes = max_bytes_.load(std::memory_order_relaxed);
   const bool was = full_.load(std::memory_order_relaxed);
-  if (max_bytes <= 0 && was) {  // a reload lifted the bound
-    full_.store(false, std::memory_order_relaxed);
-    spool_metrics().full.set(0);
-    not_full_unsaid_ = false;
-    spdlog::info("spool {}: spool.max_bytes is off now: intake goes on", path_);
+  if (used >= 0) last_used_bytes_ = used;
+  // A bound a reload changed is met afresh: full only at the new one, so raising it by any
+  // amount lets intake go on (90 % of the new bound could still be below what is used).
+  const bool bound_changed = std::exchange(applied_max_bytes_, max_bytes) != max_bytes;
+  bool full = false;
+  if (max_bytes > 0) {
+    if (used < 0) return;  // not measured: as it was
+    // Full at the bound, not full again until below 90 % of it: intake would otherwise stop
+    // and go with every commit and prune at the edge.
+    full = was && !bound_changed ? used >= max_bytes / 10 * 9 : used >= max_bytes;
   }
-  if (max_bytes <= 0 || used < 0) return;
-  // Full at the bound, not full again until below 90 % of it: intake would otherwise stop and
-  // go with every commit and prune at the edge.
-  const int64_t resume_below = max_bytes / 10 * 9;
-  const bool full = was ? used >= resume_below : used >= max_bytes;
   if (full == was) return;
   full_.store(full, std::memory_order_relaxed);
   spool_metrics().full.set(full ? 1 : 0);
-  last_used_bytes_ = used;
-  // While a bus backlog drains into a spool at its bound, it turns full and not full again every
-  // second or so: each line at most once a minute, the count of those left out in the next, and
-  // the last "goes on" said late rather than never (say_not_full, from tick).
-  const int64_t now_ms = now_steady_ns() / 1'000'000;
-  if (!full) {
-    not_full_unsaid_ = true;
-    say_not_full();
+  if (max_bytes <= 0) {  // a reload lifted the bound
+    full_log_.not_full_owed = full_log_.full_owed = false;
+    spdlog::info("spool {}: spool.max_bytes is off now: intake goes on", path_);
     return;
   }
-  not_full_unsaid_ = false;  // the last line said, "full", is true again
-  if (now_ms - full_said_ms_ < kFullLogIntervalMs) {
-    ++full_unsaid_;
-    return;
-  }
-  spdlog::warn(
-      "spool {}: its rows take {} bytes, spool.max_bytes is {}: intake waits (the bus queues, "
-      "then publishers wait) until deliveries free space below {}; delivered rows are pruned "
-      "early meanwhile{}",
-      path_, used, max_bytes, resume_below,
-      full_unsaid_ > 0 ? fmt::format(" (full {} more times since the last such line)", full_unsaid_)
-                       : std::string());
-  full_said_ms_ = now_ms;
-  full_unsaid_ = 0;
+  if (full) ++full_log_.full_unsaid;
+  full_log_.full_owed = full;
+  full_log_.not_full_owed = !full;
+  say_full_state();
 }
 
-void SqliteSpool::say_not_full() {
-  if (!not_full_unsaid_) return;
+// While a bus backlog drains into a spool at its bound, it turns full and not full again every
+// second or so: each line at most once a minute, the count of episodes left out in the next, and
+// a line left out said once the minute is up if its state still holds, so the log's last word on
+// it is right.
+void SqliteSpool::say_full_state() {
+  if (!full_log_.full_owed && !full_log_.not_full_owed) return;
   const int64_t now_ms = now_steady_ns() / 1'000'000;
-  if (now_ms - not_full_said_ms_ < kFullLogIntervalMs) return;
-  spdlog::info("spool {}: its rows took {} bytes, below spool.max_bytes again: intake goes on",
-               path_, last_used_bytes_);
-  not_full_said_ms_ = now_ms;
-  not_full_unsaid_ = false;
+  const int64_t max_bytes = max_bytes_.load(std::memory_order_relaxed);
+  if (full_log_.full_owed && now_ms - full_log_.full_said_ms >= kFullLogIntervalMs) {
+    spdlog::warn(
+        "spool {}: its rows take {} bytes, spool.max_bytes is {}: intake waits (the bus queues) "
+        "until deliveries free space below {}; delivered rows are pruned early meanwhile{}",
+        path_, last_used_bytes_, max_bytes, max_bytes / 10 * 9,
+        full_log_.full_unsaid > 1
+            ? fmt::format(" (full {} times since the last such line)", full_log_.full_unsaid)
+            : std::string());
+    full_log_.full_said_ms = now_ms;
+    full_log_.full_unsaid = 0;
+    full_log_.full_owed = false;
+  }
+  if (full_log_.not_full_owed && now_ms - full_log_.not_full_said_ms >= kFullLogIntervalMs) {
+    spdlog::info("spool {}: its rows take {} bytes, below spool.max_bytes again: intake goes on",
+                 path_, last_used_bytes_);
+    full_log_.not_full_said_ms = now_ms;
+    full_log_.not_full_owed = false;
+  }
 }
 
 int64_t SqliteSpool::set_size_gauges(bool files) {

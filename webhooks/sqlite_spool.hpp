@@ -140,7 +140,8 @@ class SqliteSpool final : public DeliveryStore {
   [[nodiscard]] bool writable() const override {
     return !write_failing_.load(std::memory_order_relaxed);
   }
-  // spool.max_bytes reached (measured after each commit of adds and each early prune).
+  // spool.max_bytes reached (measured after each commit of adds, once a second, and while full
+  // after each commit).
   [[nodiscard]] bool full() const override { return full_.load(std::memory_order_relaxed); }
   // A reload's spool.max_bytes: the writer looks at it with its next measure (within a second).
   void set_max_bytes(int64_t bytes) override { max_bytes_.store(bytes, std::memory_order_relaxed); }
@@ -239,7 +240,7 @@ class SqliteSpool final : public DeliveryStore {
   int64_t set_size_gauges(bool files);
   // Sets full_ from the rows' size (writer only), with the log line and the gauge.
   void update_full(int64_t used);
-  void say_not_full();       // the "intake goes on" line update_full() left for later, if due
+  void say_full_state();     // the line update_full() owes, once its minute is up
   void save_stream_marks();  // at close, after the writer thread ended
 
   // Writer side.
@@ -413,14 +414,24 @@ class SqliteSpool final : public DeliveryStore {
   int64_t last_size_ms_ = 0;    // when the size gauges were last set
   bool over_size_cap_ = false;  // rows past spool.retention_max_bytes: prune delivered ones early
   bool said_cap_unreachable_ = false;  // warned that only pending and dead rows are left
-  // spool.max_bytes log lines, writer-only (update_full): when each was last said (steady ms),
-  // "full" episodes not logged since, and a "not full" not said yet.
+  // spool.max_bytes, writer-only: the bound update_full() last applied, the rows' size it last
+  // saw, and its log lines (say_full_state): when each was last said (steady ms), "full"
+  // episodes since the last "full" line, and a line owed for a state that still holds.
   static constexpr int64_t kFullLogIntervalMs = 60'000;
-  int64_t full_said_ms_ = -kFullLogIntervalMs;
-  int64_t not_full_said_ms_ = -kFullLogIntervalMs;
-  uint64_t full_unsaid_ = 0;
-  bool not_full_unsaid_ = false;
-  int64_t last_used_bytes_ = 0;  // at the last change of full_
+  int64_t applied_max_bytes_ = 0;
+  int64_t last_used_bytes_ = 0;
+  struct FullStateLog {
+    int64_t full_said_ms = -kFullLogIntervalMs;
+    int64_t not_full_said_ms = -kFullLogIntervalMs;
+    int64_t stuck_said_ms = -kFullLogIntervalMs;  // "no delivered rows left to prune"
+    uint64_t full_unsaid = 0;
+    bool full_owed = false;
+    bool not_full_owed = false;
+  } full_log_;
+  // Commits so far, and at the last early prune that found nothing delivered: while full, the
+  // size is looked at again only after a commit since (or once a second).
+  uint64_t writer_commits_ = 0;
+  uint64_t commits_at_empty_prune_ = 0;
   bool prune_more_ = false;
   bool resync_pending_ = false;
   std::string last_write_error_;

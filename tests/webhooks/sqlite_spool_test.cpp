@@ -475,8 +475,10 @@ TEST_F(SqliteSpoolTest, AtMaxBytesTheSpoolIsFullUntilDeliveriesFreeSpace) {
   ASSERT_TRUE(testing::wait_until([&] { return !spool->full(); }, std::chrono::seconds(20)))
       << used_bytes();
   EXPECT_LT(used_bytes(), cfg_.max_bytes / 10 * 9);
+  EXPECT_TRUE(testing::wait_until(  // logged just after the flag and the gauge turn
+      [&] { return log.contains("below spool.max_bytes again: intake goes on"); },
+      std::chrono::seconds(5)));
   EXPECT_EQ(full_gauge(), 0u);
-  EXPECT_TRUE(log.contains("below spool.max_bytes again: intake goes on"));
   EXPECT_EQ(spool->pending_count(), 0u);
   EXPECT_LT(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries WHERE state = 1"), added);
 
@@ -486,7 +488,8 @@ TEST_F(SqliteSpoolTest, AtMaxBytesTheSpoolIsFullUntilDeliveriesFreeSpace) {
   ASSERT_TRUE(spool->full());
   spool->set_max_bytes(0);
   ASSERT_TRUE(testing::wait_until([&] { return !spool->full(); }, std::chrono::seconds(10)));
-  EXPECT_TRUE(log.contains("spool.max_bytes is off now"));
+  EXPECT_TRUE(testing::wait_until([&] { return log.contains("spool.max_bytes is off now"); },
+                                  std::chrono::seconds(5)));
   EXPECT_EQ(spool->pending_count(), static_cast<size_t>(added - delivered));
 }
 
