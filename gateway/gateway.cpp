@@ -663,6 +663,11 @@ struct Gateway::Impl {
       const bool wait = all || open_deliveries > kMaxOpenDeliveries || open_bytes > kMaxOpenBytes;
       if (!wait && add.accepted.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
         return;
+      // A disk wait can hold this for minutes: a burst's last count is still said each second
+      // (this thread is the one that says them).
+      while (add.accepted.valid() &&
+             add.accepted.wait_for(std::chrono::seconds(1)) != std::future_status::ready)
+        LogLimiter::report_suppressed();
       Status st;
       try {
         st = add.accepted.get();
