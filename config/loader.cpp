@@ -80,7 +80,7 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   if (!bind.empty()) bus.bind = bind;
   r.get("connect", bus.connect);
   r.get("topics", bus.topics);
-  r.get("max_message_bytes", bus.max_message_bytes);
+  r.get_bytes("max_message_bytes", bus.max_message_bytes);
   r.get("receive_hwm", bus.receive_hwm);
   MapReader curve = r.section("curve", "bus.curve");
   curve.get("enabled", bus.curve.enabled);
@@ -456,8 +456,8 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
     r.error(r.pos("synchronous"), "spool.synchronous: expected NORMAL or FULL");
   r.get("retention_ms", spool.retention_ms);
   r.get("dead_retention_ms", spool.dead_retention_ms);
-  r.get("retention_max_bytes", spool.retention_max_bytes);
-  r.get("max_bytes", spool.max_bytes);
+  r.get_bytes("retention_max_bytes", spool.retention_max_bytes);
+  r.get_bytes("max_bytes", spool.max_bytes);
   r.get("shutdown_grace_ms", spool.shutdown_grace_ms);
   r.get("memory_max_pending", spool.memory_max_pending);
   // SQLite opens "" as a private temporary database: the gateway would run, and keep nothing.

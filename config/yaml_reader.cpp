@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -623,6 +624,45 @@ void MapReader::get(const char* key, int64_t& out) {
     return;
   }
   out = parsed;
+}
+
+void MapReader::get_bytes(const char* key, int64_t& out) {
+  YAML::Node v;
+  if (!scalar(key, v, "a size in bytes")) return;
+  const std::string s = expand_env(v.Scalar(), position_of(v, file_), errors_);
+  const auto bad = [&](const std::string& why) {
+    error(position_of(v, file_),
+          context_ + "." + key + ": " + why + ", got " + quoted_as_written(v, s));
+  };
+  constexpr const char* kExpected =
+      "expected bytes: an integer, or one with a unit (KB, MB, GB, TB: powers of 1000; KiB, MiB, "
+      "GiB, TiB: powers of 1024)";
+  int64_t number = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), number);
+  if (ec == std::errc::result_out_of_range) return bad("too large");
+  if (ec != std::errc{}) return bad(kExpected);
+  std::string unit(p, s.data() + s.size());
+  if (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  std::transform(unit.begin(), unit.end(), unit.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  // Both conventions are in use (disk vendors, `df -H` vs `ls -h`, Kubernetes' Mi/M): each
+  // spelling means one thing, and a bare K or M, which could mean either, is refused.
+  static const std::pair<const char*, int64_t> kUnits[] = {{"", 1},
+                                                           {"b", 1},
+                                                           {"kb", 1000},
+                                                           {"mb", 1000 * 1000},
+                                                           {"gb", 1000LL * 1000 * 1000},
+                                                           {"tb", 1000LL * 1000 * 1000 * 1000},
+                                                           {"kib", 1LL << 10},
+                                                           {"mib", 1LL << 20},
+                                                           {"gib", 1LL << 30},
+                                                           {"tib", 1LL << 40}};
+  const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
+                                   [&](const auto& u) { return unit == u.first; });
+  if (found == std::end(kUnits)) return bad(kExpected);
+  if (number != 0 && (number > INT64_MAX / found->second || number < INT64_MIN / found->second))
+    return bad("too large");
+  out = number * found->second;
 }
 
 void MapReader::get(const char* key, int& out) {

@@ -882,6 +882,25 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
   auto capped = load("spool: { retention_max_bytes: 10737418240 }\n");
   ASSERT_TRUE(capped) << first_error(capped);
   EXPECT_EQ(capped->spool.retention_max_bytes, 10737418240);
+  // Sizes take a unit, each spelling with one meaning.
+  auto sized = load(
+      "bus: { max_message_bytes: 4 MiB }\nspool: { max_bytes: 2GiB, retention_max_bytes: 10 GB "
+      "}\n");
+  ASSERT_TRUE(sized) << first_error(sized);
+  EXPECT_EQ(sized->bus.max_message_bytes, 4 << 20);
+  EXPECT_EQ(sized->spool.max_bytes, int64_t{2} << 30);
+  EXPECT_EQ(sized->spool.retention_max_bytes, 10'000'000'000);
+  EXPECT_EQ(load("spool: { max_bytes: 1536kib }\n")->spool.max_bytes, 1536 * 1024);
+  for (const char* size : {"2M", "1.5GiB", "MiB", "2 MiB extra", "2  MiB"})
+    EXPECT_NE(first_error(load(std::string("spool: { max_bytes: \"") + size + "\" }\n"))
+                  .find("spool.max_bytes: expected bytes: an integer, or one with a unit"),
+              std::string::npos)
+        << size << ": "
+        << first_error(load(std::string("spool: { max_bytes: \"") + size + "\" }\n"));
+  EXPECT_EQ(first_error(load("spool: { max_bytes: 9000000 TiB }\n")),
+            "test.yaml:1:21: spool.max_bytes: too large, got '9000000 TiB'");
+  EXPECT_EQ(first_error(load("spool: { max_bytes: -1 MiB }\n")),
+            "test.yaml:1:21: spool.max_bytes must not be negative");
   auto bounded = load("spool: { max_bytes: 10737418240 }\n");
   ASSERT_TRUE(bounded) << first_error(bounded);
   EXPECT_EQ(bounded->spool.max_bytes, 10737418240);
