@@ -1028,6 +1028,7 @@ void SqliteSpool::writer_loop() {
             "spool {}: {} delivery outcomes could not be recorded before the stop; "
             "those deliveries are pending in the file and will be sent again",
             path_, held_outcomes_.size());
+      say_full_state(/*at_stop=*/true);  // the log's last word on it is right
       break;
     }
     tick(schedule_now_ms());
@@ -1352,10 +1353,13 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
   Conn& c = *writer_;
   bool any_txn = false;
   bool any_add = false;
+  bool any_delivered = false;  // an outcome that makes a row the prune may take
   for (auto& op : ops) {
     any_txn |=
         op->kind != Op::Kind::Flush && op->kind != Op::Kind::Prune && op->kind != Op::Kind::Marks;
     any_add |= op->kind == Op::Kind::Add;
+    any_delivered |=
+        op->kind == Op::Kind::Complete && op->outcome.kind == AttemptOutcome::Kind::Delivered;
     // Kept until a commit writes them: alone, they would cost a transaction per batch of
     // vetoed or unrouted messages (write_marks, flush_kept_marks).
     if (op->kind == Op::Kind::Marks)
@@ -1392,7 +1396,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
       auto& m = spool_metrics();
       if (failure.empty()) {
         m.commit.observe_ns(now_steady_ns() - t0);
-        ++writer_commits_;
+        if (any_delivered) ++delivered_commits_;
         // Measured after each commit of adds, not once a second: intake stops within a batch
         // or two of the bound rather than a second's worth of events past it.
         if (any_add && rows > 0 && max_bytes_.load(std::memory_order_relaxed) > 0)
@@ -1707,11 +1711,12 @@ void SqliteSpool::tick(int64_t now_ms) {
   if (announce && pending_count() > 0) notify_ready();
 
   // Once a second, and after each early prune while over a cap; while full, also after each
-  // commit since a prune found nothing delivered (outcomes may have made some), so intake goes
-  // on as soon as there is room, without a write transaction per tick for an outage's length.
+  // commit of a delivered outcome since a prune found nothing delivered, so intake goes on as
+  // soon as there is room, without a write transaction per tick (or per retry) for an outage's
+  // length.
   const bool second_passed = now_ms - last_size_ms_ >= 1000 || now_ms < last_size_ms_;
   bool full = full_.load(std::memory_order_relaxed);
-  if (over_size_cap_ || second_passed || (full && writer_commits_ != commits_at_empty_prune_)) {
+  if (over_size_cap_ || second_passed || (full && delivered_commits_ != commits_at_empty_prune_)) {
     if (second_passed) last_size_ms_ = now_ms;
     const int64_t used = set_size_gauges(/*files=*/second_passed);
     update_full(used);
@@ -1735,7 +1740,7 @@ void SqliteSpool::tick(int64_t now_ms) {
       // Nothing delivered left to give way: what remains is accepted events (pending) and dead
       // letters, which no cap drops. Looked at again in a second, or after the next commit.
       over_size_cap_ = false;
-      commits_at_empty_prune_ = writer_commits_;
+      commits_at_empty_prune_ = delivered_commits_;
       const int64_t steady_ms = now_steady_ns() / 1'000'000;
       if (full) {
         if (steady_ms - full_log_.stuck_said_ms >= kFullLogIntervalMs) {
@@ -1744,7 +1749,7 @@ void SqliteSpool::tick(int64_t now_ms) {
               "spool {}: at spool.max_bytes ({} bytes) with no delivered rows left to prune: "
               "pending deliveries and dead letters take the rest, so intake waits until receivers "
               "take deliveries (or dead letters are replayed or purged)",
-              path_, max_bytes_.load(std::memory_order_relaxed));
+              path_, applied_max_bytes_);
         }
       } else if (!std::exchange(said_cap_unreachable_, true)) {
         spdlog::warn(
@@ -1767,13 +1772,13 @@ void SqliteSpool::tick(int64_t now_ms) {
 void SqliteSpool::update_full(int64_t used) {
   const int64_t max_bytes = max_bytes_.load(std::memory_order_relaxed);
   const bool was = full_.load(std::memory_order_relaxed);
+  if (max_bytes > 0 && used < 0) return;  // not measured: as it was, the bound not applied yet
   if (used >= 0) last_used_bytes_ = used;
   // A bound a reload changed is met afresh: full only at the new one, so raising it by any
   // amount lets intake go on (90 % of the new bound could still be below what is used).
   const bool bound_changed = std::exchange(applied_max_bytes_, max_bytes) != max_bytes;
   bool full = false;
   if (max_bytes > 0) {
-    if (used < 0) return;  // not measured: as it was
     // Full at the bound, not full again until below 90 % of it: intake would otherwise stop
     // and go with every commit and prune at the edge.
     full = was && !bound_changed ? used >= max_bytes / 10 * 9 : used >= max_bytes;
@@ -1796,11 +1801,11 @@ void SqliteSpool::update_full(int64_t used) {
 // second or so: each line at most once a minute, the count of episodes left out in the next, and
 // a line left out said once the minute is up if its state still holds, so the log's last word on
 // it is right.
-void SqliteSpool::say_full_state() {
+void SqliteSpool::say_full_state(bool at_stop) {
   if (!full_log_.full_owed && !full_log_.not_full_owed) return;
   const int64_t now_ms = now_steady_ns() / 1'000'000;
-  const int64_t max_bytes = max_bytes_.load(std::memory_order_relaxed);
-  if (full_log_.full_owed && now_ms - full_log_.full_said_ms >= kFullLogIntervalMs) {
+  const int64_t max_bytes = applied_max_bytes_;  // the bound judged, not one a reload just set
+  if (full_log_.full_owed && (at_stop || now_ms - full_log_.full_said_ms >= kFullLogIntervalMs)) {
     spdlog::warn(
         "spool {}: its rows take {} bytes, spool.max_bytes is {}: intake waits (the bus queues) "
         "until deliveries free space below {}; delivered rows are pruned early meanwhile{}",
@@ -1812,7 +1817,8 @@ void SqliteSpool::say_full_state() {
     full_log_.full_unsaid = 0;
     full_log_.full_owed = false;
   }
-  if (full_log_.not_full_owed && now_ms - full_log_.not_full_said_ms >= kFullLogIntervalMs) {
+  if (full_log_.not_full_owed &&
+      (at_stop || now_ms - full_log_.not_full_said_ms >= kFullLogIntervalMs)) {
     spdlog::info("spool {}: its rows take {} bytes, below spool.max_bytes again: intake goes on",
                  path_, last_used_bytes_);
     full_log_.not_full_said_ms = now_ms;

@@ -240,8 +240,8 @@ class SqliteSpool final : public DeliveryStore {
   int64_t set_size_gauges(bool files);
   // Sets full_ from the rows' size (writer only), with the log line and the gauge.
   void update_full(int64_t used);
-  void say_full_state();     // the line update_full() owes, once its minute is up
-  void save_stream_marks();  // at close, after the writer thread ended
+  void say_full_state(bool at_stop = false);  // the line update_full() owes, once its minute is up
+  void save_stream_marks();                   // at close, after the writer thread ended
 
   // Writer side.
   void writer_loop();
@@ -428,9 +428,10 @@ class SqliteSpool final : public DeliveryStore {
     bool full_owed = false;
     bool not_full_owed = false;
   } full_log_;
-  // Commits so far, and at the last early prune that found nothing delivered: while full, the
-  // size is looked at again only after a commit since (or once a second).
-  uint64_t writer_commits_ = 0;
+  // Commits with a delivered outcome so far, and at the last early prune that found nothing
+  // delivered: while full, the size is looked at again only after such a commit (or once a
+  // second).
+  uint64_t delivered_commits_ = 0;
   uint64_t commits_at_empty_prune_ = 0;
   bool prune_more_ = false;
   bool resync_pending_ = false;
