@@ -200,6 +200,7 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
   w.url_where = r.pos("url");
   const char* secrets_key = r.has("secrets") ? "secrets" : "secret";
   w.secrets_where = r.pos(secrets_key);
+  if (!r.valid()) return;  // not a mapping, which is said: its keys would only repeat it
   if (w.name.empty()) {
     r.error(r.pos(), r.context() + ": `name` is required");
   } else if (!valid_webhook_name(w.name)) {

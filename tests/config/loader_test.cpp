@@ -182,6 +182,11 @@ TEST(ConfigLoaderTest, WebhookValidation) {
       << all;
   EXPECT_NE(all.find("webhook name 'a' is used twice"), std::string::npos) << all;
   EXPECT_NE(all.find("webhooks[2]: `name` is required"), std::string::npos) << all;
+  // An item that is not a mapping is said to be that, once: not also each key it lacks.
+  auto scalar_item = load("webhooks:\n  - just-a-string\n");
+  ASSERT_FALSE(scalar_item);
+  ASSERT_EQ(scalar_item.error().size(), 1u) << scalar_item.error().back().str();
+  EXPECT_EQ(scalar_item.error()[0].str(), "test.yaml:2:5: webhooks[0] must be a mapping");
 }
 
 TEST(ConfigLoaderTest, HttpClientIsAutoOrLibcurl) {
