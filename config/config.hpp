@@ -167,6 +167,7 @@ struct SpoolConfig {
   // (counted in hookgate_deliveries_dropped_total); 0 = no bound.
   int64_t memory_max_pending = 100000;
   Position path_where;  // of `spool.path`, or of the `spool` section when it is not set
+  Position max_bytes_where;
 };
 
 struct AdminConfig {

@@ -482,6 +482,7 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
             "spool.memory_max_pending");
   spool.path = resolve_path(spool.path, base_dir);
   spool.path_where = r.pos("path");
+  spool.max_bytes_where = r.pos("max_bytes");
   r.finish();
 }
 

@@ -1,3 +1,4 @@
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -72,6 +73,24 @@ int cmd_check(const std::vector<std::string>& argv) {
     }
     if (!problem.empty())
       on_this_machine(cfg->spool.path_where, "spool.path " + cfg->spool.path + ": " + problem);
+    // A bound past the volume's size is never met: the disk fills first. Not for --config-only
+    // (the volume may be mounted after ExecStartPre runs), and a warning: intake still waits on
+    // a full disk, and nothing is lost.
+    struct statvfs volume {};
+    if (problem.empty() && !args.has("config-only") && cfg->spool.max_bytes > 0 &&
+        ::statvfs(spool.parent_path().c_str(), &volume) == 0) {
+      const auto size =
+          static_cast<int64_t>(volume.f_blocks) * static_cast<int64_t>(volume.f_frsize);
+      if (size > 0 && cfg->spool.max_bytes >= size) {
+        ++warnings;
+        std::fprintf(stderr,
+                     "%s: warning: spool.max_bytes (%lld) is more than the volume of %s holds "
+                     "(%lld bytes): the disk fills first (intake then waits for it)\n",
+                     cfg->spool.max_bytes_where.str().c_str(),
+                     static_cast<long long>(cfg->spool.max_bytes), spool.parent_path().c_str(),
+                     static_cast<long long>(size));
+      }
+    }
   }
   if (cfg->bus.bind)
     if (auto why = bus::bind_host_problem(*cfg->bus.bind))

@@ -160,6 +160,31 @@ TEST(CliTest, CheckWarnsAboutTwoEndpointsThatReachOnePeer) {
 
 // Found in review: a spool folder that does not exist passed `check --config-only` (a service's
 // ExecStartPre), and `run` then refused to start.
+// A spool.max_bytes past the volume's size is never met: `check` warns at the key (not with
+// --config-only, which runs before every volume may be mounted).
+TEST(CliTest, CheckWarnsAboutASpoolBoundPastTheVolume) {
+  TempDir dir;
+  const std::string config =
+      dir.write("hookgate.yaml",
+                "webhooks: []\nadmin: { enabled: false }\nspool: { max_bytes: 1000000 TiB }\n");
+  auto r = run_hookgate({"check", "--config", config});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(config +
+                       ":3:21: warning: spool.max_bytes (1099511627776000000) is more "
+                       "than the volume of " +
+                       dir.path().string() + " holds"),
+            std::string::npos)
+      << r.err;
+  r = run_hookgate({"check", "--config", config, "--config-only"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("spool.max_bytes"), std::string::npos) << r.err;
+  dir.write("hookgate.yaml",
+            "webhooks: []\nadmin: { enabled: false }\nspool: { max_bytes: 1MiB }\n");
+  r = run_hookgate({"check", "--config", config});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("spool.max_bytes"), std::string::npos) << r.err;
+}
+
 TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
   TempDir dir;
   // What run refuses to start on but only this machine can tell: an error for --config-only, a
