@@ -1,5 +1,7 @@
 #include "bus/sequence_gaps.hpp"
 
+#include <algorithm>
+
 namespace hookgate::bus {
 
 uint64_t SequenceGaps::observe(std::string_view stream, uint64_t seq) {
@@ -60,6 +62,7 @@ void SequenceGaps::restore(const StreamMarks& marks) {
 StreamMarks SequenceGaps::take_changed(int64_t now_ms) {
   StreamMarks out = std::move(owed_);
   owed_.clear();
+  const bool merge = !out.empty();
   for (auto& m : out)
     if (m.seen_ms == 0) m.seen_ms = now_ms;  // seen in this run, as below
   out.reserve(out.size() + changed_.size());
@@ -71,6 +74,18 @@ StreamMarks SequenceGaps::take_changed(int64_t now_ms) {
     out.push_back({stream, last.seq, last.restored_seen_ms != 0 ? last.restored_seen_ms : now_ms});
   }
   changed_.clear();
+  if (merge) {
+    // A stream seen again since the table started over is in both, and its first number since
+    // may be a late one: the higher is kept, so the mark never moves back (a gap may be missed
+    // after a crash, never invented).
+    std::sort(out.begin(), out.end(), [](const StreamMark& a, const StreamMark& b) {
+      return a.stream != b.stream ? a.stream < b.stream : a.seq > b.seq;
+    });
+    out.erase(
+        std::unique(out.begin(), out.end(),
+                    [](const StreamMark& a, const StreamMark& b) { return a.stream == b.stream; }),
+        out.end());
+  }
   return out;
 }
 

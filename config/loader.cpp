@@ -587,7 +587,8 @@ void read_extensions_alias(MapReader r, Config& cfg) {
         if (!w.has("name")) hook.name = alias_webhook_name(event, hook.url);
         validate_webhook(w, hook, "timeout");
         w.finish();
-        cfg.webhooks.push_back(std::move(hook));
+        // Not a mapping (said): its made-up name would also be "used twice" by the next such item.
+        if (w.valid()) cfg.webhooks.push_back(std::move(hook));
       }
     }
   }

@@ -639,10 +639,10 @@ void MapReader::get_bytes(const char* key, int64_t& out) {
       "GiB, TiB: powers of 1024)";
   int64_t number = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), number);
-  if (ec == std::errc::result_out_of_range) return bad("too large");
+  if (ec == std::errc::result_out_of_range) return bad("out of range");
   if (ec != std::errc{}) return bad(kExpected);
   std::string unit(p, s.data() + s.size());
-  if (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  if (unit.size() > 1 && unit.front() == ' ') unit.erase(0, 1);  // "10 GB"; not "10 " alone
   std::transform(unit.begin(), unit.end(), unit.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   // Both conventions are in use (disk vendors, `df -H` vs `ls -h`, Kubernetes' Mi/M): each
@@ -661,7 +661,7 @@ void MapReader::get_bytes(const char* key, int64_t& out) {
                                    [&](const auto& u) { return unit == u.first; });
   if (found == std::end(kUnits)) return bad(kExpected);
   if (number != 0 && (number > INT64_MAX / found->second || number < INT64_MIN / found->second))
-    return bad("too large");
+    return bad("out of range");
   out = number * found->second;
 }
 

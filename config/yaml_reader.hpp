@@ -71,8 +71,8 @@ class MapReader {
   void get(const char* key, int& out);
   void get(const char* key, int64_t& out);
   void get(const char* key, double& out);
-  // A size in bytes: an integer, or one with a unit, KB/MB/GB/TB (powers of 1000) or
-  // KiB/MiB/GiB/TiB (powers of 1024), any case, a space between allowed ("64MiB", "10 GB").
+  // A size in bytes: an integer, or one with a unit, B, KB/MB/GB/TB (powers of 1000) or
+  // KiB/MiB/GiB/TiB (powers of 1024), any case, one space between allowed ("64MiB", "10 GB").
   void get_bytes(const char* key, int64_t& out);
   // Accepts a sequence of scalars, or a single scalar as a one-element list.
   void get(const char* key, std::vector<std::string>& out);

@@ -666,7 +666,7 @@ struct Gateway::Impl {
       // A disk wait can hold this for minutes: a burst's last count is still said each second
       // (this thread is the one that says them).
       while (add.accepted.valid() &&
-             add.accepted.wait_for(std::chrono::seconds(1)) != std::future_status::ready)
+             add.accepted.wait_for(std::chrono::seconds(1)) == std::future_status::timeout)
         LogLimiter::report_suppressed();
       Status st;
       try {

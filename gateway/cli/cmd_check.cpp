@@ -77,17 +77,21 @@ int cmd_check(const std::vector<std::string>& argv) {
     // (the volume may be mounted after ExecStartPre runs), and a warning: intake still waits on
     // a full disk, and nothing is lost.
     struct statvfs volume {};
+    // The file's own volume when it exists (it may be a link to another mount).
+    const std::filesystem::path measured =
+        std::filesystem::exists(spool, ec) ? spool : spool.parent_path();
     if (problem.empty() && !args.has("config-only") && cfg->spool.max_bytes > 0 &&
-        ::statvfs(spool.parent_path().c_str(), &volume) == 0) {
+        ::statvfs(measured.c_str(), &volume) == 0) {
       const auto size =
           static_cast<int64_t>(volume.f_blocks) * static_cast<int64_t>(volume.f_frsize);
       if (size > 0 && cfg->spool.max_bytes >= size) {
         ++warnings;
         std::fprintf(stderr,
-                     "%s: warning: spool.max_bytes (%lld) is more than the volume of %s holds "
-                     "(%lld bytes): the disk fills first (intake then waits for it)\n",
+                     "%s: warning: spool.max_bytes (%lld) is not less than the size of the "
+                     "volume %s is on (%lld bytes): the disk fills first (intake then waits for "
+                     "it)\n",
                      cfg->spool.max_bytes_where.str().c_str(),
-                     static_cast<long long>(cfg->spool.max_bytes), spool.parent_path().c_str(),
+                     static_cast<long long>(cfg->spool.max_bytes), measured.c_str(),
                      static_cast<long long>(size));
       }
     }

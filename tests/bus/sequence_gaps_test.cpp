@@ -110,11 +110,15 @@ TEST(SequenceGapsTest, ChangedStreamsAreTakenOnceEach) {
     (void)full.observe("t" + std::to_string(i), 1);
   EXPECT_EQ(full.take_changed(1000).size(), SequenceGaps::kMaxStreams);
   EXPECT_EQ(full.observe("t7", 2), 0u);
+  EXPECT_EQ(full.observe("t8", 5), 3u);  // 2, 3, 4
   EXPECT_EQ(full.observe("new", 1), 0u);  // the table is full: it starts over
   EXPECT_EQ(full.streams(), 1u);
+  // Seen again since: a late number does not move the mark back; a later one does move it on.
+  EXPECT_EQ(full.observe("t7", 1), 0u);
+  EXPECT_EQ(full.observe("t8", 9), 0u);
   taken = full.take_changed(2000);
   std::sort(taken.begin(), taken.end());
-  EXPECT_EQ(taken, (StreamMarks{{"new", 1, 2000}, {"t7", 2, 2000}}));
+  EXPECT_EQ(taken, (StreamMarks{{"new", 1, 2000}, {"t7", 2, 2000}, {"t8", 9, 2000}}));
   EXPECT_TRUE(full.take_changed(2100).empty());
 }
 

@@ -896,14 +896,15 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
   EXPECT_EQ(sized->spool.max_bytes, int64_t{2} << 30);
   EXPECT_EQ(sized->spool.retention_max_bytes, 10'000'000'000);
   EXPECT_EQ(load("spool: { max_bytes: 1536kib }\n")->spool.max_bytes, 1536 * 1024);
-  for (const char* size : {"2M", "1.5GiB", "MiB", "2 MiB extra", "2  MiB"})
+  EXPECT_EQ(load("spool: { max_bytes: 2097152 B }\n")->spool.max_bytes, 2097152);
+  for (const char* size : {"2M", "1.5GiB", "MiB", "2 MiB extra", "2  MiB", "2 "})
     EXPECT_NE(first_error(load(std::string("spool: { max_bytes: \"") + size + "\" }\n"))
                   .find("spool.max_bytes: expected bytes: an integer, or one with a unit"),
               std::string::npos)
         << size << ": "
         << first_error(load(std::string("spool: { max_bytes: \"") + size + "\" }\n"));
   EXPECT_EQ(first_error(load("spool: { max_bytes: 9000000 TiB }\n")),
-            "test.yaml:1:21: spool.max_bytes: too large, got '9000000 TiB'");
+            "test.yaml:1:21: spool.max_bytes: out of range, got '9000000 TiB'");
   EXPECT_EQ(first_error(load("spool: { max_bytes: -1 MiB }\n")),
             "test.yaml:1:21: spool.max_bytes must not be negative");
   auto bounded = load("spool: { max_bytes: 10737418240 }\n");

@@ -158,8 +158,6 @@ TEST(CliTest, CheckWarnsAboutTwoEndpointsThatReachOnePeer) {
       << r.err;
 }
 
-// Found in review: a spool folder that does not exist passed `check --config-only` (a service's
-// ExecStartPre), and `run` then refused to start.
 // A spool.max_bytes past the volume's size is never met: `check` warns at the key (not with
 // --config-only, which runs before every volume may be mounted).
 TEST(CliTest, CheckWarnsAboutASpoolBoundPastTheVolume) {
@@ -170,9 +168,9 @@ TEST(CliTest, CheckWarnsAboutASpoolBoundPastTheVolume) {
   auto r = run_hookgate({"check", "--config", config});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find(config +
-                       ":3:21: warning: spool.max_bytes (1099511627776000000) is more "
-                       "than the volume of " +
-                       dir.path().string() + " holds"),
+                       ":3:21: warning: spool.max_bytes (1099511627776000000) is not less "
+                       "than the size of the volume " +
+                       dir.path().string() + " is on"),
             std::string::npos)
       << r.err;
   r = run_hookgate({"check", "--config", config, "--config-only"});
@@ -185,6 +183,8 @@ TEST(CliTest, CheckWarnsAboutASpoolBoundPastTheVolume) {
   EXPECT_EQ(r.err.find("spool.max_bytes"), std::string::npos) << r.err;
 }
 
+// Found in review: a spool folder that does not exist passed `check --config-only` (a service's
+// ExecStartPre), and `run` then refused to start.
 TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
   TempDir dir;
   // What run refuses to start on but only this machine can tell: an error for --config-only, a
