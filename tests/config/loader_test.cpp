@@ -187,6 +187,12 @@ TEST(ConfigLoaderTest, WebhookValidation) {
   ASSERT_FALSE(scalar_item);
   ASSERT_EQ(scalar_item.error().size(), 1u) << scalar_item.error().back().str();
   EXPECT_EQ(scalar_item.error()[0].str(), "test.yaml:2:5: webhooks[0] must be a mapping");
+  // So in the seed design's spelling, where two such items also shared a made-up name.
+  auto scalar_hooks = load("extensions:\n  webhooks:\n    - one\n    - two\n");
+  ASSERT_FALSE(scalar_hooks);
+  ASSERT_EQ(scalar_hooks.error().size(), 2u) << scalar_hooks.error().back().str();
+  EXPECT_EQ(scalar_hooks.error()[1].str(),
+            "test.yaml:4:7: extensions.webhooks[1] must be a mapping");
 }
 
 TEST(ConfigLoaderTest, HttpClientIsAutoOrLibcurl) {
