@@ -871,6 +871,8 @@ struct Gateway::Impl {
       w.Uint64(s.dead);
       w.Key("in_flight");
       w.Int(s.in_flight);
+      w.Key("pending");
+      w.Uint64(s.pending);
       w.Key("last_success_ms");
       w.Int64(s.last_success_ms);
       w.Key("last_error");

@@ -82,6 +82,12 @@ class DeliveryStore {
   // Pending deliveries per webhook name (committed ones, for a durable store), so the gateway
   // can name those of webhooks the config no longer has. A store that cannot tell returns none.
   virtual std::map<std::string, size_t> pending_by_webhook() { return {}; }
+  // As pending_by_webhook(), but cheap enough to call every second on a busy thread: a durable
+  // store answers with counts it refreshes off the hot path every few seconds (so they may be
+  // that old); a store in memory counts now.
+  virtual std::map<std::string, size_t> pending_by_webhook_snapshot() {
+    return pending_by_webhook();
+  }
   // How many changes another process made (`hookgate deliveries replay` beside the gateway), and
   // the pending deliveries per webhook as the store counted them after the last one: when the
   // count moves, the gateway names the backlogs no webhook takes without reading the file again

@@ -34,6 +34,8 @@ constexpr int kMaxPollMs = 1000;
 // Deliveries made claimable behind our back (another process replaying into the durable spool)
 // raise no on_ready here; a periodic rescan picks them up.
 constexpr int64_t kRescanIntervalMs = 5000;
+// How often each webhook's pending count is read from the store for /metrics and /status.
+constexpr int64_t kPendingRefreshMs = 1000;
 
 void init_curl_once() {
   static std::once_flag once;
@@ -229,6 +231,7 @@ struct Dispatcher::Impl {
     metrics::Counter* dead = nullptr;
     metrics::Histogram* duration = nullptr;
     metrics::Gauge* paused_gauge = nullptr;  // 1 while paused, for an alert (update_status sets it)
+    metrics::Gauge* pending_gauge = nullptr;  // refresh_pending() sets it
     std::array<metrics::Counter*, std::size(kAttemptResults)> attempt_results{};
 
     int max_in_flight() const { return std::max(config->max_in_flight, 1); }
@@ -292,6 +295,7 @@ struct Dispatcher::Impl {
 
   void run() {
     int64_t last_rescan_ms = schedule_now_ms();
+    int64_t last_pending_ms = 0;
     for (;;) {
       bool stopping = false;
       int64_t stop_deadline_ns = 0;
@@ -309,6 +313,10 @@ struct Dispatcher::Impl {
         stop_deadline_ns = stop_deadline;
       }
       const int64_t now_ms = schedule_now_ms();
+      if (now_ms - last_pending_ms >= kPendingRefreshMs || now_ms < last_pending_ms) {
+        last_pending_ms = now_ms;
+        refresh_pending();
+      }
       if (waker->take_store_ready() || now_ms - last_rescan_ms >= kRescanIntervalMs) {
         last_rescan_ms = now_ms;
         for (auto& [name, webhook] : webhooks) webhook->maybe_ready = true;
@@ -381,6 +389,11 @@ struct Dispatcher::Impl {
             "hookgate_webhook_paused",
             "1 while the webhook is paused (a 410 Gone, or settings it cannot be sent with): its "
             "deliveries wait until a reload or restart",
+            labels);
+        slot->pending_gauge = &metrics::gauge(
+            "hookgate_webhook_pending",
+            "Deliveries of the webhook not delivered or dead yet, in flight included (read from "
+            "a durable spool every 5 s)",
             labels);
         // Shown at 0 from the start, as the series above (found in an exploratory run: they
         // appeared with their first rise, which increase() misses).
@@ -983,6 +996,20 @@ struct Dispatcher::Impl {
     transfers.clear();
     std::lock_guard lock(status_mu);
     for (auto& [name, status] : statuses) status.in_flight = 0;
+  }
+
+  // Each configured webhook's backlog, for an alert on one endpoint falling behind (the spool's
+  // depth sums them all). A removed webhook's series is hidden (Registry::hide_label).
+  void refresh_pending() {
+    const auto pending = store.pending_by_webhook_snapshot();
+    std::lock_guard lock(status_mu);
+    for (const auto& [name, webhook] : webhooks) {
+      if (webhook->removed) continue;
+      const auto it = pending.find(name);
+      const uint64_t n = it == pending.end() ? 0 : it->second;
+      webhook->pending_gauge->set(static_cast<int64_t>(n));
+      statuses[name].pending = n;
+    }
   }
 
   void update_status(const Webhook& webhook, const std::string& name) {

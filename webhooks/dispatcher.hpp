@@ -41,6 +41,7 @@ class Dispatcher {
     uint64_t failed_attempts = 0;  // every attempt that did not deliver
     uint64_t dead = 0;             // deliveries dead-lettered
     int in_flight = 0;
+    uint64_t pending = 0;  // not delivered or dead yet, in flight included (refreshed each second)
     int64_t last_success_ms = 0;  // unix ms, 0 = never
     std::string last_error;
     int64_t last_error_ms = 0;  // unix ms, 0 = never

@@ -967,13 +967,21 @@ int SqliteSpool::on_wal_commit(void* self, sqlite3* db, const char* schema, int 
 }
 
 void SqliteSpool::checkpoint_loop() {
+  const auto snapshot_interval = std::chrono::milliseconds(tuning_.pending_snapshot_interval_ms);
+  auto next_snapshot = std::chrono::steady_clock::now();
   for (;;) {
+    bool checkpoint = false;
     {
       std::unique_lock lock(ckpt_mu_);
-      ckpt_cv_.wait(lock, [&] { return ckpt_stop_ || ckpt_wanted_; });
+      ckpt_cv_.wait_until(lock, next_snapshot, [&] { return ckpt_stop_ || ckpt_wanted_; });
       if (ckpt_stop_) return;  // close() runs the final TRUNCATE checkpoint on the writer
-      ckpt_wanted_ = false;
+      checkpoint = std::exchange(ckpt_wanted_, false);
     }
+    if (std::chrono::steady_clock::now() >= next_snapshot) {
+      take_pending_snapshot();
+      next_snapshot = std::chrono::steady_clock::now() + snapshot_interval;
+    }
+    if (!checkpoint) continue;
     const int64_t t0 = now_steady_ns();
     const int rc = sqlite3_wal_checkpoint_v2(checkpointer_->db, nullptr, SQLITE_CHECKPOINT_PASSIVE,
                                              nullptr, nullptr);
@@ -2404,6 +2412,24 @@ std::map<std::string, size_t> SqliteSpool::pending_by_webhook() {
     out[column_text(s, 0)] = static_cast<size_t>(sqlite3_column_int64(s, 2));
   if (rc != SQLITE_DONE) note_read_error_locked();
   return out;
+}
+
+void SqliteSpool::take_pending_snapshot() {
+  sqlite3_stmt* s = checkpointer_->stmt(kLanes);
+  if (s == nullptr) return;  // the last counts stay; tried again next interval
+  StmtScope scope(s);
+  std::map<std::string, size_t> counts;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+    counts[column_text(s, 0)] = static_cast<size_t>(sqlite3_column_int64(s, 2));
+  if (rc != SQLITE_DONE) return;
+  std::lock_guard lock(snapshot_mu_);
+  pending_snapshot_ = std::move(counts);
+}
+
+std::map<std::string, size_t> SqliteSpool::pending_by_webhook_snapshot() {
+  std::lock_guard lock(snapshot_mu_);
+  return pending_snapshot_;
 }
 
 std::map<std::string, size_t> SqliteSpool::pending_by_webhook_after_external_change() {

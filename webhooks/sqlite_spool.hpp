@@ -52,7 +52,10 @@ struct SqliteSpoolTuning {
   int64_t idle_page_ms = 2000;
   int64_t prune_interval_ms = 60000;  // how often delivered rows past retention are pruned
   int64_t poll_interval_ms = 200;     // writer idle tick: external-change check, pruning
-  int busy_timeout_ms = 5000;         // waiting for the other process's write lock
+  // How often the checkpointer thread counts pending deliveries per webhook from the file, for
+  // pending_by_webhook_snapshot() (hookgate_webhook_pending, /status).
+  int64_t pending_snapshot_interval_ms = 5000;
+  int busy_timeout_ms = 5000;  // waiting for the other process's write lock
   // The writer waits this many more busy timeouts (warning each time) before it gives a batch
   // up: a refused batch is events the gateway cannot accept, so a CLI command's long
   // transaction must not cost them.
@@ -131,6 +134,9 @@ class SqliteSpool final : public DeliveryStore {
   // as well, same id, attempts from 1.
   Result<size_t> replay_ids(const std::vector<std::string>& ids, bool delivered_too = false);
   std::map<std::string, size_t> pending_by_webhook() override;
+  // What the checkpointer thread last counted (every pending_snapshot_interval_ms, on its own
+  // connection: the count walks the pending index, so neither the writer nor claims wait on it).
+  std::map<std::string, size_t> pending_by_webhook_snapshot() override;
   [[nodiscard]] uint64_t external_changes() const override {
     return external_changes_.load(std::memory_order_acquire);
   }
@@ -240,8 +246,10 @@ class SqliteSpool final : public DeliveryStore {
   int64_t set_size_gauges(bool files);
   // Sets full_ from the rows' size (writer only), with the log line and the gauge.
   void update_full(int64_t used);
-  void say_full_state(bool at_stop = false);  // the line update_full() owes, once its minute is up
-  void save_stream_marks();                   // at close, after the writer thread ended
+  void say_full_state(bool at_stop = false);
+  void take_pending_snapshot();  // checkpointer thread: pending_snapshot_ from the file  // the
+                                 // line update_full() owes, once its minute is up
+  void save_stream_marks();      // at close, after the writer thread ended
 
   // Writer side.
   void writer_loop();
@@ -382,6 +390,8 @@ class SqliteSpool final : public DeliveryStore {
   std::condition_variable ckpt_cv_;
   bool ckpt_wanted_ = false;
   bool ckpt_stop_ = false;
+  std::mutex snapshot_mu_;
+  std::map<std::string, size_t> pending_snapshot_;  // guarded by snapshot_mu_
   std::thread checkpoint_thread_;
   int wal_pages_at_request_ = 0;  // writer thread only (the WAL hook runs in its commits)
 

@@ -112,10 +112,19 @@ TEST(ReliabilityTest, ReceiverDownThenUpGetsEverything) {
   GatewayProcess gw(dir);
   const std::set<std::string> sent = publish_while_receiver_down(gw, port, 50);
   ASSERT_EQ(sent.size(), 50u);
+  // The backlog is the webhook's, in /metrics and /status.
+  const std::string pending_series = "hookgate_webhook_pending{webhook=\"sink\"}";
+  EXPECT_TRUE(wait_until([&] { return metric(gw, pending_series) == 50; }, 15s))
+      << metric(gw, pending_series);
+  const auto status = parse_json(http_get(gw.admin_port(), "/status"));
+  ASSERT_TRUE(status.IsObject());
+  EXPECT_EQ(status["webhooks"][0]["pending"].GetUint64(), 50u);
   HttpReceiver rx(down);
   ASSERT_TRUE(wait_until([&] { return received_event_ids(rx).size() >= sent.size(); }, 20s))
       << gw.log();
   EXPECT_EQ(received_event_ids(rx), sent);
+  EXPECT_TRUE(wait_until([&] { return metric(gw, pending_series) == 0; }, 15s))
+      << metric(gw, pending_series);
 }
 
 // A file size limit (bytes, or "unlimited") on the running gateway stands in for a full disk: its
@@ -331,6 +340,11 @@ TEST(ReliabilityTest, MemoryModeBoundsADeadWebhooksQueue) {
       << http_get(gw.admin_port(), "/metrics");
   EXPECT_EQ(metric(gw, "hookgate_deliveries_dropped_total{webhook=\"healthy\"}"), 0u);
   EXPECT_TRUE(gw.wait_for_log("webhook sink: memory queue full (5 pending", 1s)) << gw.log();
+  // Each webhook's backlog, counted by the memory store itself.
+  EXPECT_TRUE(wait_until(
+      [&] { return metric(gw, "hookgate_webhook_pending{webhook=\"sink\"}") == 5; }, 5s))
+      << http_get(gw.admin_port(), "/metrics");
+  EXPECT_EQ(metric(gw, "hookgate_webhook_pending{webhook=\"healthy\"}"), 0u);
 }
 
 TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {

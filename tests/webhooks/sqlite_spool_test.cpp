@@ -500,6 +500,35 @@ TEST_F(SqliteSpoolTest, AtMaxBytesTheSpoolIsFullUntilDeliveriesFreeSpace) {
   EXPECT_EQ(spool->pending_count(), static_cast<size_t>(added - delivered));
 }
 
+// hookgate_webhook_pending and /status read per-webhook counts every second: the spool answers
+// from a count its checkpointer thread takes from the file, off the writer and the claims.
+TEST_F(SqliteSpoolTest, PendingPerWebhookSnapshotFollowsTheFile) {
+  SqliteSpoolTuning tuning;
+  tuning.pending_snapshot_interval_ms = 20;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  using Counts = std::map<std::string, size_t>;
+  auto snapshot_is = [&](const Counts& want) {
+    return testing::wait_until([&] { return spool->pending_by_webhook_snapshot() == want; },
+                               std::chrono::seconds(10));
+  };
+  ASSERT_TRUE(spool->add(
+      {make("a1", "siem"), make("a2", "siem"), make("a3", "siem"), make("b1", "audit")}));
+  EXPECT_TRUE(snapshot_is({{"siem", 3}, {"audit", 1}}));
+  // In flight still counts; delivered, dead and retried-later as their state says.
+  auto claimed = spool->claim_due("siem", now_unix_ms(), 3);
+  ASSERT_EQ(claimed.size(), 3u);
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
+  spool->complete(claimed[1], {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
+  spool->complete(claimed[2], {AttemptOutcome::Kind::Retry, now_unix_ms() + 60000, "HTTP 503"});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_TRUE(snapshot_is({{"siem", 1}, {"audit", 1}}));
+  for (auto& d : spool->claim_due("audit", now_unix_ms(), 1))
+    spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_TRUE(snapshot_is({{"siem", 1}})) << spool->pending_by_webhook_snapshot().size();
+}
+
 // spool.dead_retention_ms: off (0) keeps every dead letter; on, the prune takes old ones only,
 // and a payload stays while one of its deliveries does.
 TEST_F(SqliteSpoolTest, DeadRetentionPrunesOnlyOldDeadLetters) {
