@@ -1008,7 +1008,7 @@ struct Dispatcher::Impl {
       const auto it = pending.find(name);
       const uint64_t n = it == pending.end() ? 0 : it->second;
       webhook->pending_gauge->set(static_cast<int64_t>(n));
-      statuses[name].pending = n;
+      if (auto status = statuses.find(name); status != statuses.end()) status->second.pending = n;
     }
   }
 

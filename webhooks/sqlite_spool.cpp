@@ -750,6 +750,8 @@ Status SqliteSpool::init(bool tools) {
     std::scoped_lock lock(disk_mu_, mu_);
     next_rowid_ = *max_rowid + 1;
     if (!resync_locked()) return fail(*writer_, "cannot read pending deliveries");
+    std::lock_guard snapshot(snapshot_mu_);
+    pending_snapshot_ = resync_counts_;  // until the checkpointer's first count
   }
   spdlog::debug("spool {}: opened ({} pending, synchronous={})", path_, pending_, sync);
   writer_thread_ = std::thread([this] {
@@ -967,8 +969,10 @@ int SqliteSpool::on_wal_commit(void* self, sqlite3* db, const char* schema, int 
 }
 
 void SqliteSpool::checkpoint_loop() {
-  const auto snapshot_interval = std::chrono::milliseconds(tuning_.pending_snapshot_interval_ms);
-  auto next_snapshot = std::chrono::steady_clock::now();
+  const auto snapshot_interval =
+      std::chrono::milliseconds(std::max<int64_t>(tuning_.pending_snapshot_interval_ms, 1));
+  // The first count one interval in: open() left the one its resync read.
+  auto next_snapshot = std::chrono::steady_clock::now() + snapshot_interval;
   for (;;) {
     bool checkpoint = false;
     {
@@ -977,9 +981,13 @@ void SqliteSpool::checkpoint_loop() {
       if (ckpt_stop_) return;  // close() runs the final TRUNCATE checkpoint on the writer
       checkpoint = std::exchange(ckpt_wanted_, false);
     }
-    if (std::chrono::steady_clock::now() >= next_snapshot) {
+    if (const auto start = std::chrono::steady_clock::now(); start >= next_snapshot) {
       take_pending_snapshot();
-      next_snapshot = std::chrono::steady_clock::now() + snapshot_interval;
+      // The count walks the pending index, longest when a receiver is down: it takes at most
+      // about a twentieth of this thread's time, and a requested checkpoint waits at most that.
+      const auto end = std::chrono::steady_clock::now();
+      next_snapshot = end + std::max<std::chrono::steady_clock::duration>(snapshot_interval,
+                                                                          20 * (end - start));
     }
     if (!checkpoint) continue;
     const int64_t t0 = now_steady_ns();
@@ -1935,25 +1943,16 @@ bool SqliteSpool::resync_locked() {
     drop_page_locked(lane);
     lane.disk = false;
   }
-  sqlite3_stmt* s = writer_->stmt(kLanes);
-  if (s == nullptr) {
-    for (auto& [name, lane] : lanes_) to_disk_mode_locked(lane);
-    return false;
-  }
-  StmtScope scope(s);
   size_t pending = 0;
   std::map<std::string, size_t> counts;  // replaces resync_counts_ only when the read succeeds
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    std::string name = column_text(s, 0);
-    const auto count = static_cast<size_t>(sqlite3_column_int64(s, 2));
+  const bool read = read_lanes(*writer_, [&](std::string name, int64_t next_due, size_t count) {
     Lane& lane = lanes_[name];
     lane.disk = true;
-    lane.disk_next_due = sqlite3_column_int64(s, 1);
+    lane.disk_next_due = next_due;
     pending += count;
     counts[std::move(name)] = count;
-  }
-  if (rc != SQLITE_DONE) {
+  });
+  if (!read) {
     spdlog::warn("spool {}: cannot read pending deliveries: {}", path_, writer_->error());
     for (auto& [name, lane] : lanes_) to_disk_mode_locked(lane);
     return false;
@@ -2401,28 +2400,30 @@ std::map<std::string, size_t> SqliteSpool::pending_by_webhook() {
   std::map<std::string, size_t> out;
   std::lock_guard rl(read_mu_);
   if (!reader_) return out;
-  sqlite3_stmt* s = reader_->stmt(kLanes);
-  if (s == nullptr) {
+  if (!read_lanes(*reader_,
+                  [&](std::string name, int64_t, size_t count) { out[std::move(name)] = count; }))
     note_read_error_locked();
-    return out;
-  }
-  StmtScope scope(s);
-  int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-    out[column_text(s, 0)] = static_cast<size_t>(sqlite3_column_int64(s, 2));
-  if (rc != SQLITE_DONE) note_read_error_locked();
   return out;
 }
 
-void SqliteSpool::take_pending_snapshot() {
-  sqlite3_stmt* s = checkpointer_->stmt(kLanes);
-  if (s == nullptr) return;  // the last counts stay; tried again next interval
+bool SqliteSpool::read_lanes(Conn& conn,
+                             const std::function<void(std::string, int64_t, size_t)>& each) {
+  sqlite3_stmt* s = conn.stmt(kLanes);
+  if (s == nullptr) return false;
   StmtScope scope(s);
-  std::map<std::string, size_t> counts;
   int rc;
   while ((rc = sqlite3_step(s)) == SQLITE_ROW)
-    counts[column_text(s, 0)] = static_cast<size_t>(sqlite3_column_int64(s, 2));
-  if (rc != SQLITE_DONE) return;
+    each(column_text(s, 0), sqlite3_column_int64(s, 1),
+         static_cast<size_t>(sqlite3_column_int64(s, 2)));
+  return rc == SQLITE_DONE;
+}
+
+void SqliteSpool::take_pending_snapshot() {
+  std::map<std::string, size_t> counts;
+  if (!read_lanes(*checkpointer_, [&](std::string name, int64_t, size_t count) {
+        counts[std::move(name)] = count;
+      }))
+    return;  // the last counts stay; tried again next interval
   std::lock_guard lock(snapshot_mu_);
   pending_snapshot_ = std::move(counts);
 }

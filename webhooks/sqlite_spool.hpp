@@ -246,10 +246,12 @@ class SqliteSpool final : public DeliveryStore {
   int64_t set_size_gauges(bool files);
   // Sets full_ from the rows' size (writer only), with the log line and the gauge.
   void update_full(int64_t used);
-  void say_full_state(bool at_stop = false);
-  void take_pending_snapshot();  // checkpointer thread: pending_snapshot_ from the file  // the
-                                 // line update_full() owes, once its minute is up
+  void say_full_state(bool at_stop = false);  // the line update_full() owes, once its minute is up
+  void take_pending_snapshot();  // checkpointer thread: pending_snapshot_ from the file
   void save_stream_marks();      // at close, after the writer thread ended
+  // Each webhook's pending deliveries in the file (kLanes, on `conn`): its name, earliest
+  // next_attempt_ms and count. False on a read error (the statement's, or none prepared).
+  static bool read_lanes(Conn& conn, const std::function<void(std::string, int64_t, size_t)>& each);
 
   // Writer side.
   void writer_loop();
@@ -385,7 +387,8 @@ class SqliteSpool final : public DeliveryStore {
   bool urgent_ = false;  // queue_ holds an op somebody waits for: no lingering
   std::thread writer_thread_;
 
-  std::unique_ptr<Conn> checkpointer_;  // only checkpoint_loop() uses it
+  // Only checkpoint_loop() uses it: checkpoints, and the per-webhook count every few seconds.
+  std::unique_ptr<Conn> checkpointer_;
   std::mutex ckpt_mu_;
   std::condition_variable ckpt_cv_;
   bool ckpt_wanted_ = false;

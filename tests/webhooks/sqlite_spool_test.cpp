@@ -518,12 +518,14 @@ TEST_F(SqliteSpoolTest, PendingPerWebhookSnapshotFollowsTheFile) {
   // In flight still counts; delivered, dead and retried-later as their state says.
   auto claimed = spool->claim_due("siem", now_unix_ms(), 3);
   ASSERT_EQ(claimed.size(), 3u);
+  ASSERT_TRUE(spool->add({make("b2", "audit")}));
+  EXPECT_TRUE(snapshot_is({{"siem", 3}, {"audit", 2}}));
   spool->complete(claimed[0], {AttemptOutcome::Kind::Delivered});
   spool->complete(claimed[1], {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
   spool->complete(claimed[2], {AttemptOutcome::Kind::Retry, now_unix_ms() + 60000, "HTTP 503"});
   ASSERT_TRUE(spool->flush());
-  EXPECT_TRUE(snapshot_is({{"siem", 1}, {"audit", 1}}));
-  for (auto& d : spool->claim_due("audit", now_unix_ms(), 1))
+  EXPECT_TRUE(snapshot_is({{"siem", 1}, {"audit", 2}}));
+  for (auto& d : spool->claim_due("audit", now_unix_ms(), 2))
     spool->complete(d, {AttemptOutcome::Kind::Delivered});
   ASSERT_TRUE(spool->flush());
   EXPECT_TRUE(snapshot_is({{"siem", 1}})) << spool->pending_by_webhook_snapshot().size();
