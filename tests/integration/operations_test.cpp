@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -125,6 +127,44 @@ TEST(OperationsTest, AListedHooksDirectoryThatIsMissingIsAWarningAtRun) {
                      "spool: { mode: memory }\n"))
       << defaults.log();
   EXPECT_EQ(defaults.log().find("does not exist"), std::string::npos) << defaults.log();
+}
+
+// examples/monitoring/prometheus-alerts.yaml names only series a gateway serves: each metric in
+// its expressions is in /metrics of a durable gateway with a webhook and a hook, or of one in
+// memory mode that only connects (hookgate_deliveries_dropped_total, hookgate_bus_connections).
+TEST(OperationsTest, TheExampleAlertRulesNameSeriesTheGatewayServes) {
+  std::ifstream in(std::string(HOOKGATE_SOURCE_DIR) +
+                   "/examples/monitoring/prometheus-alerts.yaml");
+  ASSERT_TRUE(in);
+  std::set<std::string> named;
+  const std::regex metric_name(R"(\bhookgate_[a-z_]+\b)");
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("expr:") == std::string::npos) continue;
+    for (std::sregex_iterator it(line.begin(), line.end(), metric_name), end; it != end; ++it)
+      named.insert(it->str());
+  }
+  ASSERT_GE(named.size(), 15u);
+
+  TempDir durable_dir;
+  durable_dir.write("hooks/_10_tag.yaml",
+                    "kind: transform\nevents: [\"*\"]\nactions:\n  - set: { data.tag: x }\n");
+  GatewayProcess durable(durable_dir);
+  ASSERT_TRUE(durable.start(config_with("hooks: { directories: [./hooks], hot_reload: false }\n" +
+                                        webhook_rx("http://127.0.0.1:9/"))))
+      << durable.log();
+  TempDir memory_dir;
+  GatewayProcess memory(memory_dir);
+  ASSERT_TRUE(
+      memory.start("bus: { connect: [\"tcp://127.0.0.1:9\"] }\n"
+                   "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+                   "spool: { mode: memory }\n" +
+                   webhook_rx("http://127.0.0.1:9/")))
+      << memory.log();
+  ASSERT_TRUE(durable.wait_for_log("hooks: 1 loaded", 10s)) << durable.log();
+  const std::string served =
+      http_get(durable.admin_port(), "/metrics") + http_get(memory.admin_port(), "/metrics");
+  for (const auto& name : named)
+    EXPECT_NE(served.find("\n# TYPE " + name + " "), std::string::npos) << name;
 }
 
 TEST(OperationsTest, AStartThatFailsOnTheAdminPortNeverSubscribes) {
