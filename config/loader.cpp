@@ -478,7 +478,7 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
                                     " (1 MiB), or 0 for no bound");
   if (spool.max_bytes > 0 && spool.mode == SpoolConfig::Mode::Memory)
     r.error(r.pos("max_bytes"),
-            "spool.max_bytes bounds the spool file: with spool.mode memory, use "
+            "spool.max_bytes bounds the durable spool's rows: with spool.mode memory, use "
             "spool.memory_max_pending");
   spool.path = resolve_path(spool.path, base_dir);
   spool.path_where = r.pos("path");

@@ -182,6 +182,14 @@ constexpr const char* kNextDue =
     "SELECT MIN(next_attempt_ms) FROM deliveries WHERE state = 0 AND webhook = ?1";
 constexpr const char* kDataVersion = "PRAGMA data_version";
 // Bytes the file's live pages hold (free pages excluded: SQLite reuses them before it grows).
+// spool.max_bytes: full at the bound, not full again below 90 % of it (intake would otherwise
+// stop and go with every commit at the edge); delivered rows pruned early from 85 %.
+constexpr int64_t max_bytes_resume_below(int64_t max_bytes) {
+  return max_bytes / 10 * 9;
+}
+constexpr int64_t max_bytes_prune_from(int64_t max_bytes) {
+  return max_bytes / 20 * 17;
+}
 constexpr const char* kUsedBytes =
     "SELECT (SELECT page_count FROM pragma_page_count) - (SELECT freelist_count FROM "
     "pragma_freelist_count), (SELECT page_size FROM pragma_page_size)";
@@ -1415,8 +1423,13 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         if (any_delivered) ++delivered_commits_;
         // Measured after each commit of adds, not once a second: intake stops within a batch
         // or two of the bound rather than a second's worth of events past it.
-        if (any_add && rows > 0 && max_bytes_.load(std::memory_order_relaxed) > 0)
-          update_full(set_size_gauges(false));
+        if (any_add && rows > 0 && max_bytes_.load(std::memory_order_relaxed) > 0) {
+          const int64_t used = set_size_gauges(false);
+          update_full(used);
+          // Near the bound the next tick prunes history early (it measures once a second).
+          if (applied_max_bytes_ > 0 && used >= max_bytes_prune_from(applied_max_bytes_))
+            over_size_cap_ = true;
+        }
         m.commits.inc();
         m.rows.inc(rows);
         m.folded.inc(written.folded);
@@ -1737,10 +1750,14 @@ void SqliteSpool::tick(int64_t now_ms) {
     const int64_t used = set_size_gauges(/*files=*/second_passed);
     update_full(used);
     full = full_.load(std::memory_order_relaxed);
-    const bool over_retention_cap = cfg_.retention_max_bytes > 0 && used > cfg_.retention_max_bytes;
-    if (!over_retention_cap) said_cap_unreachable_ = false;
-    // At spool.max_bytes the history gives way to new events, as over retention_max_bytes.
-    over_size_cap_ = over_retention_cap || full;
+    over_retention_cap_ = cfg_.retention_max_bytes > 0 && used > cfg_.retention_max_bytes;
+    if (!over_retention_cap_) said_cap_unreachable_ = false;
+    // Near spool.max_bytes the history gives way to new events, as over retention_max_bytes:
+    // from 85 % of it, so history alone (retention_ms of it may take more than the bound) does
+    // not make the spool full and stop intake while it is pruned.
+    const bool near_full =
+        applied_max_bytes_ > 0 && used >= max_bytes_prune_from(applied_max_bytes_);
+    over_size_cap_ = over_retention_cap_ || full || near_full;
   }
   say_full_state();
   if (prune_more_ || over_size_cap_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
@@ -1754,7 +1771,8 @@ void SqliteSpool::tick(int64_t now_ms) {
       over_size_cap_ = false;  // logged; the size is looked at again in a second
     } else if (early && n == dead) {
       // Nothing delivered left to give way: what remains is accepted events (pending) and dead
-      // letters, which no cap drops. Looked at again in a second, or after the next commit.
+      // letters, which no cap drops. Looked at again in a second, or (full) after the next
+      // commit of a delivered outcome.
       over_size_cap_ = false;
       commits_at_empty_prune_ = delivered_commits_;
       const int64_t steady_ms = now_steady_ns() / 1'000'000;
@@ -1767,7 +1785,7 @@ void SqliteSpool::tick(int64_t now_ms) {
               "take deliveries (or dead letters are replayed or purged)",
               path_, applied_max_bytes_);
         }
-      } else if (!std::exchange(said_cap_unreachable_, true)) {
+      } else if (over_retention_cap_ && !std::exchange(said_cap_unreachable_, true)) {
         spdlog::warn(
             "spool {}: over spool.retention_max_bytes ({} bytes) with no delivered rows left to "
             "prune: pending deliveries and dead letters take the rest (replay or purge dead "
@@ -1795,9 +1813,7 @@ void SqliteSpool::update_full(int64_t used) {
   const bool bound_changed = std::exchange(applied_max_bytes_, max_bytes) != max_bytes;
   bool full = false;
   if (max_bytes > 0) {
-    // Full at the bound, not full again until below 90 % of it: intake would otherwise stop
-    // and go with every commit and prune at the edge.
-    full = was && !bound_changed ? used >= max_bytes / 10 * 9 : used >= max_bytes;
+    full = was && !bound_changed ? used >= max_bytes_resume_below(max_bytes) : used >= max_bytes;
   }
   if (full == was) return;
   full_.store(full, std::memory_order_relaxed);
@@ -1825,7 +1841,7 @@ void SqliteSpool::say_full_state(bool at_stop) {
     spdlog::warn(
         "spool {}: its rows take {} bytes, spool.max_bytes is {}: intake waits (the bus queues) "
         "until deliveries free space below {}; delivered rows are pruned early meanwhile{}",
-        path_, last_used_bytes_, max_bytes, max_bytes / 10 * 9,
+        path_, last_used_bytes_, max_bytes, max_bytes_resume_below(max_bytes),
         full_log_.full_unsaid > 1
             ? fmt::format(" (full {} times since the last such line)", full_log_.full_unsaid)
             : std::string());
@@ -1835,8 +1851,9 @@ void SqliteSpool::say_full_state(bool at_stop) {
   }
   if (full_log_.not_full_owed &&
       (at_stop || now_ms - full_log_.not_full_said_ms >= kFullLogIntervalMs)) {
-    spdlog::info("spool {}: its rows take {} bytes, below spool.max_bytes again: intake goes on",
-                 path_, last_used_bytes_);
+    spdlog::info(
+        "spool {}: its rows take {} bytes, below {} (90 % of spool.max_bytes): intake goes on",
+        path_, last_used_bytes_, max_bytes_resume_below(max_bytes));
     full_log_.not_full_said_ms = now_ms;
     full_log_.not_full_owed = false;
   }

@@ -147,7 +147,7 @@ class SqliteSpool final : public DeliveryStore {
     return !write_failing_.load(std::memory_order_relaxed);
   }
   // spool.max_bytes reached (measured after each commit of adds, once a second, and while full
-  // after each commit).
+  // after each commit of a delivered outcome).
   [[nodiscard]] bool full() const override { return full_.load(std::memory_order_relaxed); }
   // A reload's spool.max_bytes: the writer looks at it with its next measure (within a second).
   void set_max_bytes(int64_t bytes) override { max_bytes_.store(bytes, std::memory_order_relaxed); }
@@ -424,8 +424,11 @@ class SqliteSpool final : public DeliveryStore {
   std::atomic<uint64_t> external_changes_{0};  // bumped by the writer after it resyncs
   bool external_unannounced_ = false;  // writer thread: a change seen, no resync succeeded yet
   int64_t last_prune_ms_ = 0;
-  int64_t last_size_ms_ = 0;    // when the size gauges were last set
-  bool over_size_cap_ = false;  // rows past spool.retention_max_bytes: prune delivered ones early
+  int64_t last_size_ms_ = 0;  // when the size gauges were last set
+  // Rows past spool.retention_max_bytes, or from 85 % of spool.max_bytes: prune delivered ones
+  // early (over_retention_cap_: the first of those, for its warning).
+  bool over_size_cap_ = false;
+  bool over_retention_cap_ = false;
   bool said_cap_unreachable_ = false;  // warned that only pending and dead rows are left
   // spool.max_bytes, writer-only: the bound update_full() last applied, the rows' size it last
   // saw, and its log lines (say_full_state): when each was last said (steady ms), "full"

@@ -227,7 +227,7 @@ TEST(ReliabilityTest, AFullSpoolHoldsIntakeBackUntilDeliveriesFreeSpace) {
   gw.signal(SIGHUP);
   ASSERT_TRUE(gw.wait_for_log("reload: spool.max_bytes is " + std::to_string(raised) + " now", 10s))
       << gw.log();
-  ASSERT_TRUE(gw.wait_for_log("below spool.max_bytes again: intake goes on", 10s)) << gw.log();
+  ASSERT_TRUE(gw.wait_for_log("(90 % of spool.max_bytes): intake goes on", 10s)) << gw.log();
   ASSERT_TRUE(wait_for_readyz(gw.admin_port(), 503, 30s)) << gw.log();
   EXPECT_GE(metric(gw, "hookgate_spool_used_bytes"), raised);
   EXPECT_LT(metric(gw, "hookgate_events_accepted_total"), static_cast<uint64_t>(kEvents));

@@ -476,7 +476,7 @@ TEST_F(SqliteSpoolTest, AtMaxBytesTheSpoolIsFullUntilDeliveriesFreeSpace) {
       << used_bytes();
   EXPECT_LT(used_bytes(), cfg_.max_bytes / 10 * 9);
   EXPECT_TRUE(testing::wait_until(  // logged just after the flag and the gauge turn
-      [&] { return log.contains("below spool.max_bytes again: intake goes on"); },
+      [&] { return log.contains("(90 % of spool.max_bytes): intake goes on"); },
       std::chrono::seconds(5)));
   EXPECT_EQ(full_gauge(), 0u);
   EXPECT_EQ(spool->pending_count(), 0u);
@@ -498,6 +498,31 @@ TEST_F(SqliteSpoolTest, AtMaxBytesTheSpoolIsFullUntilDeliveriesFreeSpace) {
   EXPECT_TRUE(testing::wait_until([&] { return log.contains("spool.max_bytes is off now"); },
                                   std::chrono::seconds(5)));
   EXPECT_EQ(spool->pending_count(), static_cast<size_t>(added - delivered));
+}
+
+// From 85 % of spool.max_bytes the history gives way: a steady flow whose delivered rows alone
+// would take several times the bound (retention_ms is 24 h) never makes the spool full.
+TEST_F(SqliteSpoolTest, HistoryAloneNeverMakesTheSpoolFull) {
+  cfg_.max_bytes = 1 << 20;
+  SqliteSpoolTuning tuning;
+  tuning.poll_interval_ms = 20;
+  testing::LogCapture log;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  constexpr int kEvents = 4000;  // about 4.6 MB of rows if none went
+  for (int added = 0; added < kEvents;) {
+    std::vector<Delivery> batch;
+    for (int i = 0; i < 50; ++i, ++added)
+      batch.push_back(make(seq_id(added), "siem", std::string(1000, 'b')));
+    ASSERT_TRUE(spool->add(std::move(batch)));
+    ASSERT_FALSE(spool->full()) << added;
+    for (const auto& d : spool->claim_due("siem", now_unix_ms() + 1000, 50))
+      spool->complete(d, {AttemptOutcome::Kind::Delivered});
+    ASSERT_TRUE(spool->flush());
+  }
+  EXPECT_FALSE(log.contains("intake waits"));
+  EXPECT_LT(count_in(cfg_.path, "SELECT COUNT(*) FROM deliveries WHERE state = 1"), kEvents / 2);
+  EXPECT_EQ(spool->pending_count(), 0u);
 }
 
 // hookgate_webhook_pending and /status read per-webhook counts every second: the spool answers
