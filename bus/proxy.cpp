@@ -1,5 +1,8 @@
 #include "bus/proxy.hpp"
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -70,6 +73,8 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
     if (!monitor) return monitor.error();
     proxy->frontend_monitor_ = std::move(monitor.value());
     if (auto st = proxy->open_backend(); !st) return st.error();
+    // A rebind binds the same endpoint again, so these stay right; run() rewrites the member.
+    proxy->status_endpoints_ = {proxy->frontend_endpoint_, proxy->backend_endpoint_};
   } catch (const zmq::error_t& e) {
     return make_error(std::string("bus proxy: ") + e.what());
   }
@@ -124,7 +129,14 @@ Status Proxy::open_backend() {
 
 Status Proxy::run() {
   spdlog::info("bus proxy: publications wait until a subscriber connects");
+  running_ = true;
+  struct NotRunning {
+    std::atomic<bool>& flag;
+    ~NotRunning() { flag = false; }
+  } not_running{running_};
   while (!stop_) {
+    holding_now_.store(holding_, std::memory_order_relaxed);
+    prefixes_now_.store(subscribed_prefixes_.size(), std::memory_order_relaxed);
     if (reload_.exchange(false)) {
       try {
         if (auto st = reload(); !st) return st;
@@ -171,8 +183,64 @@ bool Proxy::forward_one(zmq::socket_t& from, zmq::socket_t& to, AllowListCheck* 
     (void)from.recv(part);  // the parts of one message arrive together
     more = part.more();
   }
-  if (!allowed) denied_.fetch_add(1, std::memory_order_relaxed);
+  if (allowed)
+    forwarded_.fetch_add(1, std::memory_order_relaxed);
+  else
+    denied_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+std::string Proxy::metrics_text() const {
+  std::string out;
+  auto series = [&](const char* name, const char* type, const char* help, uint64_t value) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+           name + " " + std::to_string(value) + "\n";
+  };
+  series("hookgate_proxy_publications_forwarded_total", "counter",
+         "Publications passed from the publishers' side to the subscribers' side (each "
+         "subscriber's queue may still drop one at --hwm: the gateway counts those as gaps)",
+         publications_forwarded());
+  series("hookgate_proxy_publications_denied_total", "counter",
+         "Publications refused because their sender's key left --allowed-clients",
+         publications_denied());
+  series("hookgate_proxy_unsubscribes_ignored_total", "counter",
+         "Unsubscribes a subscriber sent itself, not passed to the publishers",
+         unsubscribes_ignored());
+  series("hookgate_proxy_reloads_total", "counter", "SIGHUP reloads of the allow-lists", reloads());
+  series("hookgate_proxy_backend_rebinds_total", "counter",
+         "Reloads that rebound the subscribers' side to cut off a removed key", backend_rebinds());
+  series("hookgate_proxy_subscribed_prefixes", "gauge",
+         "Topic prefixes the subscribers' side has a subscriber for",
+         prefixes_now_.load(std::memory_order_relaxed));
+  series("hookgate_proxy_holding", "gauge",
+         "1 while publications wait for a subscriber (at start and after a rebind, until one has "
+         "stayed a second)",
+         holding_now_.load(std::memory_order_relaxed) ? 1 : 0);
+  return out;
+}
+
+std::string Proxy::status_json() const {
+  rapidjson::StringBuffer buf;
+  rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+  w.StartObject();
+  w.Key("frontend");
+  w.String(status_endpoints_.first.c_str());
+  w.Key("backend");
+  w.String(status_endpoints_.second.c_str());
+  w.Key("curve");
+  w.Bool(curve());
+  w.Key("running");
+  w.Bool(running());
+  w.Key("holding");
+  w.Bool(holding_now_.load(std::memory_order_relaxed));
+  w.Key("subscribed_prefixes");
+  w.Uint64(prefixes_now_.load(std::memory_order_relaxed));
+  w.Key("publications_forwarded");
+  w.Uint64(publications_forwarded());
+  w.Key("publications_denied");
+  w.Uint64(publications_denied());
+  w.EndObject();
+  return buf.GetString();
 }
 
 bool Proxy::forward_subscription() {

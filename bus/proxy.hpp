@@ -60,6 +60,14 @@ class Proxy {
   // subscriber. Once either has moved, what that reload set (backend_endpoint()) may be read.
   uint64_t reloads() const { return reloads_.load(std::memory_order_acquire); }
   uint64_t backend_rebinds() const { return rebinds_.load(std::memory_order_acquire); }
+  // Publications passed to the backend.
+  uint64_t publications_forwarded() const { return forwarded_.load(std::memory_order_relaxed); }
+
+  // For `hookgate bus --admin` (any thread): whether run() is forwarding; the counters above and
+  // the hold as Prometheus text (hookgate_proxy_*); and as /status JSON with the endpoints.
+  bool running() const { return running_.load(std::memory_order_relaxed); }
+  std::string metrics_text() const;
+  std::string status_json() const;
 
  private:
   explicit Proxy(const ProxyOptions& options);
@@ -106,6 +114,12 @@ class Proxy {
   std::atomic<uint64_t> unsubscribes_ignored_{0};
   std::atomic<uint64_t> reloads_{0};
   std::atomic<uint64_t> rebinds_{0};
+  std::atomic<uint64_t> forwarded_{0};
+  // Mirrors of run()'s state for the admin thread.
+  std::atomic<bool> running_{false};
+  std::atomic<bool> holding_now_{true};
+  std::atomic<size_t> prefixes_now_{0};
+  std::pair<std::string, std::string> status_endpoints_;  // set by start(), then only read
 };
 
 }  // namespace hookgate::bus

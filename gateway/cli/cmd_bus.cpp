@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "bus/proxy.hpp"
+#include "gateway/admin_server.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
 
@@ -22,17 +23,21 @@ int cmd_bus(const std::vector<std::string>& argv) {
       "                    [--curve-secret-key FILE --allowed-clients PATH "
       "[--allowed-subscribers PATH]]\n"
       "                    [--max-message-bytes N] [--hwm N] [--log-level LEVEL]\n"
+      "                    [--admin ADDRESS:PORT]\n"
       "Publishers connect to the frontend, subscribers (gateways) to the backend. With CURVE, a\n"
       "publisher's key must be in --allowed-clients and a subscriber's in --allowed-subscribers\n"
       "(without it, --allowed-clients serves both sides, and any publisher may read every event).\n"
       "SIGHUP re-reads both lists: a removed publisher's messages are refused on the connection\n"
       "it has, and a removed subscriber is cut off (every subscriber reconnects).\n"
       "--hwm (default 100000) is how many messages each side queues; a burst beyond it is dropped\n"
-      "(and shows as a sequence gap at the gateway). --log-level: debug, info (default), warn...\n";
-  if (auto code = check_usage(args,
-                              {"frontend", "backend", "curve-secret-key", "allowed-clients",
-                               "allowed-subscribers", "max-message-bytes", "hwm", "log-level"},
-                              usage))
+      "(and shows as a sequence gap at the gateway). --log-level: debug, info (default), warn...\n"
+      "--admin serves /healthz, /readyz, /metrics (hookgate_proxy_*) and /status there (port 0\n"
+      "picks one, logged); counts only, no token: keep it on loopback or a private network.\n";
+  if (auto code =
+          check_usage(args,
+                      {"frontend", "backend", "curve-secret-key", "allowed-clients",
+                       "allowed-subscribers", "max-message-bytes", "hwm", "log-level", "admin"},
+                      usage))
     return *code;
   auto frontend = args.get("frontend");
   auto backend = args.get("backend");
@@ -99,13 +104,25 @@ int cmd_bus(const std::vector<std::string>& argv) {
     }
   } live_proxy(*proxy.value());
 
+  std::unique_ptr<AdminServer> admin;
+  if (auto listen = args.get("admin")) {
+    bus::Proxy& p = *proxy.value();
+    auto started = AdminServer::start(*listen, "",
+                                      {.ready = [&p] { return p.running(); },
+                                       .metrics = [&p] { return p.metrics_text(); },
+                                       .status_json = [&p] { return p.status_json(); }});
+    if (!started) return fail("--admin " + *listen + ": " + started.error().message);
+    admin = std::move(started).value();
+  }
   spdlog::info("bus proxy: publishers → {}, subscribers → {}", proxy.value()->frontend_endpoint(),
                proxy.value()->backend_endpoint());
+  if (admin) spdlog::info("bus proxy: admin on port {}", admin->port());
   int rc = 0;
   if (auto st = proxy.value()->run(); !st) {
     spdlog::error("{}; restart the proxy", st.error().message);
     rc = 1;
   }
+  admin.reset();  // before the proxy its handlers read
   spdlog::info("bus proxy stopped");
   return rc;
 }

@@ -98,11 +98,32 @@ TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
   EXPECT_GE(metric_value(m, "hookgate_bus_auth_denied_total"), 1u);
 }
 
+// With --admin, the proxy serves its counts: what it forwarded, whether it holds publications for
+// a subscriber, and readiness.
 TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
   TempDir dir;
   HttpReceiver rx;
-  ProxyProcess proxy = start_proxy(dir);
+  ProxyProcess proxy = start_proxy(dir, {"--admin", "127.0.0.1:0"});
   ASSERT_FALSE(proxy.frontend.empty()) << proxy.process->log();
+  int admin_port = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::smatch m;
+        const std::string log = proxy.process->log();
+        if (!std::regex_search(log, m, std::regex("admin on port ([0-9]+)"))) return false;
+        admin_port = std::stoi(m[1]);
+        return true;
+      },
+      10s))
+      << proxy.process->log();
+  auto proxy_metric = [&](const std::string& name) {
+    return metric_value(http_get(admin_port, "/metrics"), name);
+  };
+  EXPECT_EQ(proxy_metric("hookgate_proxy_holding"), 1u);  // nobody has subscribed yet
+  EXPECT_EQ(proxy_metric("hookgate_proxy_publications_forwarded_total"), 0u);
+  int ready = 0;
+  http_get(admin_port, "/readyz", &ready);
+  EXPECT_EQ(ready, 200);
   const std::string& frontend = proxy.frontend;
   const std::string& backend = proxy.backend;
 
@@ -118,6 +139,13 @@ TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
   ASSERT_FALSE(publish(frontend, "app.one", "{}").empty());
   ASSERT_FALSE(publish(frontend, "app.two", "{}").empty());
   ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
+  EXPECT_EQ(proxy_metric("hookgate_proxy_publications_forwarded_total"), 2u);
+  EXPECT_EQ(proxy_metric("hookgate_proxy_holding"), 0u);
+  EXPECT_GE(proxy_metric("hookgate_proxy_subscribed_prefixes"), 1u);
+  const auto status = parse_json(http_get(admin_port, "/status"));
+  ASSERT_TRUE(status.IsObject() && status.HasMember("backend"));
+  EXPECT_EQ(std::string(status["backend"].GetString()), backend);
+  EXPECT_TRUE(status["running"].GetBool());
   proxy.process->signal(SIGTERM);
   EXPECT_EQ(proxy.process->wait_exit(10s), 0) << proxy.process->log();
 }
