@@ -73,7 +73,8 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
     if (!monitor) return monitor.error();
     proxy->frontend_monitor_ = std::move(monitor.value());
     if (auto st = proxy->open_backend(); !st) return st.error();
-    // A rebind binds the same endpoint again, so these stay right; run() rewrites the member.
+    // A rebind binds the same endpoint again, so these stay right (run() rewrites
+    // backend_endpoint_, which the admin thread therefore does not read).
     proxy->status_endpoints_ = {proxy->frontend_endpoint_, proxy->backend_endpoint_};
   } catch (const zmq::error_t& e) {
     return make_error(std::string("bus proxy: ") + e.what());
@@ -135,8 +136,6 @@ Status Proxy::run() {
     ~NotRunning() { flag = false; }
   } not_running{running_};
   while (!stop_) {
-    holding_now_.store(holding_, std::memory_order_relaxed);
-    prefixes_now_.store(subscribed_prefixes_.size(), std::memory_order_relaxed);
     if (reload_.exchange(false)) {
       try {
         if (auto st = reload(); !st) return st;
@@ -150,6 +149,9 @@ Status Proxy::run() {
       hold_until_.reset();
       spdlog::info("bus proxy: passing publications on");
     }
+    // For the admin thread, as of this pass (the last batch's subscriptions included).
+    holding_now_.store(holding_, std::memory_order_relaxed);
+    prefixes_now_.store(subscribed_prefixes_.size(), std::memory_order_relaxed);
     zmq::pollitem_t items[] = {{frontend_.handle(), 0, holding_ ? short{0} : short{ZMQ_POLLIN}, 0},
                                {backend_.handle(), 0, ZMQ_POLLIN, 0}};
     try {

@@ -11,6 +11,8 @@
 #include "gateway/admin_server.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
+#include "gateway/common/metrics.hpp"
+#include "gateway/common/socket_address.hpp"
 
 namespace hookgate::cli {
 
@@ -89,6 +91,13 @@ int cmd_bus(const std::vector<std::string>& argv) {
     if (live == nullptr || ++stop_signals > 1) std::_Exit(0);  // a proxy holds nothing to save
     live->request_stop();
   });
+  // Before any port is bound: a malformed address is a usage error, as the other options'.
+  if (auto listen = args.get("admin"); listen && !split_host_port(*listen))
+    return fail(
+        "--admin: expected ADDRESS:PORT (an IP address or localhost, and a port; 0 picks "
+        "one), got '" +
+            *listen + "'",
+        2);
   auto proxy = bus::Proxy::start(options);
   if (!proxy) return fail(proxy.error().message);
   struct LiveProxy {
@@ -107,10 +116,14 @@ int cmd_bus(const std::vector<std::string>& argv) {
   std::unique_ptr<AdminServer> admin;
   if (auto listen = args.get("admin")) {
     bus::Proxy& p = *proxy.value();
-    auto started = AdminServer::start(*listen, "",
-                                      {.ready = [&p] { return p.running(); },
-                                       .metrics = [&p] { return p.metrics_text(); },
-                                       .status_json = [&p] { return p.status_json(); }});
+    auto started = AdminServer::start(
+        *listen, "",
+        {.ready = [&p] { return p.running(); },
+         // Its own series, and the process's (CURVE refusals,
+         // failed handshakes, cut admin requests).
+         .metrics =
+             [&p] { return p.metrics_text() + metrics::Registry::global().render_prometheus(); },
+         .status_json = [&p] { return p.status_json(); }});
     if (!started) return fail("--admin " + *listen + ": " + started.error().message);
     admin = std::move(started).value();
   }

@@ -100,7 +100,7 @@ TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
 
 // With --admin, the proxy serves its counts: what it forwarded, whether it holds publications for
 // a subscriber, and readiness.
-TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
+TEST(BusSecurityTest, ProxyFansPublishersToAGatewayAndServesItsCounts) {
   TempDir dir;
   HttpReceiver rx;
   ProxyProcess proxy = start_proxy(dir, {"--admin", "127.0.0.1:0"});
@@ -121,9 +121,10 @@ TEST(BusSecurityTest, ProxyFansPublishersToGatewayAndATap) {
   };
   EXPECT_EQ(proxy_metric("hookgate_proxy_holding"), 1u);  // nobody has subscribed yet
   EXPECT_EQ(proxy_metric("hookgate_proxy_publications_forwarded_total"), 0u);
-  int ready = 0;
-  http_get(admin_port, "/readyz", &ready);
-  EXPECT_EQ(ready, 200);
+  EXPECT_TRUE(wait_for_readyz(admin_port, 200, 5s));
+  // The process's own series too: a CURVE refusal would count here.
+  EXPECT_NE(http_get(admin_port, "/metrics").find("# TYPE hookgate_bus_handshake_failures_total"),
+            std::string::npos);
   const std::string& frontend = proxy.frontend;
   const std::string& backend = proxy.backend;
 
