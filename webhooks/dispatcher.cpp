@@ -445,7 +445,8 @@ struct Dispatcher::Impl {
     for (auto& [name, webhook] : webhooks) {
       if (seen.count(name) == 0 && !webhook->removed) {
         webhook->removed = true;
-        webhook->paused_gauge->set(0);  // a removed webhook is not waiting for anyone
+        webhook->paused_gauge->set(0);   // a removed webhook is not waiting for anyone
+        webhook->pending_gauge->set(0);  // nor counted: a re-add starts at 0, not the old count
         // Its status stays, out of status_order: added back, its counts go on, as its
         // /metrics series do (Registry::hide_label).
       }
