@@ -884,12 +884,22 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
               std::string::npos)
         << listen;
   }
-  EXPECT_EQ(first_error(load("spool:\n  retention_ms: -1\n")),
-            "test.yaml:2:17: spool.retention_ms must not be negative");
-  EXPECT_EQ(first_error(load("spool:\n  dead_retention_ms: -5\n")),
-            "test.yaml:2:22: spool.dead_retention_ms must not be negative");
-  EXPECT_EQ(first_error(load("spool:\n  retention_max_bytes: -5\n")),
-            "test.yaml:2:24: spool.retention_max_bytes must not be negative");
+  // Each file's first error, said where the value is written.
+  for (const auto& [yaml, error] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"spool:\n  retention_ms: -1\n",
+            "test.yaml:2:17: spool.retention_ms must not be negative"},
+           {"spool:\n  dead_retention_ms: -5\n",
+            "test.yaml:2:22: spool.dead_retention_ms must not be negative"},
+           {"spool:\n  retention_max_bytes: -5\n",
+            "test.yaml:2:24: spool.retention_max_bytes must not be negative"},
+           {"spool: { max_bytes: 9000000 TiB }\n",
+            "test.yaml:1:21: spool.max_bytes: out of range, got '9000000 TiB'"},
+           {"spool: { max_bytes: -1 MiB }\n",
+            "test.yaml:1:21: spool.max_bytes must not be negative"},
+           {"spool: { max_bytes: 65536 }\n",
+            "test.yaml:1:21: spool.max_bytes: at least 1048576 (1 MiB), or 0 for no bound"},
+       })
+    EXPECT_EQ(first_error(load(yaml)), error) << yaml;
   auto capped = load("spool: { retention_max_bytes: 10737418240 }\n");
   ASSERT_TRUE(capped) << first_error(capped);
   EXPECT_EQ(capped->spool.retention_max_bytes, 10737418240);
@@ -903,21 +913,16 @@ TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {
   EXPECT_EQ(sized->spool.retention_max_bytes, 10'000'000'000);
   EXPECT_EQ(load("spool: { max_bytes: 1536kib }\n")->spool.max_bytes, 1536 * 1024);
   EXPECT_EQ(load("spool: { max_bytes: 2097152 B }\n")->spool.max_bytes, 2097152);
-  for (const char* size : {"2M", "1.5GiB", "MiB", "2 MiB extra", "2  MiB", "2 "})
-    EXPECT_NE(first_error(load(std::string("spool: { max_bytes: \"") + size + "\" }\n"))
-                  .find("spool.max_bytes: expected bytes: an integer, or one with a unit"),
+  for (const char* size : {"2M", "1.5GiB", "MiB", "2 MiB extra", "2  MiB", "2 "}) {
+    const std::string error =
+        first_error(load(std::string("spool: { max_bytes: \"") + size + "\" }\n"));
+    EXPECT_NE(error.find("spool.max_bytes: expected bytes: an integer, or one with a unit"),
               std::string::npos)
-        << size << ": "
-        << first_error(load(std::string("spool: { max_bytes: \"") + size + "\" }\n"));
-  EXPECT_EQ(first_error(load("spool: { max_bytes: 9000000 TiB }\n")),
-            "test.yaml:1:21: spool.max_bytes: out of range, got '9000000 TiB'");
-  EXPECT_EQ(first_error(load("spool: { max_bytes: -1 MiB }\n")),
-            "test.yaml:1:21: spool.max_bytes must not be negative");
+        << size << ": " << error;
+  }
   auto bounded = load("spool: { max_bytes: 10737418240 }\n");
   ASSERT_TRUE(bounded) << first_error(bounded);
   EXPECT_EQ(bounded->spool.max_bytes, 10737418240);
-  EXPECT_EQ(first_error(load("spool: { max_bytes: 65536 }\n")),
-            "test.yaml:1:21: spool.max_bytes: at least 1048576 (1 MiB), or 0 for no bound");
   EXPECT_EQ(first_error(load("spool: { max_bytes: -1 }\n")),
             "test.yaml:1:21: spool.max_bytes must not be negative");
   EXPECT_NE(first_error(load("spool: { mode: memory, max_bytes: 1048576 }\n"))

@@ -83,6 +83,25 @@ class SqliteSpoolTest : public ::testing::Test {
     return buf;
   }
 
+  // Opens a spool bounded by spool.max_bytes whose writer ticks every 20 ms (the size tests).
+  std::unique_ptr<SqliteSpool> open_bounded(int64_t max_bytes) {
+    cfg_.max_bytes = max_bytes;
+    SqliteSpoolTuning tuning;
+    tuning.poll_interval_ms = 20;
+    return open(false, tuning);
+  }
+
+  // Adds `n` deliveries to "siem" with 1 KB bodies, ids seq_id(*added) on; waits for the commit.
+  static Status add_padded(SqliteSpool& spool, int* added, int n) {
+    std::vector<Delivery> batch;
+    for (int i = 0; i < n; ++i, ++*added)
+      batch.push_back(make(seq_id(*added), "siem", std::string(1000, 'b')));
+    return spool.add(std::move(batch));
+  }
+
+  // What the file's rows take, as hookgate_spool_used_bytes measures it.
+  int64_t used_bytes() const;
+
   fs::path dir_;
   config::SpoolConfig cfg_;
 };
@@ -339,6 +358,14 @@ TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
 }
 
 // Reads one integer from the spool file through a connection of its own.
+int64_t count_in(const std::string& path, const std::string& sql);
+
+int64_t SqliteSpoolTest::used_bytes() const {
+  return count_in(cfg_.path,
+                  "SELECT ((SELECT page_count FROM pragma_page_count) - (SELECT freelist_count "
+                  "FROM pragma_freelist_count)) * (SELECT page_size FROM pragma_page_size)");
+}
+
 int64_t count_in(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   int64_t n = -1;
@@ -363,10 +390,8 @@ TEST_F(SqliteSpoolTest, ASizeCapPrunesDeliveredRowsEarlyAndNothingElse) {
   auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
   constexpr int kEvents = 3000;  // about 3.3 MB of rows
-  std::vector<Delivery> batch;
-  for (int i = 0; i < kEvents; ++i)
-    batch.push_back(make(seq_id(i), "siem", std::string(1000, 'b')));
-  ASSERT_TRUE(spool->add(std::move(batch)));
+  int added = 0;
+  ASSERT_TRUE(add_padded(*spool, &added, kEvents));
   int done = 0;
   while (done < kEvents) {
     auto claimed = spool->claim_due("siem", now_unix_ms() + 1000, 500);
@@ -383,11 +408,6 @@ TEST_F(SqliteSpoolTest, ASizeCapPrunesDeliveredRowsEarlyAndNothingElse) {
     }
     ASSERT_TRUE(spool->flush());
   }
-  auto used_bytes = [&] {
-    return count_in(cfg_.path,
-                    "SELECT ((SELECT page_count FROM pragma_page_count) - (SELECT freelist_count "
-                    "FROM pragma_freelist_count)) * (SELECT page_size FROM pragma_page_size)");
-  };
   ASSERT_TRUE(testing::wait_until([&] { return used_bytes() <= cfg_.retention_max_bytes; },
                                   std::chrono::seconds(20)))
       << used_bytes();
@@ -427,29 +447,17 @@ TEST_F(SqliteSpoolTest, ASizeCapThatOnlyPendingAndDeadRowsExceedIsSaidOnce) {
 // left the spool stays full. Delivered rows then go early, and it is not full again until below
 // 90 % of the bound; a reload lifting the bound ends it too.
 TEST_F(SqliteSpoolTest, AtMaxBytesTheSpoolIsFullUntilDeliveriesFreeSpace) {
-  cfg_.max_bytes = 1 << 20;
-  SqliteSpoolTuning tuning;
-  tuning.poll_interval_ms = 20;
   testing::LogCapture log;
-  auto spool = open(false, tuning);
+  auto spool = open_bounded(1 << 20);
   ASSERT_TRUE(spool);
   auto full_gauge = [] {
     return testing::metric_value(metrics::Registry::global().render_prometheus(),
                                  "hookgate_spool_full");
   };
-  auto used_bytes = [&] {
-    return count_in(cfg_.path,
-                    "SELECT ((SELECT page_count FROM pragma_page_count) - (SELECT freelist_count "
-                    "FROM pragma_freelist_count)) * (SELECT page_size FROM pragma_page_size)");
-  };
   int added = 0;
   auto fill = [&] {
-    while (!spool->full() && added < 10000) {  // 50 × 1 KB a batch; add() waits for its commit
-      std::vector<Delivery> batch;
-      for (int i = 0; i < 50; ++i, ++added)
-        batch.push_back(make(seq_id(added), "siem", std::string(1000, 'b')));
-      ASSERT_TRUE(spool->add(std::move(batch)));
-    }
+    while (!spool->full() && added < 10000)  // 50 × 1 KB a batch; add() waits for its commit
+      ASSERT_TRUE(add_padded(*spool, &added, 50));
   };
   ASSERT_NO_FATAL_FAILURE(fill());
   ASSERT_TRUE(spool->full()) << used_bytes();
@@ -503,18 +511,12 @@ TEST_F(SqliteSpoolTest, AtMaxBytesTheSpoolIsFullUntilDeliveriesFreeSpace) {
 // From 85 % of spool.max_bytes the history gives way: a steady flow whose delivered rows alone
 // would take several times the bound (retention_ms is 24 h) never makes the spool full.
 TEST_F(SqliteSpoolTest, HistoryAloneNeverMakesTheSpoolFull) {
-  cfg_.max_bytes = 1 << 20;
-  SqliteSpoolTuning tuning;
-  tuning.poll_interval_ms = 20;
   testing::LogCapture log;
-  auto spool = open(false, tuning);
+  auto spool = open_bounded(1 << 20);
   ASSERT_TRUE(spool);
   constexpr int kEvents = 4000;  // about 4.6 MB of rows if none went
   for (int added = 0; added < kEvents;) {
-    std::vector<Delivery> batch;
-    for (int i = 0; i < 50; ++i, ++added)
-      batch.push_back(make(seq_id(added), "siem", std::string(1000, 'b')));
-    ASSERT_TRUE(spool->add(std::move(batch)));
+    ASSERT_TRUE(add_padded(*spool, &added, 50));
     ASSERT_FALSE(spool->full()) << added;
     for (const auto& d : spool->claim_due("siem", now_unix_ms() + 1000, 50))
       spool->complete(d, {AttemptOutcome::Kind::Delivered});
