@@ -626,22 +626,15 @@ void MapReader::get(const char* key, int64_t& out) {
   out = parsed;
 }
 
-void MapReader::get_bytes(const char* key, int64_t& out) {
-  YAML::Node v;
-  if (!scalar(key, v, "a size in bytes")) return;
-  const std::string s = expand_env(v.Scalar(), position_of(v, file_), errors_);
-  const auto bad = [&](const std::string& why) {
-    error(position_of(v, file_),
-          context_ + "." + key + ": " + why + ", got " + quoted_as_written(v, s));
-  };
+Result<int64_t> parse_byte_size(std::string_view text) {
   constexpr const char* kExpected =
       "expected bytes: an integer, or one with a unit (KB, MB, GB, TB: powers of 1000; KiB, MiB, "
       "GiB, TiB: powers of 1024)";
   int64_t number = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), number);
-  if (ec == std::errc::result_out_of_range) return bad("out of range");
-  if (ec != std::errc{}) return bad(kExpected);
-  std::string unit(p, s.data() + s.size());
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (ec == std::errc::result_out_of_range) return make_error("out of range");
+  if (ec != std::errc{}) return make_error(kExpected);
+  std::string unit(p, text.data() + text.size());
   if (unit.size() > 1 && unit.front() == ' ') unit.erase(0, 1);  // "10 GB"; not "10 " alone
   std::transform(unit.begin(), unit.end(), unit.begin(),
                  [](unsigned char c) { return std::tolower(c); });
@@ -659,10 +652,23 @@ void MapReader::get_bytes(const char* key, int64_t& out) {
                                                            {"tib", 1LL << 40}};
   const auto* found = std::find_if(std::begin(kUnits), std::end(kUnits),
                                    [&](const auto& u) { return unit == u.first; });
-  if (found == std::end(kUnits)) return bad(kExpected);
+  if (found == std::end(kUnits)) return make_error(kExpected);
   if (number != 0 && (number > INT64_MAX / found->second || number < INT64_MIN / found->second))
-    return bad("out of range");
-  out = number * found->second;
+    return make_error("out of range");
+  return number * found->second;
+}
+
+void MapReader::get_bytes(const char* key, int64_t& out) {
+  YAML::Node v;
+  if (!scalar(key, v, "a size in bytes")) return;
+  const std::string s = expand_env(v.Scalar(), position_of(v, file_), errors_);
+  auto bytes = parse_byte_size(s);
+  if (!bytes) {
+    error(position_of(v, file_),
+          context_ + "." + key + ": " + bytes.error().message + ", got " + quoted_as_written(v, s));
+    return;
+  }
+  out = *bytes;
 }
 
 void MapReader::get(const char* key, int& out) {

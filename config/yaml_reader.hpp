@@ -39,6 +39,11 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
 // their own (`Authorization: "Splunk ${HEC_TOKEN}"` → the token, which is all HEC_TOKEN holds).
 std::vector<std::string> substituted_values(std::string_view raw);
 
+// A size: an integer, or one with a unit (B; KB, MB, GB, TB in powers of 1000; KiB, MiB, GiB, TiB
+// in powers of 1024; any case, one optional space). The error says what was expected, or "out of
+// range". Shared by the config's size keys and the CLI's size flags.
+[[nodiscard]] Result<int64_t> parse_byte_size(std::string_view text);
+
 // Drops each diagnostic from `from` on that says what an earlier one from `from` on says (same
 // place, same words): a value merged or aliased into several places is read, and found wrong,
 // at each.

@@ -41,6 +41,9 @@ class Args {
 std::optional<config::Config> load_config_or_report(const Args& args, size_t* problems = nullptr);
 // The whole of a file named on the command line (an event, data), or why not (errno's words).
 Result<std::string> read_input_file(const std::string& path);
+// A secret token from the first line of a file (kept off the command line, where `ps` shows it),
+// or why not; the error never holds the token.
+Result<std::string> read_token_file(const std::string& path);
 // Loads the hook chain as `run` would, for `check` and `hooks list`; `warnings` gets what `run`
 // only logs: a #! script that is not executable, a listed hooks directory that is not there.
 std::shared_ptr<const hooks::HookChain> load_hooks_for_tools(const config::HooksConfig& hooks,
@@ -52,8 +55,8 @@ size_t print_warnings(const config::Diagnostics& warnings);
 // anything else ("3s", "abc", "0", "-1"), for the caller to report as a usage error.
 std::optional<int64_t> positive_option(const Args& args, const std::string& name,
                                        const std::string& fallback);
-// --max-message-bytes, defaulting to the gateway's bus.max_message_bytes default; nullopt after
-// reporting a usage error (the caller exits 2).
+// --max-message-bytes, defaulting to the gateway's bus.max_message_bytes default, in bytes or with
+// the config's units ("4MiB"); nullopt after reporting a usage error (the caller exits 2).
 std::optional<int64_t> max_message_bytes_option(const Args& args);
 // A usage error (exit 2) when --log-level names no level; nullopt when it is absent or valid.
 std::optional<int> check_log_level(const Args& args);

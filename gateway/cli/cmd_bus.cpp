@@ -24,8 +24,8 @@ int cmd_bus(const std::vector<std::string>& argv) {
       "Usage: hookgate bus --frontend EP --backend EP\n"
       "                    [--curve-secret-key FILE --allowed-clients PATH "
       "[--allowed-subscribers PATH]]\n"
-      "                    [--max-message-bytes N] [--hwm N] [--log-level LEVEL]\n"
-      "                    [--admin ADDRESS:PORT]\n"
+      "                    [--max-message-bytes SIZE] [--hwm N] [--log-level LEVEL]\n"
+      "                    [--admin ADDRESS:PORT [--admin-token-file FILE]]\n"
       "Publishers connect to the frontend, subscribers (gateways) to the backend. With CURVE, a\n"
       "publisher's key must be in --allowed-clients and a subscriber's in --allowed-subscribers\n"
       "(without it, --allowed-clients serves both sides, and any publisher may read every event).\n"
@@ -34,12 +34,13 @@ int cmd_bus(const std::vector<std::string>& argv) {
       "--hwm (default 100000) is how many messages each side queues; a burst beyond it is dropped\n"
       "(and shows as a sequence gap at the gateway). --log-level: debug, info (default), warn...\n"
       "--admin serves /healthz, /readyz, /metrics (hookgate_proxy_*) and /status there (port 0\n"
-      "picks one, logged); counts only, no token: keep it on loopback or a private network.\n";
-  if (auto code =
-          check_usage(args,
-                      {"frontend", "backend", "curve-secret-key", "allowed-clients",
-                       "allowed-subscribers", "max-message-bytes", "hwm", "log-level", "admin"},
-                      usage))
+      "picks one, logged). --admin-token-file: the file's first line is a token that /metrics\n"
+      "and /status require as \"Authorization: Bearer TOKEN\" (the health probes stay open).\n";
+  if (auto code = check_usage(
+          args,
+          {"frontend", "backend", "curve-secret-key", "allowed-clients", "allowed-subscribers",
+           "max-message-bytes", "hwm", "log-level", "admin", "admin-token-file"},
+          usage))
     return *code;
   auto frontend = args.get("frontend");
   auto backend = args.get("backend");
@@ -98,6 +99,15 @@ int cmd_bus(const std::vector<std::string>& argv) {
         "one), got '" +
             *listen + "'",
         2);
+  if (args.get("admin-token-file") && !args.get("admin"))
+    return fail("--admin-token-file needs --admin", 2);
+  std::string admin_token;
+  if (auto file = args.get("admin-token-file")) {
+    auto token = read_token_file(*file);
+    if (!token) return fail("--admin-token-file: " + token.error().message, 2);
+    admin_token = std::move(token).value();
+    register_secret(admin_token);  // as the gateway's admin.token: redacted should a log hold it
+  }
   auto proxy = bus::Proxy::start(options);
   if (!proxy) return fail(proxy.error().message);
   struct LiveProxy {
@@ -117,7 +127,7 @@ int cmd_bus(const std::vector<std::string>& argv) {
   if (auto listen = args.get("admin")) {
     bus::Proxy& p = *proxy.value();
     auto started = AdminServer::start(
-        *listen, "",
+        *listen, std::move(admin_token),
         {.ready = [&p] { return p.running(); },
          // Its own series, and the process's (CURVE refusals,
          // failed handshakes, cut admin requests).

@@ -19,12 +19,13 @@ int cmd_publish(const std::vector<std::string>& argv) {
           "Usage: hookgate publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] "
           "[--source S]\n"
           "       [--wait-ms 3000] [--server-key Z85|FILE --client-key FILE]\n"
-          "       [--max-message-bytes 1048576]\n"
+          "       [--max-message-bytes 1MiB]\n"
           "Publishes one CloudEvent on the bus. Waits up to --wait-ms for the gateway's "
           "subscription\n"
           "so the event is not dropped by ZeroMQ's slow-joiner effect; prints the event id.\n"
-          "An event over --max-message-bytes (give the gateway's bus.max_message_bytes) is "
-          "refused.\n"))
+          "An event over --max-message-bytes (give the gateway's bus.max_message_bytes, in bytes "
+          "or\n"
+          "with its units: 4MiB, 2MB) is refused.\n"))
     return *code;
   auto endpoint = args.get("endpoint");
   auto type = args.get("type");

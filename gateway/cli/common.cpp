@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "config/loader.hpp"
+#include "config/yaml_reader.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
 
@@ -93,16 +94,17 @@ std::optional<int64_t> positive_option(const Args& args, const std::string& name
 }
 
 std::optional<int64_t> max_message_bytes_option(const Args& args) {
-  const auto bytes = positive_option(args, "max-message-bytes",
-                                     std::to_string(config::BusConfig{}.max_message_bytes));
-  // The bus's own limit (bus.max_message_bytes): twice the value is the socket's hard cap.
-  if (!bytes || *bytes > config::kMaxMessageBytesLimit) {
+  const std::string text =
+      args.get_or("max-message-bytes", std::to_string(config::BusConfig{}.max_message_bytes));
+  // The config key's spellings ("4MiB"), and its limit: twice the value is the socket's hard cap.
+  auto bytes = config::parse_byte_size(text);
+  if (!bytes || *bytes <= 0 || *bytes > config::kMaxMessageBytesLimit) {
     fail("--max-message-bytes: expected 1 up to " + std::to_string(config::kMaxMessageBytesLimit) +
-             " bytes, got '" + args.get_or("max-message-bytes", "") + "'",
+             " bytes (or a size such as 4MiB), got '" + text + "'",
          2);
     return std::nullopt;
   }
-  return bytes;
+  return *bytes;
 }
 
 std::optional<int> check_log_level(const Args& args) {
@@ -171,6 +173,19 @@ Result<std::string> read_input_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+Result<std::string> read_token_file(const std::string& path) {
+  auto text = read_input_file(path);
+  if (!text) return std::move(text).error();
+  // The first line, without its line ending: `echo TOKEN > FILE` and a mounted secret both work.
+  std::string token = text->substr(0, text->find('\n'));
+  if (!token.empty() && token.back() == '\r') token.pop_back();
+  if (token.empty()) return make_error(path + " holds no token on its first line");
+  // Never echo the token: a stray space would otherwise be a token the clients never send.
+  if (token.find_first_of(" \t") != std::string::npos)
+    return make_error(path + ": the token has a space or tab in it");
+  return token;
 }
 
 std::shared_ptr<const hooks::HookChain> load_hooks_for_tools(const config::HooksConfig& hooks,

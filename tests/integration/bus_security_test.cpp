@@ -99,11 +99,13 @@ TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
 }
 
 // With --admin, the proxy serves its counts: what it forwarded, whether it holds publications for
-// a subscriber, and readiness.
+// a subscriber, and readiness; with --admin-token-file, the counts only to the token's holder.
 TEST(BusSecurityTest, ProxyFansPublishersToAGatewayAndServesItsCounts) {
   TempDir dir;
   HttpReceiver rx;
-  ProxyProcess proxy = start_proxy(dir, {"--admin", "127.0.0.1:0"});
+  const std::string token_file = dir.write("admin.token", "proxy-admin-t0ken\n");
+  ProxyProcess proxy =
+      start_proxy(dir, {"--admin", "127.0.0.1:0", "--admin-token-file", token_file});
   ASSERT_FALSE(proxy.frontend.empty()) << proxy.process->log();
   int admin_port = 0;
   ASSERT_TRUE(wait_until(
@@ -116,14 +118,24 @@ TEST(BusSecurityTest, ProxyFansPublishersToAGatewayAndServesItsCounts) {
       },
       10s))
       << proxy.process->log();
+  const std::string token = "proxy-admin-t0ken";
   auto proxy_metric = [&](const std::string& name) {
-    return metric_value(http_get(admin_port, "/metrics"), name);
+    return metric_value(http_get(admin_port, "/metrics", nullptr, token), name);
   };
   EXPECT_EQ(proxy_metric("hookgate_proxy_holding"), 1u);  // nobody has subscribed yet
   EXPECT_EQ(proxy_metric("hookgate_proxy_publications_forwarded_total"), 0u);
-  EXPECT_TRUE(wait_for_readyz(admin_port, 200, 5s));
+  EXPECT_TRUE(wait_for_readyz(admin_port, 200, 5s));  // probes need no token
+  for (const std::string path : {"/metrics", "/status"}) {
+    for (const std::string wrong : {"", "proxy-admin-t0ke", "Proxy-admin-t0ken"}) {
+      int status = 0;
+      const std::string body = http_get(admin_port, path, &status, wrong);
+      EXPECT_EQ(status, 401) << path << " with '" << wrong << "'";
+      EXPECT_EQ(body.find("hookgate_proxy"), std::string::npos) << body;
+    }
+  }
   // The process's own series too: a CURVE refusal would count here.
-  EXPECT_NE(http_get(admin_port, "/metrics").find("# TYPE hookgate_bus_handshake_failures_total"),
+  EXPECT_NE(http_get(admin_port, "/metrics", nullptr, token)
+                .find("# TYPE hookgate_bus_handshake_failures_total"),
             std::string::npos);
   const std::string& frontend = proxy.frontend;
   const std::string& backend = proxy.backend;
@@ -143,12 +155,13 @@ TEST(BusSecurityTest, ProxyFansPublishersToAGatewayAndServesItsCounts) {
   EXPECT_EQ(proxy_metric("hookgate_proxy_publications_forwarded_total"), 2u);
   EXPECT_EQ(proxy_metric("hookgate_proxy_holding"), 0u);
   EXPECT_GE(proxy_metric("hookgate_proxy_subscribed_prefixes"), 1u);
-  const auto status = parse_json(http_get(admin_port, "/status"));
+  const auto status = parse_json(http_get(admin_port, "/status", nullptr, token));
   ASSERT_TRUE(status.IsObject() && status.HasMember("backend"));
   EXPECT_EQ(std::string(status["backend"].GetString()), backend);
   EXPECT_TRUE(status["running"].GetBool());
   proxy.process->signal(SIGTERM);
   EXPECT_EQ(proxy.process->wait_exit(10s), 0) << proxy.process->log();
+  EXPECT_EQ(proxy.process->log().find(token), std::string::npos);
 }
 
 // CURVE end to end through the proxy: the publisher and the gateway are both CURVE clients of a

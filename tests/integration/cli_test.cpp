@@ -110,7 +110,8 @@ TEST(CliTest, MissingValuesAndSubVerbMistakesAreUsageErrorsBeforeAnyIo) {
 
 // Found in review: `--force=false` overwrote a key (any value turned a flag on), `hooks list`
 // ran with a stray word or another sub-verb's option, a lone --client-key was ignored (and the
-// "no subscriber" that followed blamed the bus), and a huge --max-message-bytes overflowed.
+// "no subscriber" that followed blamed the bus), and a huge --max-message-bytes overflowed. The
+// proxy's token file must hold a token and serve a listener.
 TEST(CliTest, FlagValuesStrayHookArgumentsAndLoneClientKeysAreUsageErrors) {
   TempDir dir;
   const std::string key = (dir.path() / "k.key").string();
@@ -131,7 +132,14 @@ TEST(CliTest, FlagValuesStrayHookArgumentsAndLoneClientKeysAreUsageErrors) {
            {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--max-message-bytes",
             "9223372036854775807"},
            {"bus", "--frontend", "tcp://127.0.0.1:0", "--backend", "tcp://127.0.0.1:0",
-            "--max-message-bytes", "9223372036854775807"}}) {
+            "--max-message-bytes", "9223372036854775807"},
+           // A token file without a listener, an empty one, and one that is not there.
+           {"bus", "--frontend", "tcp://127.0.0.1:0", "--backend", "tcp://127.0.0.1:0",
+            "--admin-token-file", key},
+           {"bus", "--frontend", "tcp://127.0.0.1:0", "--backend", "tcp://127.0.0.1:0", "--admin",
+            "127.0.0.1:0", "--admin-token-file", dir.write("empty.token", "\n")},
+           {"bus", "--frontend", "tcp://127.0.0.1:0", "--backend", "tcp://127.0.0.1:0", "--admin",
+            "127.0.0.1:0", "--admin-token-file", key + ".missing"}}) {
     auto r = run_hookgate(args);
     std::string line;
     for (const auto& a : args) line += a + " ";
@@ -139,6 +147,26 @@ TEST(CliTest, FlagValuesStrayHookArgumentsAndLoneClientKeysAreUsageErrors) {
   }
   EXPECT_EQ(read_text(key), before);
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "x.yaml"));
+}
+
+// Size flags take the config's size spellings, so `--max-message-bytes 4MiB` matches a gateway
+// whose bus.max_message_bytes says 4MiB; a bare K, which could mean either, is refused.
+TEST(CliTest, MaxMessageBytesTakesTheConfigsSizeUnits) {
+  const std::string data = "\"" + std::string(2000, 'x') + "\"";
+  auto kb = run_hookgate({"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data",
+                          data, "--max-message-bytes", "1KB"});
+  EXPECT_EQ(kb.exit_code, 2) << kb.err;
+  EXPECT_NE(kb.err.find("exceeds max_message_bytes 1000 "), std::string::npos) << kb.err;
+  auto kib = run_hookgate({"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data",
+                           data, "--max-message-bytes", "2 KiB", "--wait-ms", "1"});
+  EXPECT_EQ(kib.err.find("max_message_bytes"), std::string::npos) << kib.err;  // 2048 fits
+  for (const char* bad : {"1K", "1KB ", "0KiB", "512MiB"}) {
+    auto r = run_hookgate({"bus", "--frontend", "tcp://127.0.0.1:0", "--backend",
+                           "tcp://127.0.0.1:0", "--max-message-bytes", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("--max-message-bytes: expected"), std::string::npos)
+        << bad << ": " << r.err;
+  }
 }
 
 // Two spellings of one peer in bus.connect would deliver each event twice: `check` warns at the
