@@ -34,8 +34,9 @@ int cmd_bus(const std::vector<std::string>& argv) {
       "--hwm (default 100000) is how many messages each side queues; a burst beyond it is dropped\n"
       "(and shows as a sequence gap at the gateway). --log-level: debug, info (default), warn...\n"
       "--admin serves /healthz, /readyz, /metrics (hookgate_proxy_*) and /status there (port 0\n"
-      "picks one, logged). --admin-token-file: the file's first line is a token that /metrics\n"
-      "and /status require as \"Authorization: Bearer TOKEN\" (the health probes stay open).\n";
+      "picks one, logged); plain HTTP. --admin-token-file: the file's first line is a token that\n"
+      "/metrics and /status require as \"Authorization: Bearer TOKEN\" (the health probes stay\n"
+      "open); without it, keep the listener on loopback or a private network.\n";
   if (auto code = check_usage(
           args,
           {"frontend", "backend", "curve-secret-key", "allowed-clients", "allowed-subscribers",
@@ -104,7 +105,7 @@ int cmd_bus(const std::vector<std::string>& argv) {
   std::string admin_token;
   if (auto file = args.get("admin-token-file")) {
     auto token = read_token_file(*file);
-    if (!token) return fail("--admin-token-file: " + token.error().message, 2);
+    if (!token) return fail("--admin-token-file: " + token.error().message);  // as a key file's
     admin_token = std::move(token).value();
     register_secret(admin_token);  // as the gateway's admin.token: redacted should a log hold it
   }

@@ -16,6 +16,7 @@
 #include "config/yaml_reader.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
+#include "gateway/common/text.hpp"
 
 namespace hookgate::cli {
 
@@ -165,26 +166,45 @@ std::optional<config::Config> load_config_or_report(const Args& args, size_t* pr
   return std::move(cfg).value();
 }
 
-Result<std::string> read_input_file(const std::string& path) {
+namespace {
+
+Result<std::ifstream> open_input_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return make_error(path + " is a directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error("cannot read " + path + ": " + std::strerror(errno));
+  return in;
+}
+
+}  // namespace
+
+Result<std::string> read_input_file(const std::string& path) {
+  auto in = open_input_file(path);
+  if (!in) return std::move(in).error();
   std::stringstream text;
-  text << in.rdbuf();
+  text << in->rdbuf();
   return text.str();
 }
 
 Result<std::string> read_token_file(const std::string& path) {
-  auto text = read_input_file(path);
-  if (!text) return std::move(text).error();
-  // The first line, without its line ending: `echo TOKEN > FILE` and a mounted secret both work.
-  std::string token = text->substr(0, text->find('\n'));
+  auto in = open_input_file(path);
+  if (!in) return std::move(in).error();
+  // A bounded read: a token is short, and a path such as /dev/zero must not fill the memory.
+  constexpr size_t kMaxTokenLine = 4096;
+  std::string head(kMaxTokenLine + 1, '\0');
+  in->read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in->gcount()));
+  const size_t line_end = head.find('\n');
+  if (line_end == std::string::npos && head.size() > kMaxTokenLine)
+    return make_error(path + ": its first line is longer than " + std::to_string(kMaxTokenLine) +
+                      " bytes; a token is one short word");
+  std::string token = head.substr(0, line_end);
+  // The line ending of a file written on Windows, and its editors' byte-order mark.
   if (!token.empty() && token.back() == '\r') token.pop_back();
+  if (token.rfind("\xEF\xBB\xBF", 0) == 0) token.erase(0, 3);
   if (token.empty()) return make_error(path + " holds no token on its first line");
-  // Never echo the token: a stray space would otherwise be a token the clients never send.
-  if (token.find_first_of(" \t") != std::string::npos)
-    return make_error(path + ": the token has a space or tab in it");
+  if (const std::string problem = bearer_token_problem(token); !problem.empty())
+    return make_error(path + ": the token " + problem);
   return token;
 }
 

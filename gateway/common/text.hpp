@@ -30,6 +30,28 @@ inline bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+// Why `token` could not travel as an HTTP bearer token, or "" when it can; the subject
+// ("admin.token
+// ", a file's name) comes before it. The words name no character of the token: it is a secret. A
+// bearer token is one word (RFC 6750), and servers trim whitespace around a header's value.
+inline std::string bearer_token_problem(std::string_view token) {
+  const auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
+  if (token.empty()) return "is empty";
+  if (blank(token.front()) || blank(token.back()))
+    return "starts or ends with whitespace, which no client's Authorization header can carry; "
+           "remove it";
+  constexpr const char* kOneWord =
+      "; a bearer token is one word (RFC 6750), e.g. from openssl rand -hex 32";
+  for (unsigned char c : token) {
+    if (c == '\0') return std::string("has a NUL byte in it (text saved as UTF-16?)") + kOneWord;
+    if (blank(c) || std::iscntrl(c))
+      return std::string("has whitespace or a control character inside it") + kOneWord;
+    // Clients send other bytes as they please, or not at all (a byte-order mark, Latin-1).
+    if (c > 0x7e) return std::string("has a byte outside printable ASCII") + kOneWord;
+  }
+  return "";
+}
+
 // `text` without leading and trailing whitespace (space, \t, \r, \n, \f, \v).
 inline std::string_view trim(std::string_view text) {
   constexpr std::string_view kSpace = " \t\r\n\f\v";

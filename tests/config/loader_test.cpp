@@ -1084,6 +1084,10 @@ TEST(ConfigLoaderTest, TagsEmptySectionsAndSecretItemsAreCheckedEverywhere) {
         << token << ": " << error;
     EXPECT_EQ(error.find("cd"), std::string::npos) << error;
   }
+  // Nor bytes a client may not send as they are (one shared rule with the proxy's token file).
+  EXPECT_NE(first_error(load("admin: { token: \"ab\\xe9cd\" }\n"))
+                .find("admin.token has a byte outside printable ASCII"),
+            std::string::npos);
   // An empty secret in a rotation list is reported at its item, not the first one.
   setenv("HG_EMPTY_ITEM", "", 1);
   EXPECT_EQ(

@@ -103,7 +103,8 @@ TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
 TEST(BusSecurityTest, ProxyFansPublishersToAGatewayAndServesItsCounts) {
   TempDir dir;
   HttpReceiver rx;
-  const std::string token_file = dir.write("admin.token", "proxy-admin-t0ken\n");
+  // As an editor on Windows saves it: a byte-order mark and CRLF, neither part of the token.
+  const std::string token_file = dir.write("admin.token", "\xEF\xBB\xBFproxy-admin-t0ken\r\n");
   ProxyProcess proxy =
       start_proxy(dir, {"--admin", "127.0.0.1:0", "--admin-token-file", token_file});
   ASSERT_FALSE(proxy.frontend.empty()) << proxy.process->log();
@@ -131,6 +132,7 @@ TEST(BusSecurityTest, ProxyFansPublishersToAGatewayAndServesItsCounts) {
       const std::string body = http_get(admin_port, path, &status, wrong);
       EXPECT_EQ(status, 401) << path << " with '" << wrong << "'";
       EXPECT_EQ(body.find("hookgate_proxy"), std::string::npos) << body;
+      EXPECT_EQ(body.find("backend"), std::string::npos) << body;
     }
   }
   // The process's own series too: a CURVE refusal would count here.
