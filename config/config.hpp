@@ -142,6 +142,9 @@ struct WebhookConfig {
   Position allow_cidrs_where;
   Position deny_cidrs_where;
   std::vector<Position> header_where;  // one per `headers` entry, of its name
+  Position tls_ca_file_where;
+  Position tls_cert_file_where;
+  Position tls_key_file_where;
 };
 
 inline constexpr int64_t kMinSpoolMaxBytes = 1 << 20;  // spool.max_bytes: room for the schema

@@ -276,7 +276,11 @@ void read_retry(MapReader r, RetryConfig& retry) {
   r.finish();
 }
 
-void read_tls(MapReader r, const WebhookConfig& w, const std::string& base_dir, TlsConfig& tls) {
+void read_tls(MapReader r, WebhookConfig& w, const std::string& base_dir) {
+  TlsConfig& tls = w.tls;
+  w.tls_ca_file_where = r.pos("ca_file");
+  w.tls_cert_file_where = r.pos("cert_file");
+  w.tls_key_file_where = r.pos("key_file");
   r.get("ca_file", tls.ca_file);
   r.get("cert_file", tls.cert_file);
   r.get("key_file", tls.key_file);
@@ -402,7 +406,7 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   }
   // Asked for even when absent, so an unknown key's hint lists `tls` (a `tsl:` typo).
   MapReader tls = r.section("tls", context + ".tls");
-  if (r.has("tls")) read_tls(std::move(tls), w, base_dir, w.tls);
+  if (r.has("tls")) read_tls(std::move(tls), w, base_dir);
   validate_webhook(r, w);
   // Here, not in validate_webhook: node() marks a key as read, and the `extensions.webhooks`
   // form has neither key, so there they must stay unknown.

@@ -217,6 +217,23 @@ TEST(CliTest, CheckWarnsAboutTwoEndpointsThatReachOnePeer) {
       << r.err;
 }
 
+// Found in an exploratory run: `check` said ok to a CA file of garbage, and every delivery then
+// failed its handshake until it was dead. It is an error at the key now, with the file's name.
+TEST(CliTest, CheckReportsATlsFileThatIsNotPem) {
+  TempDir dir;
+  const std::string garbage = dir.write("ca.pem", "not a certificate\n");
+  const std::string config = dir.write(
+      "hookgate.yaml",
+      "webhooks:\n  - name: siem\n    url: https://127.0.0.1:9/\n    tls:\n      ca_file: ca.pem\n"
+      "spool: { mode: memory }\nadmin: { enabled: false }\n");
+  auto r = run_hookgate({"check", "--config", config});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find(config + ":5:16: webhook siem: tls.ca_file: " + garbage +
+                       " holds no PEM certificate"),
+            std::string::npos)
+      << r.err;
+}
+
 // A spool.max_bytes past the volume's size is never met: `check` warns at the key (not with
 // --config-only, which runs before every volume may be mounted).
 TEST(CliTest, CheckWarnsAboutASpoolBoundPastTheVolume) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/gateway_process.hpp"
+#include "tests/support/tls_receiver.hpp"
+
 namespace hookgate::webhooks {
 namespace {
 
@@ -73,6 +76,53 @@ TEST(SettingsCheckTest, ALiteralAddressThePolicyRefusesIsReportedOnlyWhenAsked) 
   EXPECT_TRUE(webhook_settings_problems(webhook, LiteralAddresses::RefusedPerAttempt).empty());
   webhook.allow_cidrs = {"169.254.0.0/16"};
   EXPECT_TRUE(webhook_settings_problems(webhook, LiteralAddresses::Reported).empty());
+}
+
+// Found in an exploratory run: `check` said ok to a CA file of garbage, a key that was not the
+// certificate's and a wrong key_password, and at run time each attempt failed its handshake until
+// the delivery was dead. Each is a problem at its key now, so the webhook is paused instead.
+TEST(SettingsCheckTest, TlsFilesMustBeThePemMaterialTheyName) {
+  testing::TlsReceiver receiver, other;
+  testing::TempDir dir;
+  const std::string ca = dir.write("ca.pem", receiver.ca_pem());
+  const std::string cert = dir.write("client.pem", receiver.client_cert_pem());
+  const std::string key = dir.write("client.key", receiver.client_key_pem());
+  const std::string locked = dir.write("locked.key", receiver.client_key_pem("pa55-phrase"));
+  const std::string others_key = dir.write("other.key", other.client_key_pem());
+  const std::string garbage = dir.write("garbage.pem", "garbage\n");
+  auto webhook = usable_webhook();
+  webhook.url = "https://127.0.0.1:9/";
+  webhook.tls_ca_file_where = at(11);
+  webhook.tls_cert_file_where = at(12);
+  webhook.tls_key_file_where = at(13);
+  const auto problems_with = [&](config::TlsConfig tls) {
+    webhook.tls = std::move(tls);
+    return webhook_settings_problems(webhook, LiteralAddresses::Reported);
+  };
+  EXPECT_TRUE(problems_with({ca, cert, key}).empty());
+  EXPECT_TRUE(problems_with({ca, cert, locked, "pa55-phrase"}).empty());
+  EXPECT_TRUE(problems_with({ca, cert, key, "a password an unencrypted key ignores"}).empty());
+
+  struct Case {
+    config::TlsConfig tls;
+    int line;
+    std::string said;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{garbage}, 11, "tls.ca_file: " + garbage + " holds no PEM certificate"},
+           {{key}, 11, "holds no PEM certificate"},  // a key is not a CA
+           {{ca, garbage, key}, 12, "tls.cert_file: " + garbage + " holds no PEM certificate"},
+           {{ca, cert, garbage}, 13, "tls.key_file: cannot read a PEM private key from " + garbage},
+           {{ca, cert, locked}, 13, "an encrypted one: give tls.key_password"},
+           {{ca, cert, locked, "wrong-phrase"}, 13, "tls.key_password does not unlock it"},
+           {{ca, cert, others_key}, 13, "is not the key of the certificate in " + cert},
+           {{dir.path().string() + "/gone.pem"}, 11, "tls.ca_file: cannot read "}}) {
+    const auto problems = problems_with(c.tls);
+    ASSERT_EQ(problems.size(), 1u) << c.said;
+    EXPECT_EQ(problems[0].where.line, c.line) << problems[0].message;
+    EXPECT_NE(problems[0].message.find(c.said), std::string::npos) << problems[0].message;
+    EXPECT_EQ(problems[0].message.find("phrase"), std::string::npos) << problems[0].message;
+  }
 }
 
 }  // namespace
