@@ -121,6 +121,18 @@ Result<CurveKeypair> read_key_file(const std::string& path) {
   return keys;
 }
 
+namespace {
+
+// Not an error: clients may be enrolled after the start (a reload reads the list again). But an
+// empty list refuses every client, and each would only see its handshake fail.
+void warn_if_none_allowed(const std::set<std::string>& allowed, const std::string& path) {
+  if (allowed.empty())
+    spdlog::warn("bus: {} lists no public key: every CURVE client is refused until one is added",
+                 path);
+}
+
+}  // namespace
+
 Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
   std::set<std::string> allowed;
   std::error_code ec;
@@ -148,6 +160,7 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
       if (!keys->public_key.empty()) allowed.insert(keys->public_key);
     }
     if (ec) return make_error("cannot list allowed_clients " + path + ": " + ec.message());
+    warn_if_none_allowed(allowed, path);
     return allowed;
   }
   std::ifstream in(path);
@@ -168,6 +181,7 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
       return make_error(path + ":" + std::to_string(n) + ": not a 40-character Z85 public key");
     allowed.insert(line);
   }
+  warn_if_none_allowed(allowed, path);
   return allowed;
 }
 

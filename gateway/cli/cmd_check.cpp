@@ -44,6 +44,25 @@ int cmd_check(const std::vector<std::string>& argv) {
   if (auto keys = bus::check_curve_files(cfg->bus.curve); !keys) {
     std::fprintf(stderr, "%s\n", keys.error().str().c_str());
     ++problems;
+  } else if (cfg->bus.curve.enabled && !cfg->bus.curve.client_mode()) {
+    if (auto allowed = bus::read_allowed_clients(cfg->bus.curve.allowed_clients);
+        allowed && allowed->empty()) {
+      ++warnings;
+      std::fprintf(stderr,
+                   "%s: warning: bus.curve.allowed_clients: %s lists no public key: every "
+                   "publisher is refused until one is added (then reload)\n",
+                   cfg->bus.curve.allowed_clients_where.str().c_str(),
+                   cfg->bus.curve.allowed_clients.c_str());
+    }
+  }
+  // A file cut to nothing by a deploy still loads: on the defaults, with no webhook.
+  if (cfg->holds_no_settings) {
+    ++warnings;
+    std::fprintf(stderr,
+                 "%s:1:1: warning: the file holds no settings (empty, or comments and x- keys "
+                 "only): the gateway would run on its defaults with no webhook, and every event "
+                 "would go nowhere\n",
+                 cfg->file.c_str());
   }
   // What `run` refuses to start on but only this machine can tell (a spool folder, a bind
   // host): an error for --config-only (a service's ExecStartPre, on the machine that runs it), a

@@ -66,6 +66,11 @@ int cmd_run(const std::vector<std::string>& argv) {
   cfg->log.level_override = args.get_or("log-level", "");
   setup_logging(cfg->log.effective_level(), cfg->log.format);
   if (cfg->file.empty()) spdlog::info("no --config given: running on embedded defaults");
+  if (cfg->holds_no_settings)  // a reload refuses such a file; a start is the operator's call
+    spdlog::warn(
+        "{} holds no settings (empty, or comments and x- keys only): running on the defaults "
+        "with no webhook, so every event goes nowhere",
+        cfg->file);
   raise_open_file_limit(*cfg);
 
   // Signals first: every thread the gateway starts inherits the blocked mask. The signal thread

@@ -234,6 +234,41 @@ TEST(CliTest, CheckReportsATlsFileThatIsNotPem) {
       << r.err;
 }
 
+// Found in an exploratory run: both passed `check` silently. A CURVE allow-list with no key
+// refuses every publisher; a file cut to comments by a deploy runs a gateway with no webhook.
+TEST(CliTest, CheckWarnsAboutAnEmptyAllowListAndAFileWithNoSettings) {
+  TempDir dir;
+  ASSERT_EQ(run_hookgate({"keygen", "--out", (dir / "server.key").string()}).exit_code, 0);
+  std::filesystem::create_directories(dir / "clients");
+  // A keypair in the folder is skipped (its .pub is what lists it), so the list is still empty.
+  ASSERT_EQ(run_hookgate({"keygen", "--out", (dir / "clients" / "svc.key").string()}).exit_code, 0);
+  std::filesystem::remove(dir / "clients" / "svc.key.pub");
+  const std::string curve =
+      dir.write("curve.yaml",
+                "bus:\n  curve:\n    enabled: true\n    secret_key_file: server.key\n"
+                "    allowed_clients: clients\nwebhooks: []\nspool: { mode: memory }\n"
+                "admin: { enabled: false }\n");
+  auto r = run_hookgate({"check", "--config", curve});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find(curve +
+                       ":5:22: warning: bus.curve.allowed_clients: " + (dir / "clients").string() +
+                       " lists no public key: every publisher is "
+                       "refused"),
+            std::string::npos)
+      << r.err;
+  std::filesystem::copy_file(dir / "server.key.pub", dir / "clients" / "listed.pub");
+  r = run_hookgate({"check", "--config", curve});
+  EXPECT_EQ(r.err.find("lists no public key"), std::string::npos) << r.err;
+
+  for (const std::string text : {"", "# webhooks:\n#  - name: x\n", "x-base: &b { a: 1 }\n"}) {
+    const std::string empty = dir.write("empty.yaml", text);
+    auto e = run_hookgate({"check", "--config", empty});
+    EXPECT_EQ(e.exit_code, 0) << e.err;
+    EXPECT_NE(e.err.find(empty + ":1:1: warning: the file holds no settings"), std::string::npos)
+        << text << ": " << e.err;
+  }
+}
+
 // A spool.max_bytes past the volume's size is never met: `check` warns at the key (not with
 // --config-only, which runs before every volume may be mounted).
 TEST(CliTest, CheckWarnsAboutASpoolBoundPastTheVolume) {
