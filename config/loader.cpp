@@ -206,6 +206,10 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
   } else if (!valid_webhook_name(w.name)) {
     r.error(r.pos("name"), r.context() + ".name: use letters, digits, '_', '-' and '.' only");
   }
+  // A scheme is case-insensitive (RFC 3986 3.1): `HTTPS://` is https. The rest stays as written.
+  if (const size_t end = w.url.find("://"); end != std::string::npos && end <= 5)
+    std::transform(w.url.begin(), w.url.begin() + static_cast<std::ptrdiff_t>(end), w.url.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (w.url.empty()) {
     r.error(r.pos(), r.context() + ": `url` is required");
   } else if (w.url.rfind("http://", 0) != 0 && w.url.rfind("https://", 0) != 0) {
@@ -350,7 +354,7 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   r.get("max_in_flight", w.max_in_flight);
   r.get("rate_limit_per_s", w.rate_limit_per_s);
   std::string body = "cloudevent";
-  r.get("body", body);
+  r.get_keyword("body", body);
   if (body == "cloudevent" || body == "cloudevents") {
     w.body = BodyMode::CloudEvent;
   } else if (body == "data") {
@@ -395,7 +399,7 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   w.allow_cidrs_where = r.pos("allow_cidrs");
   w.deny_cidrs_where = r.pos("deny_cidrs");
   std::string http_client = "auto";
-  r.get("http_client", http_client);
+  r.get_keyword("http_client", http_client);
   if (http_client == "auto") {
     w.http_client = WebhookConfig::HttpClient::Auto;
   } else if (http_client == "libcurl") {
@@ -444,7 +448,7 @@ void read_webhooks(const YAML::Node& node, const std::string& file, Diagnostics&
 
 void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
   std::string mode = "sqlite";
-  r.get("mode", mode);
+  r.get_keyword("mode", mode);
   if (mode == "sqlite" || mode == "durable") {
     spool.mode = SpoolConfig::Mode::Sqlite;
   } else if (mode == "memory") {
@@ -522,8 +526,8 @@ void read_admin(MapReader r, AdminConfig& admin) {
 }
 
 void read_log(MapReader r, LogConfig& log) {
-  r.get("level", log.level);
-  r.get("format", log.format);
+  r.get_keyword("level", log.level);
+  r.get_keyword("format", log.format);
   if (!is_log_level(log.level))
     r.error(r.pos("level"),
             "log.level: expected one of trace, debug, info, warn (or warning), error, off");

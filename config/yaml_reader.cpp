@@ -612,6 +612,12 @@ void MapReader::get(const char* key, bool& out) {
   }
 }
 
+void MapReader::get_keyword(const char* key, std::string& out) {
+  get(key, out);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+}
+
 void MapReader::get(const char* key, int64_t& out) {
   YAML::Node v;
   if (!scalar(key, v, "an integer")) return;

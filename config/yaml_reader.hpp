@@ -72,6 +72,9 @@ class MapReader {
   // Each getter leaves `out` untouched when the key is absent and records a Diagnostic on a
   // type error. Strings are ${VAR}-expanded.
   void get(const char* key, std::string& out);
+  // A keyword from a fixed set (`json`, `memory`, `info`): as get(), in ASCII lower case, so
+  // `INFO` and `Memory` read as they do in Fluent Bit and as booleans' `True` do here.
+  void get_keyword(const char* key, std::string& out);
   void get(const char* key, bool& out);
   void get(const char* key, int& out);
   void get(const char* key, int64_t& out);

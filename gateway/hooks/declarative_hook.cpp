@@ -837,7 +837,7 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
   std::optional<HookKind> kind;
   if (r.has("kind")) {
     std::string text;
-    r.get("kind", text);
+    r.get_keyword("kind", text);
     kind = parse_hook_kind(text);
     if (!kind)
       r.error(r.pos("kind"),
@@ -859,7 +859,7 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
   if (spec.timeout_ms <= 0) r.error(r.pos("timeout_ms"), "hook.timeout_ms: must be positive");
   if (r.has("on_error")) {
     std::string text;
-    r.get("on_error", text);
+    r.get_keyword("on_error", text);
     if (text == "open") {
       spec.on_error = FailurePolicy::Open;
     } else if (text == "closed") {

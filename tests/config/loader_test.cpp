@@ -36,6 +36,30 @@ TEST(ConfigLoaderTest, EmptyFileGivesDefaults) {
   EXPECT_EQ(cfg->spool.memory_max_pending, 100000);
 }
 
+// Found in an exploratory run: `synchronous: full` and `True` were taken, `level: INFO`,
+// `format: JSON`, `mode: Memory` and an `HTTPS://` URL refused. Keywords and schemes take any case.
+TEST(ConfigLoaderTest, KeywordsAndUrlSchemesTakeAnyCase) {
+  auto cfg = load(
+      "log: { level: INFO, format: Json }\nspool: { mode: Memory }\nwebhooks:\n"
+      "  - name: a\n    url: HTTPS://Example.com/Hook?Key=AbC\n    body: Splunk_HEC\n"
+      "    http_client: LibCurl\nextensions:\n  webhooks:\n    - hook: x.y\n"
+      "      url: Http://127.0.0.1:9/\n");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_EQ(cfg->log.level, "info");
+  EXPECT_EQ(cfg->log.format, "json");
+  EXPECT_EQ(cfg->spool.mode, SpoolConfig::Mode::Memory);
+  ASSERT_EQ(cfg->webhooks.size(), 2u);
+  const WebhookConfig& a = cfg->webhooks[0].name == "a" ? cfg->webhooks[0] : cfg->webhooks[1];
+  const WebhookConfig& alias = &a == &cfg->webhooks[0] ? cfg->webhooks[1] : cfg->webhooks[0];
+  EXPECT_EQ(a.url, "https://Example.com/Hook?Key=AbC");  // only the scheme
+  EXPECT_EQ(a.body, BodyMode::SplunkHec);
+  EXPECT_EQ(a.http_client, WebhookConfig::HttpClient::Libcurl);
+  EXPECT_EQ(alias.url, "http://127.0.0.1:9/");
+  // Still one of the set: a misspelling is said as written.
+  EXPECT_EQ(first_error(load("log: { level: Verbose }\n")).substr(0, 26),
+            "test.yaml:1:15: log.level:");
+}
+
 // PRODUCT.md's default hook folders, in order: the built-in ones, the user's
 // ($XDG_CONFIG_HOME/hookgate/hooks, else ~/.config/hookgate/hooks), then ./hooks beside the
 // config. And a path starting with ~/ is the user's home.
