@@ -1,5 +1,7 @@
 #include "config/loader.hpp"
 
+#include <sys/un.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -100,8 +102,7 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   curve.finish();
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
   // ZeroMQ endpoints are TRANSPORT://ADDRESS; anything else fails only when `run` binds.
-  auto check_endpoint = [&](const char* key, const std::string& endpoint,
-                            std::optional<size_t> item) {
+  auto check_endpoint = [&](const char* key, std::string& endpoint, std::optional<size_t> item) {
     static constexpr std::string_view kTransports[] = {"tcp://",  "ipc://",  "inproc://", "ws://",
                                                        "wss://",  "pgm://",  "epgm://",   "tipc://",
                                                        "vmci://", "norm://", "udp://"};
@@ -122,6 +123,19 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
     if (auto problem = tcp_endpoint_problem(endpoint, std::string_view(key) == "bind"))
       r.error(where, std::string("bus.") + key + ": " + r.as_written(key, endpoint, item) + ": " +
                          *problem);
+    // A socket file is a path: relative, it resolves against the config's folder as every other
+    // path does, not against wherever the gateway was started (`/` under systemd). `@name` is
+    // Linux's abstract namespace, not a file.
+    constexpr std::string_view kIpc = "ipc://";
+    if (endpoint.compare(0, kIpc.size(), kIpc) != 0) return;
+    const std::string socket_path = endpoint.substr(kIpc.size());
+    if (socket_path.front() != '@' && socket_path.front() != '*')
+      endpoint = std::string(kIpc) + resolve_path(socket_path, base_dir);
+    // sockaddr_un holds 107 bytes and a NUL; libzmq refuses a longer path only when it binds.
+    constexpr size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
+    if (endpoint.size() - kIpc.size() > kMaxSocketPath)
+      r.error(where, std::string("bus.") + key + ": " + endpoint + ": a socket path is at most " +
+                         std::to_string(kMaxSocketPath) + " bytes here; use a shorter one");
   };
   if (bus.bind) {
     check_endpoint("bind", *bus.bind, std::nullopt);

@@ -232,7 +232,7 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     auto found = store.get_head(id);
     if (auto code = read_failed()) return *code;
     if (!found) {
-      missed.emplace_back(id, "no dead delivery with that id");
+      missed.emplace_back(id, "no delivery with that id (`hookgate deliveries list` shows them)");
     } else if (found->state == webhooks::DeliveryState::Delivered && delivered_too) {
       if (seen.insert(id).second) dead.push_back(id);
     } else if (found->state != webhooks::DeliveryState::Dead) {

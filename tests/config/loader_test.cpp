@@ -60,6 +60,28 @@ TEST(ConfigLoaderTest, KeywordsAndUrlSchemesTakeAnyCase) {
             "test.yaml:1:15: log.level:");
 }
 
+// Found in an exploratory run: `bind: ipc://bus.sock` made the socket wherever the gateway was
+// started (`/` under systemd), though relative paths resolve against the config's folder.
+TEST(ConfigLoaderTest, ARelativeIpcEndpointResolvesAgainstTheConfigsFolder) {
+  auto cfg = load(
+      "bus:\n  bind: ipc://run/bus.sock\n"
+      "  connect: [\"ipc:///var/run/pub.sock\", \"ipc://@abstract\", \"ipc://../up.sock\", "
+      "\"tcp://127.0.0.1:5557\"]\n");
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  EXPECT_EQ(*cfg->bus.bind, "ipc:///etc/hg/run/bus.sock");
+  EXPECT_EQ(cfg->bus.connect,
+            (std::vector<std::string>{"ipc:///var/run/pub.sock", "ipc://@abstract",
+                                      "ipc:///etc/up.sock", "tcp://127.0.0.1:5557"}));
+  // Two spellings of one socket file are one peer.
+  EXPECT_NE(first_error(load("bus:\n  connect: [\"ipc://a.sock\", \"ipc:///etc/hg/a.sock\"]\n"))
+                .find("twice"),
+            std::string::npos);
+  // Past what sockaddr_un holds: said at `check`, not first at bind.
+  EXPECT_NE(first_error(load("bus: { bind: \"ipc://" + std::string(120, 'x') + "\" }\n"))
+                .find("a socket path is at most 107 bytes"),
+            std::string::npos);
+}
+
 // PRODUCT.md's default hook folders, in order: the built-in ones, the user's
 // ($XDG_CONFIG_HOME/hookgate/hooks, else ~/.config/hookgate/hooks), then ./hooks beside the
 // config. And a path starting with ~/ is the user's home.

@@ -907,7 +907,7 @@ TEST(ReliabilityTest, PurgeDeletesDeadLettersForGood) {
   auto again = run_hookgate({"deliveries", "purge", dead_ids[0], "--config", gw.config_path()}, "",
                             gw.env());
   EXPECT_EQ(again.exit_code, 1);
-  EXPECT_NE(again.err.find(dead_ids[0] + " was not deleted: no dead delivery with that id"),
+  EXPECT_NE(again.err.find(dead_ids[0] + " was not deleted: no delivery with that id"),
             std::string::npos)
       << again.err;
   auto typo = run_hookgate(
