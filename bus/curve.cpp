@@ -133,7 +133,9 @@ void warn_if_none_allowed(const std::set<std::string>& allowed, const std::strin
 
 }  // namespace
 
-Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
+Result<std::set<std::string>> read_allowed_clients(const std::string& path,
+                                                   AllowListWarnings warnings) {
+  const bool log = warnings == AllowListWarnings::Log;
   std::set<std::string> allowed;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
@@ -147,20 +149,23 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
       // revoking by removing the .pub must not leave the .key to list it. A .key the gateway's
       // user may not read is most likely such a keypair: skipped the same way.
       if (ext == ".key" && !std::ifstream(it->path())) {
-        spdlog::warn("bus: allowed_clients: {} is skipped: it cannot be read", it->path().string());
+        if (log)
+          spdlog::warn("bus: allowed_clients: {} is skipped: it cannot be read",
+                       it->path().string());
         continue;
       }
       auto keys = read_key_file(it->path().string());
       if (!keys) return keys.error();
       if (ext == ".key" && !keys->secret_key.empty()) {
-        spdlog::warn("bus: allowed_clients: {} is skipped: it holds a secret key (list its .pub)",
-                     it->path().string());
+        if (log)
+          spdlog::warn("bus: allowed_clients: {} is skipped: it holds a secret key (list its .pub)",
+                       it->path().string());
         continue;
       }
       if (!keys->public_key.empty()) allowed.insert(keys->public_key);
     }
     if (ec) return make_error("cannot list allowed_clients " + path + ": " + ec.message());
-    warn_if_none_allowed(allowed, path);
+    if (log) warn_if_none_allowed(allowed, path);
     return allowed;
   }
   std::ifstream in(path);
@@ -181,7 +186,7 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path) {
       return make_error(path + ":" + std::to_string(n) + ": not a 40-character Z85 public key");
     allowed.insert(line);
   }
-  warn_if_none_allowed(allowed, path);
+  if (log) warn_if_none_allowed(allowed, path);
   return allowed;
 }
 
@@ -396,7 +401,8 @@ Result<void, config::Diagnostic> check_curve_files(const config::CurveConfig& cf
   if (keys->secret_key.empty())
     return Diagnostic{cfg.secret_key_file_where, "bus.curve.secret_key_file: key file " +
                                                      cfg.secret_key_file + " has no secret key"};
-  if (auto allowed = read_allowed_clients(cfg.allowed_clients); !allowed)
+  // Quiet: the read that installs the list (at start or reload) says what it skipped.
+  if (auto allowed = read_allowed_clients(cfg.allowed_clients, AllowListWarnings::Quiet); !allowed)
     return Diagnostic{cfg.allowed_clients_where,
                       "bus.curve.allowed_clients: " + allowed.error().message};
   return {};

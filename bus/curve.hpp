@@ -33,8 +33,11 @@ Result<CurveKeypair> read_key_file(const std::string& path);
 // allowed_clients: a key file (one public key a line) or a folder of key files: every *.pub, and
 // every *.key that holds only a public key (a keypair's .key, or one it cannot read, is skipped
 // with a warning: `hookgate keygen` writes svc.key beside svc.key.pub, and removing the .pub must
-// revoke).
-Result<std::set<std::string>> read_allowed_clients(const std::string& path);
+// revoke), and an empty list is warned about. `Quiet` reads without those warnings: for a check
+// that precedes the read that installs the list, so each is logged once.
+enum class AllowListWarnings { Log, Quiet };
+Result<std::set<std::string>> read_allowed_clients(
+    const std::string& path, AllowListWarnings warnings = AllowListWarnings::Log);
 
 // ZAP domains: each CURVE server socket names the allow-list that judges its clients. The proxy's
 // subscriber side has its own, so a publisher's key cannot also read every event off the bus.
