@@ -39,7 +39,8 @@ class Args {
 // Loads --config FILE, or the embedded defaults (base dir: the working directory) when absent.
 // Prints diagnostics as FILE:LINE:COL: message to stderr, and their count in `*problems`.
 std::optional<config::Config> load_config_or_report(const Args& args, size_t* problems = nullptr);
-// The whole of a file named on the command line (an event, data), or why not (errno's words).
+// The whole of a file named on the command line (an event, data; `-` is standard input), or why
+// not (errno's words).
 Result<std::string> read_input_file(const std::string& path);
 // A secret token from the first line of a file (kept off the command line, where `ps` shows it),
 // or why not; the error never holds the token.

@@ -353,7 +353,7 @@ int cmd_hooks(const std::vector<std::string>& argv) {
   Args args(argv, {});
   const char* usage =
       "Usage: hookgate hooks list --config FILE\n"
-      "       hookgate hooks test --config FILE --event EVENT.json\n"
+      "       hookgate hooks test --config FILE --event EVENT.json|- (- reads standard input)\n"
       "       hookgate hooks new NAME --form yaml|program|oneshot|native [--kind "
       "veto|transform|observe] "
       "[--dir DIR]\n";

@@ -16,7 +16,7 @@ int cmd_publish(const std::vector<std::string>& argv) {
           args,
           {"endpoint", "type", "data", "data-file", "source", "wait-ms", "server-key", "client-key",
            "max-message-bytes"},
-          "Usage: hookgate publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] "
+          "Usage: hookgate publish --endpoint EP --type TYPE [--data JSON | --data-file FILE|-] "
           "[--source S]\n"
           "       [--wait-ms 3000] [--server-key Z85|FILE --client-key FILE]\n"
           "       [--max-message-bytes 1MiB]\n"

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -179,6 +180,12 @@ Result<std::ifstream> open_input_file(const std::string& path) {
 }  // namespace
 
 Result<std::string> read_input_file(const std::string& path) {
+  if (path == "-") {  // as curl's `-d @-` and jq: a pipe
+    std::stringstream text;
+    text << std::cin.rdbuf();
+    if (std::cin.bad()) return make_error("cannot read standard input");
+    return text.str();
+  }
   auto in = open_input_file(path);
   if (!in) return std::move(in).error();
   std::stringstream text;

@@ -18,10 +18,10 @@ Usage: hookgate <verb> [options]
 
 Verbs:
   run [--config FILE]                 run the gateway in the foreground (embedded defaults without --config)
-  publish --endpoint EP --type TYPE [--data JSON | --data-file FILE] [--source S]
+  publish --endpoint EP --type TYPE [--data JSON | --data-file FILE|-] [--source S]
   check --config FILE [--config-only] validate config and hooks (FILE:LINE:COL: message; exit 1 on error)
   hooks list --config FILE            the resolved hook chain in run order
-  hooks test --config FILE --event EVENT.json
+  hooks test --config FILE --event EVENT.json|-
                                       dry-run one event through the chain; nothing is delivered
   hooks new NAME --form yaml|program|oneshot|native [--kind veto|transform|observe] [--dir DIR]
   deliveries list [--state pending|dead|delivered] [--webhook NAME] [--limit N]

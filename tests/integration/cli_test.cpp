@@ -156,6 +156,14 @@ TEST(CliTest, MaxMessageBytesTakesTheConfigsSizeUnits) {
                           data, "--max-message-bytes", "1KB"});
   EXPECT_EQ(kb.exit_code, 2) << kb.err;
   EXPECT_NE(kb.err.find("exceeds max_message_bytes 1000 "), std::string::npos) << kb.err;
+  // The data from a pipe (`--data-file -`), checked as a file's is.
+  auto piped = run_hookgate({"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b",
+                             "--data-file", "-", "--max-message-bytes", "1KB"},
+                            data);
+  EXPECT_EQ(piped.exit_code, 2) << piped.err;
+  EXPECT_NE(piped.err.find("--data-file -: an event with these 2002 bytes of data"),
+            std::string::npos)
+      << piped.err;
   auto kib = run_hookgate({"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data",
                            data, "--max-message-bytes", "2 KiB", "--wait-ms", "1"});
   EXPECT_EQ(kib.exit_code, 1) << kib.err;  // 2048 fits: it goes on to look for the gateway

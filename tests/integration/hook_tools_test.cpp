@@ -183,6 +183,13 @@ TEST(HookToolsTest, HooksTestDryRunPrintsEachStepTheFinalEventAndTheWebhooks) {
   EXPECT_NE(line_matching(r.out, R"(webhooks: none \(nothing delivered in a dry run\))"), "")
       << r.out;
 
+  // `--event -` reads the event from a pipe (found in an exploratory run: "cannot read -").
+  r = run_hookgate({"hooks", "test", "--config", cfg, "--event", "-"},
+                   R"({"type":"auth.failure","id":"piped-1","data":{"user":"healthcheck-8"}})");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(line_matching(r.out, R"(event auth\.failure \(id piped-1\))"), "") << r.out;
+  EXPECT_NE(line_matching(r.out, "result: vetoed by drop: health-check noise"), "") << r.out;
+
   // A failing hook (on_error: open by default): the step, the diagnostic it would raise, and the
   // event goes on unchanged.
   r = run_hookgate({"hooks", "test", "--config", cfg, "--event", signup});
