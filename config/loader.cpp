@@ -67,8 +67,7 @@ void register_secret_parts(const YAML::Node& value) {
 
 // Header names whose values are credentials: never logged.
 bool is_sensitive_header(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  name = ascii_lower(std::move(name));
   for (const char* word :
        {"authorization", "token", "secret", "key", "cookie", "signature", "password"})
     if (name.find(word) != std::string::npos) return true;
@@ -207,6 +206,14 @@ void read_hooks(MapReader r, HooksConfig& hooks) {
   r.finish();
 }
 
+// A webhook's URL as read: a scheme is case-insensitive (RFC 3986 3.1), so `HTTPS://` is https
+// for every check and for the name an alias derives from it. The rest stays as written.
+void read_url(MapReader& r, std::string& url) {
+  r.get("url", url);
+  if (const size_t end = url.find("://"); end != std::string::npos && end <= 5)
+    url = ascii_lower(url.substr(0, end)) + url.substr(end);
+}
+
 // `timeout_key` is the key the timeout was read from (`timeout` in `extensions.webhooks`).
 void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = "timeout_ms") {
   w.where = r.pos();
@@ -220,10 +227,6 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
   } else if (!valid_webhook_name(w.name)) {
     r.error(r.pos("name"), r.context() + ".name: use letters, digits, '_', '-' and '.' only");
   }
-  // A scheme is case-insensitive (RFC 3986 3.1): `HTTPS://` is https. The rest stays as written.
-  if (const size_t end = w.url.find("://"); end != std::string::npos && end <= 5)
-    std::transform(w.url.begin(), w.url.begin() + static_cast<std::ptrdiff_t>(end), w.url.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (w.url.empty()) {
     r.error(r.pos(), r.context() + ": `url` is required");
   } else if (w.url.rfind("http://", 0) != 0 && w.url.rfind("https://", 0) != 0) {
@@ -332,7 +335,7 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   WebhookConfig w;
   MapReader r(node, file, context, errors);
   r.get("name", w.name);
-  r.get("url", w.url);
+  read_url(r, w.url);
   r.get("events", w.events);
   std::string secret;
   r.get("secret", secret);
@@ -399,7 +402,7 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   std::vector<std::string> signatures;
   r.get("signatures", signatures);
   for (size_t i = 0; i < signatures.size(); ++i) {
-    const std::string& s = signatures[i];
+    const std::string s = ascii_lower(signatures[i]);  // a keyword: any case
     if (s == "github") {
       w.sign_github = true;
     } else if (s != "standard" && s != "hookgate") {
@@ -592,7 +595,7 @@ void read_extensions_alias(MapReader r, Config& cfg) {
         WebhookConfig hook;
         std::string event;
         w.get("hook", event);
-        w.get("url", hook.url);
+        read_url(w, hook.url);
         std::string secret;
         w.get("secret", secret);
         if (w.has("secret")) hook.secrets = {secret};

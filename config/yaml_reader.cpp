@@ -20,6 +20,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "gateway/common/text.hpp"
+
 namespace hookgate::config {
 
 std::string Position::str() const {
@@ -46,8 +48,9 @@ std::optional<Position> key_position(const YAML::Node& map, const std::string& k
 }
 
 std::string quoted_as_written(const YAML::Node& node, const std::string& value) {
-  const bool expanded = node.IsScalar() && node.Scalar().find("${") != std::string::npos;
-  return "'" + (expanded ? node.Scalar() : value) + "'";
+  // The scalar itself: a ${VAR} stays a name, and a keyword read in lower case (`Verbose`) or a
+  // resolved path is shown as the operator wrote it.
+  return "'" + (node.IsScalar() ? node.Scalar() : value) + "'";
 }
 
 namespace {
@@ -614,8 +617,7 @@ void MapReader::get(const char* key, bool& out) {
 
 void MapReader::get_keyword(const char* key, std::string& out) {
   get(key, out);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  out = ascii_lower(std::move(out));
 }
 
 void MapReader::get(const char* key, int64_t& out) {
@@ -642,8 +644,7 @@ Result<int64_t> parse_byte_size(std::string_view text) {
   if (ec != std::errc{}) return make_error(kExpected);
   std::string unit(p, text.data() + text.size());
   if (unit.size() > 1 && unit.front() == ' ') unit.erase(0, 1);  // "10 GB"; not "10 " alone
-  std::transform(unit.begin(), unit.end(), unit.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  unit = ascii_lower(std::move(unit));
   // Both conventions are in use (disk vendors, `df -H` vs `ls -h`, Kubernetes' Mi/M): each
   // spelling means one thing, and a bare K or M, which could mean either, is refused.
   static const std::pair<const char*, int64_t> kUnits[] = {{"", 1},

@@ -19,8 +19,9 @@ namespace hookgate::config {
 
 Position position_of(const YAML::Node& node, const std::string& file);
 
-// How a value read from `node` appears in a message: as written when a ${VAR} went into it, since
-// the environment's value may be a secret (and the variable's name is what the operator needs).
+// How a value read from `node` appears in a message: as written (a ${VAR} as its name, since the
+// environment's value may be a secret and the name is what the operator needs; a keyword in the
+// case it was written in). `value` stands in for a node that is not a scalar.
 std::string quoted_as_written(const YAML::Node& node, const std::string& value);
 // Where `key` is written in `map` (the key itself); nullopt when `map` has no such key.
 std::optional<Position> key_position(const YAML::Node& map, const std::string& key,

@@ -24,7 +24,13 @@ struct OpenSslFree {
 template <class T>
 using OpenSslPtr = std::unique_ptr<T, OpenSslFree>;
 
-// Hands OpenSSL the key's password, and never prompts on a terminal (its default without one).
+// Hands OpenSSL the key's password. Every PEM read takes a callback: without one, a block marked
+// encrypted (even in a CA or certificate file) makes OpenSSL ask on the terminal, and `check` or
+// `run` would wait there.
+int no_password_callback(char* /*buf*/, int /*size*/, int /*rwflag*/, void* /*unused*/) {
+  return 0;
+}
+
 int key_password_callback(char* buf, int size, int /*rwflag*/, void* password) {
   const auto& text = *static_cast<const std::string*>(password);
   if (text.empty() || text.size() > static_cast<size_t>(size)) return 0;
@@ -46,11 +52,11 @@ void add_tls_problems(const config::WebhookConfig& webhook,
   if (!tls.ca_file.empty()) {
     if (auto bio = open(tls.ca_file, "ca_file", webhook.tls_ca_file_where)) {
       OpenSslPtr<STACK_OF(X509_INFO)> items(
-          PEM_X509_INFO_read_bio(bio.get(), nullptr, nullptr, nullptr));
+          PEM_X509_INFO_read_bio(bio.get(), nullptr, no_password_callback, nullptr));
       int usable = 0;
       for (int i = 0; items && i < sk_X509_INFO_num(items.get()); ++i) {
         const X509_INFO* item = sk_X509_INFO_value(items.get(), i);
-        if (item->x509 != nullptr || item->crl != nullptr) ++usable;
+        if (item->x509 != nullptr) ++usable;  // it replaces the system's CAs: a CRL trusts no one
       }
       if (usable == 0)
         add(webhook.tls_ca_file_where,
@@ -61,7 +67,7 @@ void add_tls_problems(const config::WebhookConfig& webhook,
   OpenSslPtr<X509> cert;
   if (!tls.cert_file.empty()) {
     if (auto bio = open(tls.cert_file, "cert_file", webhook.tls_cert_file_where)) {
-      cert.reset(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+      cert.reset(PEM_read_bio_X509(bio.get(), nullptr, no_password_callback, nullptr));
       if (!cert)
         add(webhook.tls_cert_file_where,
             "tls.cert_file: " + tls.cert_file +
@@ -70,9 +76,9 @@ void add_tls_problems(const config::WebhookConfig& webhook,
   }
   if (!tls.key_file.empty()) {
     if (auto bio = open(tls.key_file, "key_file", webhook.tls_key_file_where)) {
-      std::string password = tls.key_password;
-      OpenSslPtr<EVP_PKEY> key(
-          PEM_read_bio_PrivateKey(bio.get(), nullptr, key_password_callback, &password));
+      OpenSslPtr<EVP_PKEY> key(PEM_read_bio_PrivateKey(
+          bio.get(), nullptr, key_password_callback,
+          const_cast<std::string*>(&tls.key_password)));  // only read by the callback
       if (!key)
         add(webhook.tls_key_file_where,
             "tls.key_file: cannot read a PEM private key from " + tls.key_file +

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <memory>
 
+#include "gateway/common/text.hpp"
+
 namespace hookgate::webhooks {
 namespace {
 
@@ -256,9 +258,7 @@ Result<std::string> webhook_url_host(std::string_view url) {
     curl_free(value);
     return out;
   };
-  std::string scheme = get_part(CURLUPART_SCHEME);
-  std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string scheme = ascii_lower(get_part(CURLUPART_SCHEME));
   if (scheme != "http" && scheme != "https")
     return make_error("URL scheme \"" + scheme + "\" is not allowed: only http and https");
   std::string host = get_part(CURLUPART_HOST);

@@ -144,8 +144,10 @@ int cmd_check(const std::vector<std::string>& argv) {
       std::fprintf(stderr, "%d problem%s found\n", problems, problems == 1 ? "" : "s");
       return 1;
     }
-    std::printf("%s: ok to run (%zu webhooks; hooks, webhook URLs and headers not checked)\n",
-                cfg->file.c_str(), cfg->webhooks.size());
+    std::printf(
+        "%s: ok to run (%zu webhooks; hooks, webhook URLs, headers and TLS file contents not "
+        "checked)\n",
+        cfg->file.c_str(), cfg->webhooks.size());
     return 0;
   }
   // What would pause a webhook at run time, each problem at its key (all of them, not the first).

@@ -10,6 +10,7 @@
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/malloc_tuning.hpp"
+#include "gateway/common/text.hpp"
 #include "gateway/gateway.hpp"
 
 namespace hookgate::cli {
@@ -63,7 +64,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (auto code = check_log_level(args)) return *code;
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;
-  cfg->log.level_override = args.get_or("log-level", "");
+  cfg->log.level_override = ascii_lower(args.get_or("log-level", ""));  // as log.level is read
   setup_logging(cfg->log.effective_level(), cfg->log.format);
   if (cfg->file.empty()) spdlog::info("no --config given: running on embedded defaults");
   if (cfg->holds_no_settings)  // a reload refuses such a file; a start is the operator's call

@@ -198,16 +198,17 @@ Result<std::string> read_token_file(const std::string& path) {
   if (!in) return std::move(in).error();
   // A bounded read: a token is short, and a path such as /dev/zero must not fill the memory.
   constexpr size_t kMaxTokenLine = 4096;
-  std::string head(kMaxTokenLine + 1, '\0');
+  std::string head(kMaxTokenLine + 2, '\0');  // room for a CRLF after the longest line
   in->read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<size_t>(in->gcount()));
-  const size_t line_end = head.find('\n');
-  if (line_end == std::string::npos && head.size() > kMaxTokenLine)
+  // The first line without its ending, LF or a Windows editor's CRLF.
+  size_t line_length = std::min(head.find('\n'), head.size());
+  if (line_length > 0 && head[line_length - 1] == '\r') --line_length;
+  if (line_length > kMaxTokenLine)
     return make_error(path + ": its first line is longer than " + std::to_string(kMaxTokenLine) +
                       " bytes; a token is one short word");
-  std::string token = head.substr(0, line_end);
-  // The line ending of a file written on Windows, and its editors' byte-order mark.
-  if (!token.empty() && token.back() == '\r') token.pop_back();
+  std::string token = head.substr(0, line_length);
+  // And the byte-order mark such an editor may put first.
   if (token.rfind("\xEF\xBB\xBF", 0) == 0) token.erase(0, 3);
   if (token.empty()) return make_error(path + " holds no token on its first line");
   if (const std::string problem = bearer_token_problem(token); !problem.empty())

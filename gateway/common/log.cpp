@@ -111,10 +111,11 @@ std::string escape_controls(std::string text) {
   return out;
 }
 
-// "warning" too: the log itself prints that name (spdlog's from_str takes both).
+// "warning" too: the log itself prints that name (spdlog's from_str takes both). Any case, as the
+// config's keywords (`INFO`).
 bool is_log_level(std::string_view level) {
   for (std::string_view name : {"trace", "debug", "info", "warn", "warning", "error", "off"})
-    if (level == name) return true;
+    if (iequals(level, name)) return true;
   return false;
 }
 
@@ -126,7 +127,7 @@ void setup_logging(std::string_view level, std::string_view format) {
   } else {
     logger->set_formatter(std::make_unique<RedactingTextFormatter>());
   }
-  logger->set_level(spdlog::level::from_str(std::string(level)));
+  logger->set_level(spdlog::level::from_str(ascii_lower(std::string(level))));
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
 }

@@ -30,10 +30,9 @@ inline bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
-// Why `token` could not travel as an HTTP bearer token, or "" when it can; the subject
-// ("admin.token
-// ", a file's name) comes before it. The words name no character of the token: it is a secret. A
-// bearer token is one word (RFC 6750), and servers trim whitespace around a header's value.
+// Why `token` could not travel as an HTTP bearer token, or "" when it can: words to follow the
+// token's name ("admin.token ", "FILE: the token "), naming no character of it (it is a secret).
+// A bearer token is one word (RFC 6750), and servers trim whitespace around a header's value.
 inline std::string bearer_token_problem(std::string_view token) {
   const auto blank = [](unsigned char c) { return std::isspace(c) != 0; };
   if (token.empty()) return "is empty";
@@ -50,6 +49,13 @@ inline std::string bearer_token_problem(std::string_view token) {
     if (c > 0x7e) return std::string("has a byte outside printable ASCII") + kOneWord;
   }
   return "";
+}
+
+// `text` in ASCII lower case (keywords, URL schemes, units); other bytes as they are.
+inline std::string ascii_lower(std::string text) {
+  for (char& c : text)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return text;
 }
 
 // `text` without leading and trailing whitespace (space, \t, \r, \n, \f, \v).

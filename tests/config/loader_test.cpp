@@ -42,8 +42,9 @@ TEST(ConfigLoaderTest, KeywordsAndUrlSchemesTakeAnyCase) {
   auto cfg = load(
       "log: { level: INFO, format: Json }\nspool: { mode: Memory }\nwebhooks:\n"
       "  - name: a\n    url: HTTPS://Example.com/Hook?Key=AbC\n    body: Splunk_HEC\n"
-      "    http_client: LibCurl\nextensions:\n  webhooks:\n    - hook: x.y\n"
-      "      url: Http://127.0.0.1:9/\n");
+      "    http_client: LibCurl\n    signatures: [GitHub]\n"
+      "    tls: { ca_file: /etc/passwd }\n"  // readable: all the loader asks of it
+      "extensions:\n  webhooks:\n    - hook: x.y\n      url: Http://127.0.0.1:9/\n");
   ASSERT_TRUE(cfg) << first_error(cfg);
   EXPECT_EQ(cfg->log.level, "info");
   EXPECT_EQ(cfg->log.format, "json");
@@ -54,10 +55,19 @@ TEST(ConfigLoaderTest, KeywordsAndUrlSchemesTakeAnyCase) {
   EXPECT_EQ(a.url, "https://Example.com/Hook?Key=AbC");  // only the scheme
   EXPECT_EQ(a.body, BodyMode::SplunkHec);
   EXPECT_EQ(a.http_client, WebhookConfig::HttpClient::Libcurl);
+  EXPECT_TRUE(a.sign_github);
   EXPECT_EQ(alias.url, "http://127.0.0.1:9/");
   // Still one of the set: a misspelling is said as written.
   EXPECT_EQ(first_error(load("log: { level: Verbose }\n")).substr(0, 26),
             "test.yaml:1:15: log.level:");
+  EXPECT_NE(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    body: SplunkHEC\n"))
+                .find("got 'SplunkHEC'"),
+            std::string::npos);
+  // One alias however its scheme is written: two would deliver each event twice.
+  EXPECT_NE(first_error(load("extensions:\n  webhooks:\n    - { hook: x.y, url: \"http://h/\" }\n"
+                             "    - { hook: x.y, url: \"HTTP://h/\" }\n"))
+                .find("twice"),
+            std::string::npos);
 }
 
 // Found in an exploratory run: `bind: ipc://bus.sock` made the socket wherever the gateway was

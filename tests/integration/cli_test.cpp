@@ -208,6 +208,17 @@ TEST(CliTest, AProxyTokenFileWithoutAUsableTokenIsRefused) {
   }
 }
 
+// --log-level takes any case, as log.level does: `INFO` goes on to the config (exit 1 for a
+// missing file), where a level that is none is a usage error (exit 2).
+TEST(CliTest, LogLevelTakesAnyCase) {
+  auto upper = run_hookgate({"run", "--log-level", "INFO", "--config", "/nonexistent/h.yaml"});
+  EXPECT_EQ(upper.exit_code, 1) << upper.err;
+  EXPECT_EQ(upper.err.find("--log-level"), std::string::npos) << upper.err;
+  auto none = run_hookgate({"run", "--log-level", "Verbose", "--config", "/nonexistent/h.yaml"});
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_NE(none.err.find("--log-level: expected"), std::string::npos) << none.err;
+}
+
 // Two spellings of one peer in bus.connect would deliver each event twice: `check` warns at the
 // second (a warning: the names may resolve otherwise where the gateway runs).
 TEST(CliTest, CheckWarnsAboutTwoEndpointsThatReachOnePeer) {

@@ -1,6 +1,9 @@
 #include "webhooks/settings_check.hpp"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/tls_receiver.hpp"
@@ -10,6 +13,30 @@ namespace {
 
 config::Position at(int line) {
   return {"hookgate.yaml", line, 5};
+}
+
+// A certificate revocation list signed by a fresh key, as PEM: trusted by no one.
+std::string crl_pem() {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509_CRL* crl = X509_CRL_new();
+  X509_NAME* issuer = X509_NAME_new();
+  X509_NAME_add_entry_by_txt(issuer, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("test CA"), -1, -1, 0);
+  X509_CRL_set_issuer_name(crl, issuer);
+  ASN1_TIME* now = ASN1_TIME_set(nullptr, time(nullptr));
+  X509_CRL_set1_lastUpdate(crl, now);
+  X509_CRL_sign(crl, key, EVP_sha256());
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509_CRL(bio, crl);
+  char* data = nullptr;
+  const long size = BIO_get_mem_data(bio, &data);
+  std::string pem(data, static_cast<size_t>(size));
+  BIO_free(bio);
+  ASN1_TIME_free(now);
+  X509_NAME_free(issuer);
+  X509_CRL_free(crl);
+  EVP_PKEY_free(key);
+  return pem;
 }
 
 config::WebhookConfig usable_webhook() {
@@ -90,6 +117,14 @@ TEST(SettingsCheckTest, TlsFilesMustBeThePemMaterialTheyName) {
   const std::string locked = dir.write("locked.key", receiver.client_key_pem("pa55-phrase"));
   const std::string others_key = dir.write("other.key", other.client_key_pem());
   const std::string garbage = dir.write("garbage.pem", "garbage\n");
+  const std::string crl_only = dir.write("crl.pem", crl_pem());
+  // A block marked encrypted: without a callback OpenSSL would ask for its pass phrase on the
+  // terminal, and `check` would wait there (found in review).
+  const std::string sealed = dir.write(
+      "sealed.pem",
+      "-----BEGIN CERTIFICATE-----\nProc-Type: 4,ENCRYPTED\n"
+      "DEK-Info: AES-128-CBC,00112233445566778899AABBCCDDEEFF\n\nAAAAAAAAAAAAAAAAAAAAAA==\n"
+      "-----END CERTIFICATE-----\n");
   auto webhook = usable_webhook();
   webhook.url = "https://127.0.0.1:9/";
   webhook.tls_ca_file_where = at(11);
@@ -110,7 +145,10 @@ TEST(SettingsCheckTest, TlsFilesMustBeThePemMaterialTheyName) {
   };
   for (const Case& c : std::vector<Case>{
            {{garbage}, 11, "tls.ca_file: " + garbage + " holds no PEM certificate"},
-           {{key}, 11, "holds no PEM certificate"},  // a key is not a CA
+           {{key}, 11, "holds no PEM certificate"},       // a key is not a CA
+           {{crl_only}, 11, "holds no PEM certificate"},  // nor is a revocation list
+           {{sealed}, 11, "holds no PEM certificate"},
+           {{ca, sealed, key}, 12, "tls.cert_file: " + sealed + " holds no PEM certificate"},
            {{ca, garbage, key}, 12, "tls.cert_file: " + garbage + " holds no PEM certificate"},
            {{ca, cert, garbage}, 13, "tls.key_file: cannot read a PEM private key from " + garbage},
            {{ca, cert, locked}, 13, "an encrypted one: give tls.key_password"},
