@@ -275,7 +275,13 @@ struct Gateway::Impl {
   void load_chain(const config::HooksConfig& hooks_config, bool announce,
                   const std::vector<config::WebhookConfig>* webhooks = nullptr) {
     config::Diagnostics errors;
-    auto next = hooks::HookChain::load(hooks_config, errors, &loader_cancel);
+    std::shared_ptr<const hooks::HookChain> running;
+    {
+      std::lock_guard lock(mu);
+      running = chain;
+    }
+    auto next =
+        hooks::HookChain::load(hooks_config, errors, &loader_cancel, nullptr, running.get());
     if (!next) {
       spdlog::info("hooks: reload abandoned, the gateway is stopping");
       return;

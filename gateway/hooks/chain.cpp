@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <exception>
+#include <map>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -95,7 +96,16 @@ std::shared_ptr<const HookChain> HookChain::build(std::vector<HookEntry> entries
 std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& config,
                                                  config::Diagnostics& errors,
                                                  const std::atomic<bool>* cancel,
-                                                 config::Diagnostics* warnings) {
+                                                 config::Diagnostics* warnings,
+                                                 const HookChain* previous) {
+  // Of each hook name that ran closed in the previous chain: its settings, loaded or standing in.
+  std::map<std::string, const HookSpec*> closed_before;
+  if (previous)
+    for (const auto& e : previous->entries()) {
+      const HookPtr& hook = e.hook ? e.hook : e.stand_in;
+      if (hook && hook->spec().on_error == FailurePolicy::Closed)
+        closed_before.emplace(e.file.name, &hook->spec());
+    }
   std::vector<HookEntry> entries;
   if (!config.enabled) return build(std::move(entries), config.max_event_bytes);
   for (auto& file : discover_hooks(config.directories, errors, warnings)) {
@@ -128,6 +138,14 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
     // Decision: a hook that fails to load under on_error: closed fails closed, like a hook that
     // fails on an event. Left out, a redaction hook whose handshake was slow on a reload would
     // let events through unredacted until the next reload.
+    if (!entry.error.empty() && attempted.spec.on_error != FailurePolicy::Closed)
+      if (auto before = closed_before.find(file.name); before != closed_before.end()) {
+        attempted.spec = *before->second;
+        attempted.kind = before->second->kind;
+        entry.error +=
+            " (its running version was on_error: closed, which a file that does not "
+            "load cannot relax)";
+      }
     if (!entry.error.empty()) entry.stand_in = make_failed_load_stand_in(attempted, entry.error);
     // A YAML file's form is known once its keys are read (a run: descriptor is a program).
     if (file.form == HookForm::Declarative) file.form = attempted.spec.form;

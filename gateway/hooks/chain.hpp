@@ -63,10 +63,14 @@ class HookChain {
   // true the load stops there (the gateway is stopping, and a load of hooks that each wait out a
   // handshake timeout must not hold its exit) and returns nullptr.
   // `warnings` (for `check` and `hooks list`) gets what discovery only logs otherwise.
+  // `previous`, the running chain on a reload: a hook whose last version there was on_error:
+  // closed stays closed while its file fails to load (a truncated or mistyped file cannot say
+  // on_error, and must not let a redactor's events through on the global default).
   static std::shared_ptr<const HookChain> load(const config::HooksConfig& config,
                                                config::Diagnostics& errors,
                                                const std::atomic<bool>* cancel = nullptr,
-                                               config::Diagnostics* warnings = nullptr);
+                                               config::Diagnostics* warnings = nullptr,
+                                               const HookChain* previous = nullptr);
   // Builds a chain from entries already in run order (tests, tools). Entries without a hook are
   // listed but never run, except for their stand_in.
   static std::shared_ptr<const HookChain> build(std::vector<HookEntry> entries,

@@ -496,6 +496,53 @@ TEST(HookChainLoad, AFailClosedHookThatFailsToLoadVetoesWhatItWouldHaveSeen) {
   EXPECT_EQ(diags.events()[0].hook, name);
 }
 
+// Found in an exploratory run: a closed redactor whose file was truncated (a non-atomic deploy)
+// or mistyped could not say on_error, so it fell back to the global default (open) and the next
+// events went out with their passwords. A reload keeps the running version's closed policy, its
+// kind and patterns, until the file loads again; a first load has nothing to keep.
+TEST(HookChainLoad, AClosedHookKeepsItsPolicyWhileItsFileDoesNotLoad) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  const std::string redactor =
+      "kind: transform\non_error: closed\nevents: [\"pw.*\"]\nactions:\n"
+      "  - remove: [data.password]\n";
+  write_file(dir, "_12_chain_keep_redact.yaml", redactor);
+  config::HooksConfig cfg;
+  cfg.directories = {dir};
+  config::Diagnostics errors;
+  auto running = HookChain::load(cfg, errors);
+  ASSERT_EQ(running->loaded_count(), 1u);
+
+  for (const std::string broken : {"", "kind: transform\nactions:\n  - remove: [data.password\n"}) {
+    write_file(dir, "_12_chain_keep_redact.yaml", broken);
+    errors.clear();
+    auto first_load = HookChain::load(cfg, errors);
+    ASSERT_EQ(first_load->entries().size(), 1u);
+    EXPECT_FALSE(first_load->entries()[0].stand_in);  // nothing said closed: the global default
+
+    errors.clear();
+    auto reloaded = HookChain::load(cfg, errors, nullptr, nullptr, running.get());
+    ASSERT_EQ(reloaded->entries().size(), 1u);
+    const HookEntry& entry = reloaded->entries()[0];
+    ASSERT_TRUE(entry.stand_in) << entry.error;
+    EXPECT_NE(entry.error.find("its running version was on_error: closed"), std::string::npos)
+        << entry.error;
+    Event secret = make_event(R"({"type":"pw.login","data":{"password":"hunter2"}})");
+    EXPECT_TRUE(reloaded->run(secret, {}).vetoed) << broken;
+    Event other = make_event(R"({"type":"user.created","data":{}})");
+    EXPECT_FALSE(reloaded->run(other, {}).vetoed);  // its patterns, kept too
+    // Still failing on the next reload: the stand-in carries the policy on.
+    errors.clear();
+    auto again = HookChain::load(cfg, errors, nullptr, nullptr, reloaded.get());
+    EXPECT_TRUE(again->entries()[0].stand_in);
+  }
+  // Fixed: it loads, and a version that says on_error: open is taken as written.
+  write_file(dir, "_12_chain_keep_redact.yaml", redactor);
+  errors.clear();
+  auto fixed = HookChain::load(cfg, errors, nullptr, nullptr, running.get());
+  EXPECT_EQ(fixed->loaded_count(), 1u);
+}
+
 // With hooks.fail_open: false every hook fails closed, a file that cannot even be parsed too (its
 // kind and patterns unknown, it stands in for everything); a same-directory duplicate does not:
 // the hook of that name is in the chain.
