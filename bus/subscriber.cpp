@@ -7,6 +7,7 @@
 #include "bus/curve.hpp"
 #include "bus/wire.hpp"
 #include "gateway/common/metrics.hpp"
+#include "gateway/common/thread_name.hpp"
 
 namespace hookgate::bus {
 
@@ -63,6 +64,8 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
         return make_error("cannot connect bus socket to " + ep + ": " + e.what());
       }
     }
+    // Last: from here on it shares the socket with the ingest thread, under socket_mu_.
+    sub->keeper_ = std::thread([s = sub.get()] { s->keep_attaching(); });
     return sub;
   } catch (const zmq::error_t& e) {
     return make_error(std::string("bus socket: ") + e.what());
@@ -79,6 +82,30 @@ bool interrupted(const zmq::error_t& e) {
 }
 
 }  // namespace
+
+Subscriber::~Subscriber() {
+  {
+    std::lock_guard lock(keeper_mu_);
+    keeper_stop_ = true;
+  }
+  keeper_cv_.notify_all();
+  if (keeper_.joinable()) keeper_.join();
+}
+
+void Subscriber::keep_attaching() {
+  name_this_thread("hg-bus-keeper");
+  std::unique_lock stop_lock(keeper_mu_);
+  while (!keeper_cv_.wait_for(stop_lock, std::chrono::milliseconds(25),
+                              [this] { return keeper_stop_; })) {
+    std::unique_lock socket_lock(socket_mu_, std::try_to_lock);
+    if (!socket_lock.owns_lock()) continue;  // the ingest thread is in the socket: it does this
+    try {
+      (void)socket_.get(zmq::sockopt::events);  // processes pending commands: attaches, subscribes
+    } catch (const zmq::error_t&) {
+      // EINTR, or a context being terminated: the next round, or the stop, follows.
+    }
+  }
+}
 
 bool Subscriber::read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags) {
   constexpr int kMaxDeniedPerRead = 1000;
@@ -128,6 +155,7 @@ void Subscriber::redial_refused() {
 }
 
 bool Subscriber::receive(std::vector<zmq::message_t>& frames, std::chrono::milliseconds timeout) {
+  std::lock_guard socket_lock(socket_mu_);
   redial_refused();
   zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
   // The whole timeout, signals or not: the shutdown drain reads "nothing within it" as quiet.
@@ -147,6 +175,7 @@ bool Subscriber::receive(std::vector<zmq::message_t>& frames, std::chrono::milli
 }
 
 bool Subscriber::try_receive(std::vector<zmq::message_t>& frames) {
+  std::lock_guard socket_lock(socket_mu_);
   return read_all(frames, zmq::recv_flags::dontwait);
 }
 

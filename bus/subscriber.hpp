@@ -10,8 +10,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bus/connection_monitor.hpp"
@@ -30,6 +33,9 @@ class Subscriber {
  public:
   static Result<std::unique_ptr<Subscriber>> open(zmq::context_t& ctx,
                                                   const config::BusConfig& cfg);
+  ~Subscriber();
+  Subscriber(const Subscriber&) = delete;
+  Subscriber& operator=(const Subscriber&) = delete;
 
   // Waits up to `timeout` for one message; false when none arrived (a signal does not end the
   // wait: EINTR is not an error here). First dials again the connect endpoints whose handshake
@@ -51,12 +57,12 @@ class Subscriber {
   }
   // The endpoint actually bound (resolves a `*` port), "" if the socket only connects.
   const std::string& bound_endpoint() const { return bound_; }
-  zmq::socket_t& socket() { return socket_; }
 
  private:
   explicit Subscriber(zmq::socket_t socket) : socket_(std::move(socket)) {}
   bool read_all(std::vector<zmq::message_t>& frames, zmq::recv_flags flags);
   void redial_refused();
+  void keep_attaching();
 
   zmq::socket_t socket_;
   std::unique_ptr<ConnectionMonitor> monitor_;  // destroyed before the socket it watches
@@ -64,6 +70,18 @@ class Subscriber {
   metrics::Counter* denied_ = nullptr;          // with allow_list_
   std::string bound_;
   bool stopped_at_denials_ = false;
+  // libzmq attaches a new connection (and sends it the subscriptions, without which a publisher
+  // hears of no subscriber) only while a thread is inside the socket. The ingest thread is not
+  // while it runs a slow hook or waits for the spool, so the keeper thread steps in then: every
+  // 25 ms it takes the socket, if the ingest thread is not using it, and lets it process its
+  // commands. One mutex serializes the two (ZeroMQ allows a socket to change threads across a
+  // full memory barrier). Found in an exploratory run: a hook that took 2 s held every
+  // `hookgate publish` of a new connection for 2 s, and one past 3 s failed them.
+  std::mutex socket_mu_;
+  std::mutex keeper_mu_;
+  std::condition_variable keeper_cv_;
+  bool keeper_stop_ = false;
+  std::thread keeper_;
 };
 
 }  // namespace hookgate::bus

@@ -102,8 +102,7 @@ int cmd_publish(const std::vector<std::string>& argv) {
                 std::to_string(wait_ms) + " ms (" +
                 (refusal.empty()
                      ? "is the gateway running? do its bus.topics take this type? is this "
-                       "client's key allowed? is its spool full or its disk (/readyz 503, /status "
-                       "spool)? it takes no new connection then"
+                       "client's key allowed?"
                      : refusal) +
                 ")");
   }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 #include <zmq.hpp>
 
 #include "tests/support/gateway_process.hpp"
@@ -215,6 +216,30 @@ TEST(GatewayFlowTest, HungEndpointDoesNotDelayAnother) {
   EXPECT_GE(hung.count(), 1u);
   EXPECT_EQ(gw.log().find("webhook hung: delivery"), std::string::npos) << gw.log();
   hung.stop();
+}
+
+// Found in an exploratory run: libzmq attaches a new connection only while a thread is inside
+// the socket, and the ingest thread was inside a hook that took seconds, so a `hookgate publish`
+// that connected then heard of no subscriber until it gave up. New connections are attached (and
+// subscribed) while the chain runs.
+TEST(GatewayFlowTest, ASlowHookDoesNotKeepNewPublishersOut) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks/_10_slow.yaml",
+            "kind: veto\nevents: [\"slow.*\"]\ntimeout_ms: 10000\n"
+            "command: sh -c 'cat >/dev/null; sleep 4'\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url())))) << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "slow.one", "{}").empty());
+  // The hook has the ingest thread for 4 s from about now; a new connection must not wait it out.
+  std::this_thread::sleep_for(300ms);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "fast.two", "--data",
+                         "{}", "--wait-ms", "1500"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.exit_code, 0) << r.err << gw.log();
+  EXPECT_LT(took, 3s) << "publish waited for the hook";
+  ASSERT_TRUE(rx.wait_for(2, 15s)) << gw.log();  // both, once the hook is done
 }
 
 TEST(GatewayFlowTest, MalformedBusMessagesAreSurvivedAndCounted) {

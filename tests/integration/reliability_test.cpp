@@ -469,7 +469,7 @@ TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
                                 dead_ids[2], "msg_0000doesnotexist"});
   EXPECT_EQ(replayed.exit_code, 1) << replayed.err;
   EXPECT_NE(replayed.out.find("3 dead deliveries queued again"), std::string::npos) << replayed.out;
-  EXPECT_NE(replayed.err.find("msg_0000doesnotexist was not replayed: no dead delivery"),
+  EXPECT_NE(replayed.err.find("msg_0000doesnotexist was not replayed: no delivery with that id"),
             std::string::npos)
       << replayed.err;
   auto again = run_hookgate({"deliveries", "replay", "--spool", spool, dead_ids[0]});
