@@ -80,7 +80,7 @@ int hooks_test(const Args& args) {
   // A hook that did not load is missing from the run below (a redaction hook with a typo would
   // show its secrets "delivered"), so the dry run says so and fails, like `hooks list`.
   for (const auto& e : errors) std::fprintf(stderr, "load error: %s\n", e.str().c_str());
-  const int exit_code = errors.empty() ? 0 : 1;
+  int exit_code = errors.empty() ? 0 : 1;
   if (const size_t failed = chain->failed_count(); failed > 0)
     std::fprintf(stderr,
                  "hooks test: %zu hook%s failed to load; below, each is left out, or vetoes the "
@@ -104,10 +104,20 @@ int hooks_test(const Args& args) {
   auto outcome = chain->run(
       ev.value(), [&](DiagnosticEvent d) { diagnostics.push_back(std::move(d)); }, &steps);
   int n = 0;
+  // A hook that failed or timed out on this event fails the dry run too, whatever its on_error
+  // made of it (found in an exploratory run: a crashing redactor said "delivered", exit 0, with
+  // the password in the final event).
+  size_t failed_steps = 0;
   for (const auto& s : steps) {
+    if (s.result == "failed" || s.result == "timeout") ++failed_steps;
     std::printf("  %2d. %-24s %-9s %-11s %8.3f ms%s%s\n", ++n, s.hook.c_str(), s.kind.c_str(),
                 s.result.c_str(), static_cast<double>(s.duration_ns) / 1e6,
                 s.detail.empty() ? "" : "  ", s.detail.c_str());
+  }
+  if (failed_steps > 0) {
+    std::fprintf(stderr, "hooks test: %zu hook%s failed on this event (see the steps)\n",
+                 failed_steps, failed_steps == 1 ? "" : "s");
+    exit_code = 1;
   }
   // Observers see only events that survive the chain.
   for (const auto& e : chain->entries()) {

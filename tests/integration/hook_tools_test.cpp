@@ -193,7 +193,9 @@ TEST(HookToolsTest, HooksTestDryRunPrintsEachStepTheFinalEventAndTheWebhooks) {
   // A failing hook (on_error: open by default): the step, the diagnostic it would raise, and the
   // event goes on unchanged.
   r = run_hookgate({"hooks", "test", "--config", cfg, "--event", signup});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // It goes on, as `run` would, but the dry run fails (found in an exploratory run: exit 0).
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("hooks test: 1 hook failed on this event"), std::string::npos) << r.err;
   EXPECT_NE(line_matching(r.out, R"(\s+4\. flaky\s+transform\s+failed)" + ms +
                                      R"(\s+command exited with status 3: fixture error.*)"),
             "")
@@ -361,7 +363,10 @@ TEST(HookToolsTest, HooksNewYamlAndProgramScaffoldsLoadAndWork) {
   // Found in review: data that is not an object (any JSON value may be) crashed the scaffold.
   std::string text = dir.write("text.json", R"({"type":"example.login","data":"just a string"})");
   r = run_hookgate({"hooks", "test", "--config", cfg, "--event", text});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The YAML scaffold's `set data.env` cannot apply to a string (a failure under on_error: open,
+  // which fails the dry run); the Python one lets it through.
+  ASSERT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(line_matching(r.out, R"(\s+1\. tidy\s+transform\s+failed.*)"), "") << r.out;
   EXPECT_NE(line_matching(r.out, R"(\s+2\. gate\s+veto\s+continue.*)"), "") << r.out;
 
   std::string bad = dir.write("bad.json", R"({"type":"example.login","data":{"user":"mallory"}})");
