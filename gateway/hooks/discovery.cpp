@@ -312,7 +312,13 @@ std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories
     }
 
     std::map<std::string, std::vector<HookFile>> here;
-    for (auto& c : scan_directory(dir, errors, warnings)) {
+    // In run order, so of two files of one name the one that would run first is the one that
+    // loads (found in an exploratory run: `_15_tag.yml` won over `_5_tag.py`, by spelling).
+    auto candidates = scan_directory(dir, errors, warnings);
+    std::stable_sort(
+        candidates.begin(), candidates.end(),
+        [](const Candidate& a, const Candidate& b) { return runs_before(a.file, b.file); });
+    for (auto& c : candidates) {
       auto& same = here[c.file.name];
       if (!same.empty() && c.file.error.empty()) {
         c.file.error = "duplicate hook name '" + c.file.name + "' in " + dir.string() +

@@ -280,6 +280,22 @@ TEST(DiscoverHookErrors, DuplicateNameInOneDirectoryIsALoadError) {
   EXPECT_EQ(files[2].error, "");
 }
 
+// Found in an exploratory run: of `_5_tag.py` and `_15_tag.yml` the second loaded, because it
+// sorts first by spelling; the one that would run first is the one that loads.
+TEST(DiscoverHookErrors, OfTwoFilesOfOneNameTheFirstInRunOrderLoads) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_5_tag.sh", "#!/bin/sh\n", true);
+  write_file(dir, "_15_tag.yml", "kind: observe\n");
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[0].path, dir + "/_5_tag.sh");
+  EXPECT_EQ(files[0].error, "");
+  EXPECT_NE(files[1].error.find("duplicate hook name 'tag'"), std::string::npos) << files[1].error;
+  EXPECT_NE(files[1].error.find("_5_tag.sh"), std::string::npos) << files[1].error;
+}
+
 TEST(DiscoverHookErrors, NameWithoutNameIsAnErrorEntry) {
   TempDir tmp;
   std::string dir = tmp.dir("hooks");
