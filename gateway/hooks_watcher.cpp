@@ -79,6 +79,13 @@ void HooksWatcher::renew_watches() {
       ancestor.second.names.insert(below.filename().string());
     }
   }
+  // Where descriptors keep their programs (`run: lib/tracer.py`): an edit there is a change of
+  // the hook (found in an exploratory run: only a touch of the descriptor reloaded it).
+  for (const auto& folder : hooks::descriptor_target_folders(directories_)) {
+    auto& sub = wanted[folder];
+    sub.first |= kDirectoryEvents;
+    sub.second.whole_directory = true;
+  }
   std::map<int, Watch> next;
   for (auto& [path, want] : wanted) {
     // IN_MASK_ADD: two paths may reach one directory (a symlink) and share its descriptor.

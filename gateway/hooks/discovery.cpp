@@ -77,8 +77,9 @@ std::optional<std::string> unfollowable_hook_link(const fs::directory_entry& ent
 // Files of `dir` that the YAML descriptor `yaml` names in run:, library: or as the first word of
 // command:. They are part of that hook, not hooks of their own: without this, a script kept
 // beside its descriptor would also load (and run) as a separate program hook. A descriptor that
-// does not parse names nothing here; the loader reports it. With `every_word`, every word of
-// command: too (its arguments: a script run by an interpreter), for hot reload's fingerprint.
+// does not parse names nothing here; the loader reports it. With `every_word`, for hot reload's
+// fingerprint: every word of command: too (its arguments: a script run by an interpreter), and
+// files in `dir`'s sub-folders as well (where the docs say to keep scripts and sources).
 // ${VAR}s are expanded as the loader expands them (`run: ${DIR:-.}/enrich.py` names enrich.py);
 // an expansion error is the loader's to report.
 void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
@@ -118,7 +119,9 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
     if (w.empty() || w.front() == '-') continue;
     fs::path p = fs::path(w).is_absolute() ? fs::path(w) : dir / w;
     p = p.lexically_normal();
-    if (p.parent_path() == dir) out.insert(p.string());
+    const fs::path below = p.lexically_relative(dir);
+    const bool inside = !below.empty() && *below.begin() != ".." && *below.begin() != ".";
+    if (p.parent_path() == dir || (every_word && inside)) out.insert(p.string());
   }
 }
 
@@ -364,6 +367,30 @@ config::Diagnostics missing_hook_directories(const config::HooksConfig& config) 
                        ", so no hooks load from it"});
   }
   return out;
+}
+
+std::set<std::string> descriptor_target_folders(const std::vector<std::string>& directories) {
+  std::set<std::string> folders;
+  for (const auto& configured : directories) {
+    const fs::path dir = normalized_directory(configured);
+    std::set<std::string> named;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
+         !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.empty() || is_ignorable_file_name(name)) continue;
+      if (classify(*it) != HookForm::Declarative) continue;
+      try {
+        collect_descriptor_targets(it->path(), dir, named, true);
+      } catch (const std::exception&) {
+        // Not a readable descriptor: it names nothing.
+      }
+    }
+    for (const auto& file : named)
+      if (const fs::path parent = fs::path(file).parent_path(); parent != dir)
+        folders.insert(parent.string());
+  }
+  return folders;
 }
 
 std::string hook_files_fingerprint(const std::vector<std::string>& directories) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -72,9 +73,13 @@ config::Diagnostics missing_hook_directories(const config::HooksConfig& config);
 // the identity (device, inode, size, mtime, ctime, mode; links followed; ctime because `cp -p`
 // or `tar x` rewrite a file in place and put its old mtime back) of each directory and of every
 // file in it that is a hook or that a descriptor names (run:, command: and its arguments,
-// library:). Data, state and module files a hook keeps beside itself are not in it, so a hook
-// that writes them does not reload the chain (and so restart itself) in a loop.
+// library:, in the folder or a sub-folder of it). Data, state and module files a hook keeps beside
+// itself are not in it, so a hook that writes them does not reload the chain (and so restart
+// itself) in a loop.
 std::string hook_files_fingerprint(const std::vector<std::string>& directories);
+// The sub-folders of `directories` that hold a file a descriptor names (`run: lib/tracer.py`):
+// the watcher watches them too, as the fingerprint covers those files.
+std::set<std::string> descriptor_target_folders(const std::vector<std::string>& directories);
 
 // The words of a descriptor's string-form `run:` / `command:` (split on whitespace; the list form
 // is for arguments with spaces).
