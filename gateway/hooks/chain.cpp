@@ -163,6 +163,17 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
       e.error += " (on_error: closed: the events it would see are vetoed until it loads)";
     if (!e.error.empty())
       spdlog::warn("hook {} ({}) not loaded: {}", e.file.name, e.file.path, e.error);
+    // Diagnostics never pass through hooks (a hook's own failure would feed the chain): a
+    // pattern for them is a hook that silently never runs (found in an exploratory run).
+    if (!e.hook) continue;
+    for (const auto& pattern : e.hook->spec().events) {
+      if (!pattern.starts_with(kDiagnosticTypePrefix)) continue;
+      const std::string said = "hook " + e.file.name + ": events pattern '" + pattern +
+                               "' never matches: hookgate.* diagnostics go to webhooks only, "
+                               "never through hooks (subscribe a webhook to them instead)";
+      spdlog::warn("{}", said);
+      if (warnings) warnings->push_back({{e.file.path, 0, 0}, said});
+    }
   }
   auto chain = build(std::move(entries), config.max_event_bytes);
   spdlog::info("hooks: {} loaded, {} failed to load", chain->loaded_count(), chain->failed_count());

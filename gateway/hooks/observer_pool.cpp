@@ -181,7 +181,9 @@ void ObserverPool::run(ObserverJob& job) {
     return;
   }
   Action action = inv.result.value().action;
-  job.stats->runs(run_result_of(action)).inc();
+  // Counted as what it did: an observer's veto or replacement is ignored, so it continued (found
+  // in an exploratory run: result="veto" series an alert on vetoes would have fired on).
+  job.stats->runs(action == Action::Skip ? RunResult::Skip : RunResult::Continue).inc();
   if (action == Action::Veto || action == Action::Replace) {
     spdlog::debug("observe hook {} answered {} on event {}; observers are read-only, ignored",
                   job.hook->spec().name, to_string(run_result_of(action)), job.event->id());

@@ -496,6 +496,26 @@ TEST(HookChainLoad, AFailClosedHookThatFailsToLoadVetoesWhatItWouldHaveSeen) {
   EXPECT_EQ(diags.events()[0].hook, name);
 }
 
+// Found in an exploratory run: an observer on `hookgate.*` (a "page on dead letters" hook) loaded
+// and `check` said ok, but diagnostics never pass through hooks, so it never ran. It is a warning.
+TEST(HookChainLoad, AHookPatternForDiagnosticsIsAWarning) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_chain_pager.yaml",
+             "kind: observe\nevents: [\"hookgate.delivery.*\", \"auth.*\"]\n"
+             "actions:\n  - log: dead\n");
+  write_file(dir, "_20_chain_all.yaml", "kind: observe\nactions:\n  - log: any\n");
+  config::HooksConfig cfg;
+  cfg.directories = {dir};
+  config::Diagnostics errors, warnings;
+  auto chain = HookChain::load(cfg, errors, nullptr, &warnings);
+  EXPECT_EQ(chain->loaded_count(), 2u);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].where.file, dir + "/_10_chain_pager.yaml");
+  EXPECT_NE(warnings[0].message.find("'hookgate.delivery.*' never matches"), std::string::npos)
+      << warnings[0].message;
+}
+
 // Found in an exploratory run: a closed redactor whose file was truncated (a non-atomic deploy)
 // or mistyped could not say on_error, so it fell back to the global default (open) and the next
 // events went out with their passwords. A reload keeps the running version's closed policy, its
