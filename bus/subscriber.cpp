@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <system_error>
 
 #include "bus/curve.hpp"
 #include "bus/wire.hpp"
@@ -65,7 +66,11 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
       }
     }
     // Last: from here on it shares the socket with the ingest thread, under socket_mu_.
-    sub->keeper_ = std::thread([s = sub.get()] { s->keep_attaching(); });
+    try {
+      sub->keeper_ = std::thread([s = sub.get()] { s->keep_attaching(); });
+    } catch (const std::system_error& e) {  // a thread limit: said, not an abort
+      return make_error(std::string("bus socket: cannot start its keeper thread: ") + e.what());
+    }
     return sub;
   } catch (const zmq::error_t& e) {
     return make_error(std::string("bus socket: ") + e.what());
@@ -84,6 +89,10 @@ bool interrupted(const zmq::error_t& e) {
 }  // namespace
 
 Subscriber::~Subscriber() {
+  stop_keeper();
+}
+
+void Subscriber::stop_keeper() {
   {
     std::lock_guard lock(keeper_mu_);
     keeper_stop_ = true;

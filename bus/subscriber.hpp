@@ -55,6 +55,10 @@ class Subscriber {
   [[nodiscard]] std::shared_ptr<const std::atomic<int>> live_connections() const {
     return bound_.empty() && monitor_ ? monitor_->live_connections() : nullptr;
   }
+  // Stops attaching new connections while the ingest thread is away (see keeper_): at shutdown,
+  // once the drain has read the socket for the last time, a publisher that connects should hear of
+  // no subscriber and keep its events, not hand them to a socket about to close. Idempotent.
+  void stop_keeper();
   // The endpoint actually bound (resolves a `*` port), "" if the socket only connects.
   const std::string& bound_endpoint() const { return bound_; }
 

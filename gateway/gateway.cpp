@@ -734,6 +734,7 @@ struct Gateway::Impl {
     }
     running = false;
     drain_on_stop(frames, batch);
+    sub->stop_keeper();
     settle_adds(true);
   }
 

@@ -43,7 +43,7 @@ HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<v
     spdlog::warn("hooks: inotify unavailable, hot reload only on SIGHUP");
     return;
   }
-  fingerprint_ = hooks::hook_files_fingerprint(directories_);
+  fingerprint_ = hooks::hook_files_fingerprint(directories_, &target_folders_);
   for (const auto& dir : directories_)
     existed_.push_back(directory_exists(hooks::normalized_directory(dir)));
   renew_watches();
@@ -81,7 +81,7 @@ void HooksWatcher::renew_watches() {
   }
   // Where descriptors keep their programs (`run: lib/tracer.py`): an edit there is a change of
   // the hook (found in an exploratory run: only a touch of the descriptor reloaded it).
-  for (const auto& folder : hooks::descriptor_target_folders(directories_)) {
+  for (const auto& folder : target_folders_) {
     auto& sub = wanted[folder];
     sub.first |= kDirectoryEvents;
     sub.second.whole_directory = true;
@@ -150,7 +150,14 @@ void HooksWatcher::settled() {
     spdlog::warn("hooks: directory {} is still missing; reloading without its hooks",
                  directories_[i]);
   std::fill(missing_since_.begin(), missing_since_.end(), std::nullopt);
-  std::string fingerprint = hooks::hook_files_fingerprint(directories_);
+  std::set<std::string> folders;
+  std::string fingerprint = hooks::hook_files_fingerprint(directories_, &folders);
+  if (folders != target_folders_) {
+    // Watched from now on; read again, so a change made before the watch was added counts.
+    target_folders_ = std::move(folders);
+    renew_watches();
+    fingerprint = hooks::hook_files_fingerprint(directories_, &folders);
+  }
   if (fingerprint == fingerprint_) {
     spdlog::debug("hooks: changes in the hook directories, but no hook file changed");
     return;

@@ -47,7 +47,10 @@ class HooksWatcher {
   std::vector<std::string> directories_;
   std::map<int, Watch> watches_;  // by watch descriptor
   std::set<std::string> warned_unwatchable_;
-  std::string fingerprint_;    // of the hook files the chain was last (re)loaded for
+  std::string fingerprint_;  // of the hook files the chain was last (re)loaded for
+  // Sub-folders holding programs descriptors run (`run: lib/tracer.py`), as of the last
+  // fingerprint: watched too.
+  std::set<std::string> target_folders_;
   std::vector<bool> existed_;  // per directory, at that load
   // Per directory: since when one that existed at the last load has been missing (each has a
   // grace of its own); and when to look again.

@@ -107,6 +107,7 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
         closed_before.emplace(e.file.name, &hook->spec());
     }
   std::vector<HookEntry> entries;
+  std::set<size_t> kept_closed;  // entries closed by their running version, not their file
   if (!config.enabled) return build(std::move(entries), config.max_event_bytes);
   for (auto& file : discover_hooks(config.directories, errors, warnings)) {
     if (cancel && cancel->load()) return nullptr;  // the hooks loaded so far stop as they go
@@ -142,9 +143,7 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
       if (auto before = closed_before.find(file.name); before != closed_before.end()) {
         attempted.spec = *before->second;
         attempted.kind = before->second->kind;
-        entry.error +=
-            " (its running version was on_error: closed, which a file that does not "
-            "load cannot relax)";
+        kept_closed.insert(entries.size());  // said below, if it stands in
       }
     if (!entry.error.empty()) entry.stand_in = make_failed_load_stand_in(attempted, entry.error);
     // A YAML file's form is known once its keys are read (a run: descriptor is a program).
@@ -157,8 +156,13 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
   std::set<std::string> present;
   for (const auto& e : entries)
     if (e.hook) present.insert(e.file.name);
-  for (auto& e : entries) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    HookEntry& e = entries[i];
     if (e.stand_in && !present.insert(e.file.name).second) e.stand_in.reset();
+    if (e.stand_in && kept_closed.count(i))
+      e.error +=
+          " (its running version was on_error: closed, which a file that does not load "
+          "cannot relax)";
     if (e.stand_in)
       e.error += " (on_error: closed: the events it would see are vetoed until it loads)";
     if (!e.error.empty())

@@ -78,8 +78,11 @@ std::optional<std::string> unfollowable_hook_link(const fs::directory_entry& ent
 // command:. They are part of that hook, not hooks of their own: without this, a script kept
 // beside its descriptor would also load (and run) as a separate program hook. A descriptor that
 // does not parse names nothing here; the loader reports it. With `every_word`, for hot reload's
-// fingerprint: every word of command: too (its arguments: a script run by an interpreter), and
-// files in `dir`'s sub-folders as well (where the docs say to keep scripts and sources).
+// fingerprint: every word of command: too (its arguments: a script run by an interpreter), and the
+// program itself where it sits in a sub-folder (`run: python3 lib/tracer.py`, where the docs say
+// to keep scripts): the first word of run:/command: naming a file there, and library:. Not the
+// words after it: those are arguments, such as a state file the hook writes (found in review: a
+// hook appending to `state/trace.json`, passed as its argument, reloaded itself in a loop).
 // ${VAR}s are expanded as the loader expands them (`run: ${DIR:-.}/enrich.py` names enrich.py);
 // an expansion error is the loader's to report.
 void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
@@ -99,30 +102,40 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
     config::Diagnostics ignored;
     return config::expand_env(scalar.Scalar(), config::Position{}, ignored);
   };
-  std::vector<std::string> words;
+  // One source's words: run:, command: or library:.
+  auto take = [&](const std::vector<std::string>& words) {
+    bool program_found = false;  // a word naming an existing file of the folder or below
+    for (const auto& w : words) {
+      if (w.empty() || w.front() == '-') continue;
+      fs::path p = fs::path(w).is_absolute() ? fs::path(w) : dir / w;
+      p = p.lexically_normal();
+      std::error_code ec;
+      const bool exists = fs::exists(p, ec);
+      if (p.parent_path() == dir) {
+        out.insert(p.string());
+        program_found |= exists;
+        continue;
+      }
+      const fs::path below = p.lexically_relative(dir);
+      const bool in_sub_folder = !below.empty() && *below.begin() != ".." && *below.begin() != ".";
+      if (every_word && in_sub_folder && exists && !program_found) out.insert(p.string());
+      program_found |= in_sub_folder && exists;
+    }
+  };
   if (const YAML::Node run = member("run"); run.IsScalar()) {
-    words = split_words(expanded(run));
+    take(split_words(expanded(run)));
   } else if (run.IsSequence()) {
+    std::vector<std::string> words;
     for (const auto& item : run)
       if (item.IsScalar()) words.push_back(expanded(item));
+    take(words);
   }
   if (const YAML::Node command = member("command"); command.IsScalar()) {
-    auto w = split_words(expanded(command));
-    if (every_word)
-      words.insert(words.end(), w.begin(), w.end());
-    else if (!w.empty())
-      words.push_back(w.front());
+    auto words = split_words(expanded(command));
+    if (!every_word && words.size() > 1) words.resize(1);
+    take(words);
   }
-  if (const YAML::Node library = member("library"); library.IsScalar())
-    words.push_back(expanded(library));
-  for (const auto& w : words) {
-    if (w.empty() || w.front() == '-') continue;
-    fs::path p = fs::path(w).is_absolute() ? fs::path(w) : dir / w;
-    p = p.lexically_normal();
-    const fs::path below = p.lexically_relative(dir);
-    const bool inside = !below.empty() && *below.begin() != ".." && *below.begin() != ".";
-    if (p.parent_path() == dir || (every_word && inside)) out.insert(p.string());
-  }
+  if (const YAML::Node library = member("library"); library.IsScalar()) take({expanded(library)});
 }
 
 }  // namespace
@@ -369,31 +382,9 @@ config::Diagnostics missing_hook_directories(const config::HooksConfig& config) 
   return out;
 }
 
-std::set<std::string> descriptor_target_folders(const std::vector<std::string>& directories) {
-  std::set<std::string> folders;
-  for (const auto& configured : directories) {
-    const fs::path dir = normalized_directory(configured);
-    std::set<std::string> named;
-    std::error_code ec;
-    for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;
-         !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (name.empty() || is_ignorable_file_name(name)) continue;
-      if (classify(*it) != HookForm::Declarative) continue;
-      try {
-        collect_descriptor_targets(it->path(), dir, named, true);
-      } catch (const std::exception&) {
-        // Not a readable descriptor: it names nothing.
-      }
-    }
-    for (const auto& file : named)
-      if (const fs::path parent = fs::path(file).parent_path(); parent != dir)
-        folders.insert(parent.string());
-  }
-  return folders;
-}
-
-std::string hook_files_fingerprint(const std::vector<std::string>& directories) {
+std::string hook_files_fingerprint(const std::vector<std::string>& directories,
+                                   std::set<std::string>* target_folders) {
+  if (target_folders) target_folders->clear();
   std::string out;
   auto append_identity = [&out](const struct stat& st) {
     out += std::to_string(st.st_dev) + ':' + std::to_string(st.st_ino) + ':' +
@@ -432,6 +423,8 @@ std::string hook_files_fingerprint(const std::vector<std::string>& directories) 
       }
     }
     for (const auto& path : files) {
+      if (const fs::path parent = fs::path(path).parent_path(); target_folders && parent != dir)
+        target_folders->insert(parent.string());
       out += path + '\n';
       struct stat st {};
       if (::stat(path.c_str(), &st) == 0) {

@@ -76,10 +76,11 @@ config::Diagnostics missing_hook_directories(const config::HooksConfig& config);
 // library:, in the folder or a sub-folder of it). Data, state and module files a hook keeps beside
 // itself are not in it, so a hook that writes them does not reload the chain (and so restart
 // itself) in a loop.
-std::string hook_files_fingerprint(const std::vector<std::string>& directories);
-// The sub-folders of `directories` that hold a file a descriptor names (`run: lib/tracer.py`):
-// the watcher watches them too, as the fingerprint covers those files.
-std::set<std::string> descriptor_target_folders(const std::vector<std::string>& directories);
+// `target_folders`, when given, receives the sub-folders holding such a program (`run:
+// lib/tracer.py`), for the watcher to watch too: computed with the fingerprint, so the descriptors
+// are read once per settled change, not at every inotify wake-up.
+std::string hook_files_fingerprint(const std::vector<std::string>& directories,
+                                   std::set<std::string>* target_folders = nullptr);
 
 // The words of a descriptor's string-form `run:` / `command:` (split on whitespace; the list form
 // is for arguments with spaces).

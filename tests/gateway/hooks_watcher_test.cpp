@@ -67,11 +67,18 @@ TEST(HooksWatcherTest, HookFilesReloadButLogsAndEditorFilesDoNot) {
 TEST(HooksWatcherTest, AProgramADescriptorRunsFromASubFolderReloads) {
   testing::TempDir dir;
   dir.write("lib/tracer.py", "#!/usr/bin/env python3\n# v1\n", true);
-  dir.write("_9_trace.yaml", "kind: observe\nrun: lib/tracer.py\n");
+  dir.write("state/trace.json", "");
+  // Its argument is a state file it appends to (found in review: with every argument counted,
+  // each write reloaded the hook, which wrote again at its start: a loop).
+  dir.write("_9_trace.yaml", "kind: observe\nrun: python3 lib/tracer.py state/trace.json\n");
   std::atomic<int> reloads{0};
   HooksWatcher watcher(
       {dir.path().string()}, [&] { ++reloads; }, 150ms);
   dir.write("lib/notes.txt", "not named by any descriptor\n");
+  for (int i = 0; i < 5; ++i) {
+    std::ofstream(dir / "state" / "trace.json", std::ios::app) << "{\"n\":" << i << "}\n";
+    std::this_thread::sleep_for(50ms);
+  }
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(reloads.load(), 0);
   dir.write("lib/tracer.py", "#!/usr/bin/env python3\n# v2, renamed into place\n", true);

@@ -242,6 +242,31 @@ TEST(GatewayFlowTest, ASlowHookDoesNotKeepNewPublishersOut) {
   ASSERT_TRUE(rx.wait_for(2, 15s)) << gw.log();  // both, once the hook is done
 }
 
+// Found in an exploratory run: a closed redactor whose file a deploy truncated fell back to the
+// global default (open) at the reload, and the next event went out with its password.
+TEST(GatewayFlowTest, AClosedRedactorThatStopsLoadingOnAReloadStillVetoes) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks/_12_redact.yaml",
+            "kind: transform\non_error: closed\nevents: [\"pw.*\"]\nactions:\n"
+            "  - remove: [data.password]\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url(), "[\"pw.*\", \"other.*\"]"))))
+      << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "pw.login", R"({"n":1,"password":"hunter2"})").empty());
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  dir.write("hooks/_12_redact.yaml", "");  // cut off mid-deploy
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("its running version was on_error: closed", 10s)) << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "pw.login", R"({"n":2,"password":"hunter2"})").empty());
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "other.ok", "{}").empty());
+  ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
+  EXPECT_FALSE(rx.wait_for(3, 500ms));
+  for (const auto& req : rx.requests())
+    EXPECT_EQ(req.body.find("hunter2"), std::string::npos) << req.body;
+  EXPECT_EQ(rx.requests()[1].header("x-hookgate-event"), "other.ok");
+}
+
 TEST(GatewayFlowTest, MalformedBusMessagesAreSurvivedAndCounted) {
   TempDir dir;
   HttpReceiver rx, diagnostics;
