@@ -475,11 +475,11 @@ void read_spool(MapReader r, SpoolConfig& spool, const std::string& base_dir) {
             "spool.mode: expected sqlite or memory, got " + r.as_written("mode", mode));
   }
   r.get("path", spool.path);
-  r.get("synchronous", spool.synchronous);
-  std::transform(spool.synchronous.begin(), spool.synchronous.end(), spool.synchronous.begin(),
-                 [](unsigned char c) { return std::toupper(c); });
+  r.get_keyword("synchronous", spool.synchronous);
+  spool.synchronous = ascii_upper(spool.synchronous);  // as the PRAGMA spells it
   if (spool.synchronous != "NORMAL" && spool.synchronous != "FULL")
-    r.error(r.pos("synchronous"), "spool.synchronous: expected NORMAL or FULL");
+    r.error(r.pos("synchronous"), "spool.synchronous: expected NORMAL or FULL, got " +
+                                      r.as_written("synchronous", spool.synchronous));
   r.get("retention_ms", spool.retention_ms);
   r.get("dead_retention_ms", spool.dead_retention_ms);
   r.get_bytes("retention_max_bytes", spool.retention_max_bytes);
@@ -547,9 +547,11 @@ void read_log(MapReader r, LogConfig& log) {
   r.get_keyword("format", log.format);
   if (!is_log_level(log.level))
     r.error(r.pos("level"),
-            "log.level: expected one of trace, debug, info, warn (or warning), error, off");
+            "log.level: expected one of trace, debug, info, warn (or warning), error, off, got " +
+                r.as_written("level", log.level));
   if (log.format != "text" && log.format != "json")
-    r.error(r.pos("format"), "log.format: expected text or json");
+    r.error(r.pos("format"),
+            "log.format: expected text or json, got " + r.as_written("format", log.format));
   r.finish();
 }
 

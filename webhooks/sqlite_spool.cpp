@@ -338,11 +338,6 @@ size_t cached_size(const Delivery& d) {
   return kCachedOverhead + (d.body ? d.body->size() : 0) + d.last_error.size();
 }
 
-std::string upper(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
 }  // namespace
 
 // One connection and its prepared statements (prepared once, reused: the writer's hot loop never
@@ -605,7 +600,7 @@ Status open_db(const std::string& path, bool create, int busy_ms, sqlite3** out)
 
 // open() errors do not repeat the path: its callers (gateway, CLI) prefix "spool PATH: ".
 Status SqliteSpool::init(bool tools) {
-  const std::string sync = upper(cfg_.synchronous.empty() ? "NORMAL" : cfg_.synchronous);
+  const std::string sync = ascii_upper(cfg_.synchronous.empty() ? "NORMAL" : cfg_.synchronous);
   if (sync != "NORMAL" && sync != "FULL" && sync != "EXTRA")
     return make_error("spool.synchronous must be NORMAL or FULL, not '" + cfg_.synchronous + "'");
   const std::string sync_pragma = "PRAGMA synchronous=" + sync;

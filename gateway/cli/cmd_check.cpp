@@ -23,9 +23,10 @@ int cmd_check(const std::vector<std::string>& argv) {
           "Validates the config and every hook; prints FILE:LINE:COL: message per problem\n"
           "and exits 1 if there is any.\n"
           "  --config-only  only what `run` refuses to start on (the config with its\n"
-          "                webhooks' tls: files, the bus key files): a hook that fails\n"
-          "                to load is left out and a webhook with a bad URL or header\n"
-          "                paused, not fatal. For a service's ExecStartPre.\n"))
+          "                webhooks' tls: files readable, the bus key files): a hook\n"
+          "                that fails to load is left out and a webhook with a bad URL,\n"
+          "                header or TLS file paused, not fatal. For a service's\n"
+          "                ExecStartPre.\n"))
     return *code;
   if (!args.has("config")) return fail("--config FILE is required", 2);
   setup_logging("off", "text");  // hook loading must not chatter; problems are printed below

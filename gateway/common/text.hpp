@@ -58,6 +58,13 @@ inline std::string ascii_lower(std::string text) {
   return text;
 }
 
+// `text` in ASCII upper case (SQL keywords); other bytes as they are.
+inline std::string ascii_upper(std::string text) {
+  for (char& c : text)
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+  return text;
+}
+
 // `text` without leading and trailing whitespace (space, \t, \r, \n, \f, \v).
 inline std::string_view trim(std::string_view text) {
   constexpr std::string_view kSpace = " \t\r\n\f\v";

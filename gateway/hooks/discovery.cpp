@@ -156,7 +156,8 @@ struct Candidate {
   HookFile file;
 };
 
-// Hook files of one directory, sorted by file name so "first" and "duplicate" are deterministic.
+// Hook files of one directory, sorted by file name (the caller sorts them in run order; this
+// breaks its ties the same way on every run).
 std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& errors,
                                       config::Diagnostics* warnings) {
   std::vector<Candidate> out;

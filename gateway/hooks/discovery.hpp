@@ -73,9 +73,9 @@ config::Diagnostics missing_hook_directories(const config::HooksConfig& config);
 // the identity (device, inode, size, mtime, ctime, mode; links followed; ctime because `cp -p`
 // or `tar x` rewrite a file in place and put its old mtime back) of each directory and of every
 // file in it that is a hook or that a descriptor names (run:, command: and its arguments,
-// library:, in the folder or a sub-folder of it). Data, state and module files a hook keeps beside
-// itself are not in it, so a hook that writes them does not reload the chain (and so restart
-// itself) in a loop.
+// library:), and of the program a descriptor runs from a sub-folder (not the arguments after it).
+// Data, state and module files a hook keeps beside itself are not in it, so a hook that writes
+// them does not reload the chain (and so restart itself) in a loop.
 // `target_folders`, when given, receives the sub-folders holding such a program (`run:
 // lib/tracer.py`), for the watcher to watch too: computed with the fingerprint, so the descriptors
 // are read once per settled change, not at every inotify wake-up.

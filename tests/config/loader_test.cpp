@@ -39,11 +39,16 @@ TEST(ConfigLoaderTest, EmptyFileGivesDefaults) {
 // Found in an exploratory run: `synchronous: full` and `True` were taken, `level: INFO`,
 // `format: JSON`, `mode: Memory` and an `HTTPS://` URL refused. Keywords and schemes take any case.
 TEST(ConfigLoaderTest, KeywordsAndUrlSchemesTakeAnyCase) {
+  testing::TempDir dir;
+  const std::string ca = dir.write("ca.pem", "readable: all the loader asks of it\n");
   auto cfg = load(
-      "log: { level: INFO, format: Json }\nspool: { mode: Memory }\nwebhooks:\n"
+      "log: { level: INFO, format: Json }\nspool: { mode: Memory, synchronous: Full }\n"
+      "webhooks:\n"
       "  - name: a\n    url: HTTPS://Example.com/Hook?Key=AbC\n    body: Splunk_HEC\n"
       "    http_client: LibCurl\n    signatures: [GitHub]\n"
-      "    tls: { ca_file: /etc/passwd }\n"  // readable: all the loader asks of it
+      "    tls: { ca_file: " +
+      ca +
+      " }\n"
       "extensions:\n  webhooks:\n    - hook: x.y\n      url: Http://127.0.0.1:9/\n");
   ASSERT_TRUE(cfg) << first_error(cfg);
   EXPECT_EQ(cfg->log.level, "info");
@@ -57,9 +62,18 @@ TEST(ConfigLoaderTest, KeywordsAndUrlSchemesTakeAnyCase) {
   EXPECT_EQ(a.http_client, WebhookConfig::HttpClient::Libcurl);
   EXPECT_TRUE(a.sign_github);
   EXPECT_EQ(alias.url, "http://127.0.0.1:9/");
+  EXPECT_EQ(cfg->spool.synchronous, "FULL");
   // Still one of the set: a misspelling is said as written.
-  EXPECT_EQ(first_error(load("log: { level: Verbose }\n")).substr(0, 26),
-            "test.yaml:1:15: log.level:");
+  for (const auto& [yaml, said] : std::vector<std::pair<std::string, std::string>>{
+           {"log: { level: Verbose }\n", "test.yaml:1:15: log.level: "},
+           {"log: { format: Logfmt }\n", "test.yaml:1:16: log.format: "},
+           {"spool: { synchronous: Extra }\n", "test.yaml:1:23: spool.synchronous: "}}) {
+    const std::string error = first_error(load(yaml));
+    EXPECT_EQ(error.rfind(said, 0), 0u) << error;
+    const std::string written = yaml.substr(yaml.find(": ", yaml.find("{")) + 2);
+    EXPECT_NE(error.find("got '" + written.substr(0, written.find(' ')) + "'"), std::string::npos)
+        << error;
+  }
   EXPECT_NE(first_error(load("webhooks:\n  - name: a\n    url: http://x/\n    body: SplunkHEC\n"))
                 .find("got 'SplunkHEC'"),
             std::string::npos);

@@ -260,11 +260,6 @@ TEST(BusSecurityTest, AllowListIsReReadOnSighup) {
   // A keypair in the folder is skipped with a warning, once per read (found in an exploratory
   // run: twice at each start, by the check before the read).
   std::filesystem::copy_file(dir / "second.key", dir / "clients" / "second.key");
-  const auto times_logged = [](const std::string& log, const std::string& text) {
-    size_t n = 0;
-    for (size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
-    return n;
-  };
   const std::string skipped = "second.key is skipped: it holds a secret key";
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(
@@ -281,7 +276,7 @@ TEST(BusSecurityTest, AllowListIsReReadOnSighup) {
   };
   ASSERT_EQ(send("first.key", "app.before").exit_code, 0);
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
-  EXPECT_EQ(times_logged(gw.log(), skipped), 1u) << gw.log();
+  EXPECT_EQ(count_occurrences(gw.log(), skipped), 1u) << gw.log();
 
   // A compromised publisher is taken off the list, another added: no restart.
   std::filesystem::remove(dir / "clients" / "first.pub");
@@ -297,7 +292,7 @@ TEST(BusSecurityTest, AllowListIsReReadOnSighup) {
   ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
   EXPECT_FALSE(rx.wait_for(3, 500ms));
   EXPECT_EQ(rx.requests()[1].header("x-hookgate-event"), "app.after");
-  EXPECT_EQ(times_logged(gw.log(), skipped), 2u) << gw.log();
+  EXPECT_EQ(count_occurrences(gw.log(), skipped), 2u) << gw.log();
 
   // Every key taken off: the reload says that every publisher is now refused.
   std::filesystem::remove(dir / "clients" / "second.pub");

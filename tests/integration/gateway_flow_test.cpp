@@ -225,14 +225,16 @@ TEST(GatewayFlowTest, HungEndpointDoesNotDelayAnother) {
 TEST(GatewayFlowTest, ASlowHookDoesNotKeepNewPublishersOut) {
   TempDir dir;
   HttpReceiver rx;
+  const std::string started = (dir.path() / "started").string();
   dir.write("hooks/_10_slow.yaml",
             "kind: veto\nevents: [\"slow.*\"]\ntimeout_ms: 10000\n"
-            "command: sh -c 'cat >/dev/null; sleep 4'\n");
+            "command: sh -c 'cat >/dev/null; touch " +
+                started + "; sleep 4'\n");
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(base_config(webhook("rx", rx.url())))) << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "slow.one", "{}").empty());
-  // The hook has the ingest thread for 4 s from about now; a new connection must not wait it out.
-  std::this_thread::sleep_for(300ms);
+  // From now the hook has the ingest thread for 4 s; a new connection must not wait it out.
+  ASSERT_TRUE(wait_until([&] { return std::filesystem::exists(started); }, 10s)) << gw.log();
   const auto start = std::chrono::steady_clock::now();
   auto r = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "fast.two", "--data",
                          "{}", "--wait-ms", "1500"});
@@ -255,9 +257,15 @@ TEST(GatewayFlowTest, AClosedRedactorThatStopsLoadingOnAReloadStillVetoes) {
       << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "pw.login", R"({"n":1,"password":"hunter2"})").empty());
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  const auto reloads = [&] {
+    return metric_value(http_get(gw.admin_port(), "/metrics"), "hookgate_hooks_reloads_total");
+  };
+  const uint64_t reloads_before = reloads();
   dir.write("hooks/_12_redact.yaml", "");  // cut off mid-deploy
   gw.signal(SIGHUP);
   ASSERT_TRUE(gw.wait_for_log("its running version was on_error: closed", 10s)) << gw.log();
+  // The line is said while the chain loads; the count moves once it is in place.
+  ASSERT_TRUE(wait_until([&] { return reloads() > reloads_before; }, 10s)) << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "pw.login", R"({"n":2,"password":"hunter2"})").empty());
   ASSERT_FALSE(publish(gw.bus_endpoint(), "other.ok", "{}").empty());
   ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();

@@ -259,6 +259,28 @@ TEST(ObserverPool, FailuresAreReportedLikeFailOpenAndNeverVeto) {
   EXPECT_EQ(counter("hookgate_hook_failures_total", {{"hook", "pool_broken"}}), failures + 1);
 }
 
+// Found in an exploratory run: an observer that answered veto or replace was counted under
+// result="veto"/"replace", which an alert on vetoed events would fire on, though both are ignored.
+TEST(ObserverPool, AnIgnoredVetoOrReplaceCountsAsContinue) {
+  DiagnosticLog diags;
+  ObserverPool pool(1, 10, diags.sink());
+  const auto runs = [](const std::string& hook, const char* result) {
+    return counter("hookgate_hook_runs_total", {{"hook", hook}, {"result", result}});
+  };
+  for (const auto& [name, action] : std::vector<std::pair<std::string, Action>>{
+           {"pool_ignored_veto", Action::Veto}, {"pool_ignored_replace", Action::Replace}}) {
+    auto hook = fake(name, HookKind::Observe, [a = action](Event&) { return answer(a, "no"); });
+    const uint64_t continued = runs(name, "continue");
+    const uint64_t as_answered = runs(name, action == Action::Veto ? "veto" : "replace");
+    ASSERT_TRUE(pool.submit(job_for(hook)));
+    ASSERT_TRUE(hookgate::testing::wait_until(
+        [&] { return runs(name, "continue") == continued + 1; }, std::chrono::seconds(10)));
+    EXPECT_EQ(runs(name, action == Action::Veto ? "veto" : "replace"), as_answered);
+  }
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_TRUE(diags.events().empty());
+}
+
 TEST(ObserverPool, WorkOutlivesTheChainGenerationThatQueuedIt) {
   Gate gate;
   auto observer = fake("pool_generation", HookKind::Observe, [&](Event& ev) {
