@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <ctime>
 #include <stdexcept>
 
 namespace hookgate::testing {
@@ -63,9 +64,11 @@ Cert make_certificate(EVP_PKEY* key, const char* common_name, X509* issuer, EVP_
   return cert;
 }
 
-std::string pem_of(X509* cert) {
+// What `write` puts into a memory BIO, as text.
+template <class Write>
+std::string written_pem(Write write) {
   BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_X509(bio, cert);
+  write(bio);
   char* data = nullptr;
   const long size = BIO_get_mem_data(bio, &data);
   std::string pem(data, static_cast<size_t>(size));
@@ -73,14 +76,14 @@ std::string pem_of(X509* cert) {
   return pem;
 }
 
+std::string pem_of(X509* cert) {
+  return written_pem([cert](BIO* bio) { PEM_write_bio_X509(bio, cert); });
+}
+
 std::string pem_of(EVP_PKEY* key) {
-  BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr);
-  char* data = nullptr;
-  const long size = BIO_get_mem_data(bio, &data);
-  std::string pem(data, static_cast<size_t>(size));
-  BIO_free(bio);
-  return pem;
+  return written_pem([key](BIO* bio) {
+    PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr);
+  });
 }
 
 }  // namespace
@@ -151,14 +154,22 @@ TlsReceiver::~TlsReceiver() {
 }
 
 std::string TlsReceiver::client_key_pem(const std::string& password) const {
-  BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_PrivateKey(bio, tls_->client_key.get(), EVP_aes_256_cbc(),
-                           reinterpret_cast<const unsigned char*>(password.data()),
-                           static_cast<int>(password.size()), nullptr, nullptr);
-  char* data = nullptr;
-  const long size = BIO_get_mem_data(bio, &data);
-  std::string pem(data, static_cast<size_t>(size));
-  BIO_free(bio);
+  return written_pem([&](BIO* bio) {
+    PEM_write_bio_PrivateKey(bio, tls_->client_key.get(), EVP_aes_256_cbc(),
+                             reinterpret_cast<const unsigned char*>(password.data()),
+                             static_cast<int>(password.size()), nullptr, nullptr);
+  });
+}
+
+std::string TlsReceiver::ca_crl_pem() const {
+  X509_CRL* crl = X509_CRL_new();
+  X509_CRL_set_issuer_name(crl, X509_get_subject_name(tls_->ca.get()));
+  ASN1_TIME* now = ASN1_TIME_set(nullptr, time(nullptr));
+  X509_CRL_set1_lastUpdate(crl, now);
+  require(X509_CRL_sign(crl, tls_->ca_key.get(), EVP_sha256()) > 0, "X509_CRL_sign");
+  std::string pem = written_pem([crl](BIO* bio) { PEM_write_bio_X509_CRL(bio, crl); });
+  ASN1_TIME_free(now);
+  X509_CRL_free(crl);
   return pem;
 }
 

@@ -27,6 +27,8 @@ class TlsReceiver {
   const std::string& client_key_pem() const { return client_key_pem_; }
   // The same key, encrypted (AES-256) with `password`.
   std::string client_key_pem(const std::string& password) const;
+  // An empty certificate revocation list signed by the CA: PEM that trusts no one.
+  std::string ca_crl_pem() const;
   int requests() const { return requests_.load(); }
   int failed_handshakes() const { return failed_handshakes_.load(); }
   // The last request's headers (lower-cased names).

@@ -1,9 +1,6 @@
 #include "webhooks/settings_check.hpp"
 
 #include <gtest/gtest.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
 
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/tls_receiver.hpp"
@@ -13,30 +10,6 @@ namespace {
 
 config::Position at(int line) {
   return {"hookgate.yaml", line, 5};
-}
-
-// A certificate revocation list signed by a fresh key, as PEM: trusted by no one.
-std::string crl_pem() {
-  EVP_PKEY* key = EVP_EC_gen("P-256");
-  X509_CRL* crl = X509_CRL_new();
-  X509_NAME* issuer = X509_NAME_new();
-  X509_NAME_add_entry_by_txt(issuer, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>("test CA"), -1, -1, 0);
-  X509_CRL_set_issuer_name(crl, issuer);
-  ASN1_TIME* now = ASN1_TIME_set(nullptr, time(nullptr));
-  X509_CRL_set1_lastUpdate(crl, now);
-  X509_CRL_sign(crl, key, EVP_sha256());
-  BIO* bio = BIO_new(BIO_s_mem());
-  PEM_write_bio_X509_CRL(bio, crl);
-  char* data = nullptr;
-  const long size = BIO_get_mem_data(bio, &data);
-  std::string pem(data, static_cast<size_t>(size));
-  BIO_free(bio);
-  ASN1_TIME_free(now);
-  X509_NAME_free(issuer);
-  X509_CRL_free(crl);
-  EVP_PKEY_free(key);
-  return pem;
 }
 
 config::WebhookConfig usable_webhook() {
@@ -117,7 +90,7 @@ TEST(SettingsCheckTest, TlsFilesMustBeThePemMaterialTheyName) {
   const std::string locked = dir.write("locked.key", receiver.client_key_pem("pa55-phrase"));
   const std::string others_key = dir.write("other.key", other.client_key_pem());
   const std::string garbage = dir.write("garbage.pem", "garbage\n");
-  const std::string crl_only = dir.write("crl.pem", crl_pem());
+  const std::string crl_only = dir.write("crl.pem", receiver.ca_crl_pem());
   // A block marked encrypted: without a callback OpenSSL would ask for its pass phrase on the
   // terminal, and `check` would wait there (found in review).
   const std::string sealed = dir.write(
