@@ -59,11 +59,13 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
       proxy->make_curve_server(frontend, kPublisherDomain);
       proxy->publisher_check_ = std::make_unique<AllowListCheck>(proxy->ctx_, kPublisherDomain);
     }
+    if (auto why = ipc_listener_problem(options.frontend))
+      return make_error("cannot bind the frontend to " + options.frontend + ": " + *why);
     try {
       frontend.bind(options.frontend);
     } catch (const zmq::error_t& e) {
       std::string message = "cannot bind the frontend to " + options.frontend + ": " + e.what();
-      if (auto why = bind_host_problem(options.frontend)) message += " (" + *why + ")";
+      if (auto why = bind_endpoint_problem(options.frontend)) message += " (" + *why + ")";
       return make_error(message);
     }
     proxy->frontend_endpoint_ = frontend.get(zmq::sockopt::last_endpoint);
@@ -106,6 +108,9 @@ Status Proxy::open_backend() {
     backend_.close();
   }
   const std::string endpoint = rebind ? backend_endpoint_ : options_.backend;
+  // Not on a rebind: the listener there is the old socket's, closing.
+  if (auto why = rebind ? std::nullopt : ipc_listener_problem(endpoint))
+    return make_error("cannot bind the backend to " + endpoint + ": " + *why);
   // On a rebind the old socket's listener closes in ZeroMQ's I/O thread, a moment after close().
   for (int attempt = 0;; ++attempt) {
     try {
@@ -114,7 +119,7 @@ Status Proxy::open_backend() {
     } catch (const zmq::error_t& e) {
       if (!rebind || e.num() != EADDRINUSE || attempt >= 100) {
         std::string message = "cannot bind the backend to " + endpoint + ": " + e.what();
-        if (auto why = bind_host_problem(endpoint)) message += " (" + *why + ")";
+        if (auto why = bind_endpoint_problem(endpoint)) message += " (" + *why + ")";
         return make_error(message);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

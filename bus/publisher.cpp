@@ -185,8 +185,8 @@ Result<size_t> check_data_json(std::string_view data_json) {
   return data->json_bytes() - kWrapperBytes;
 }
 
-Status Publisher::publish(std::string_view type, std::string_view data_json,
-                          std::string_view source) {
+Result<Event> Publisher::build_event(std::string_view type, std::string_view data_json,
+                                     std::string_view source) const {
   Event ev;
   auto& a = ev.allocator();
   ev.set_string("type", type);
@@ -196,7 +196,24 @@ Status Publisher::publish(std::string_view type, std::string_view data_json,
     if (!data) return data.error();
     ev.doc().AddMember("data", JsonValue(data->doc()["d"], a), a);
   }
-  return publish(ev);
+  return ev;
+}
+
+Status Publisher::publish(std::string_view type, std::string_view data_json,
+                          std::string_view source) {
+  auto ev = build_event(type, data_json, source);
+  if (!ev) return ev.error();
+  return publish(ev.value());
+}
+
+Status Publisher::check(std::string_view type, std::string_view data_json,
+                        std::string_view source) {
+  auto ev = build_event(type, data_json, source);
+  if (!ev) return ev.error();
+  std::lock_guard lock(mu_);
+  auto frames = encode_locked(ev.value());
+  if (!frames) return frames.error();
+  return {};
 }
 
 Status Publisher::publish(Event& event) {
@@ -208,8 +225,8 @@ Status Publisher::publish(Event& event) {
   }
 }
 
-Status Publisher::publish_locked(Event& event) {
-  if (auto st = event.normalize(now_unix_ms()); !st) return st;
+Result<std::vector<zmq::message_t>> Publisher::encode_locked(Event& event) {
+  if (auto st = event.normalize(now_unix_ms()); !st) return st.error();
   // The gateway rejects these (and counts them); refusing here tells the caller, not its log.
   if (is_diagnostic_type(event.type()))
     return make_error("type '" + std::string(event.type()) + "': " + kReservedTypeReason);
@@ -217,14 +234,6 @@ Status Publisher::publish_locked(Event& event) {
     if (stream_id_.empty()) stream_id_ = new_uuid_v7();
     event.set_string(kStreamAttribute, stream_id_);
     event.set(kSequenceAttribute, JsonValue(next_seq_));
-  }
-  drain_subscriptions();
-  if (!has_subscriber_for(event.type())) {
-    const std::string why =
-        refusal_.empty() ? "the gateway is not connected, or its bus.topics leave this type out"
-                         : refusal_;
-    return make_error("no subscriber for '" + std::string(event.type()) + "' on the bus (" + why +
-                      "): nothing was sent, retry once one subscribes");
   }
   std::vector<zmq::message_t> frames;
   encode_message(event, frames);
@@ -238,8 +247,23 @@ Status Publisher::publish_locked(Event& event) {
     return make_error(
         "event is not valid UTF-8 (its type, source or another attribute): nothing "
         "was sent");
-  if (!socket_->send(frames[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
-      !socket_->send(frames[1], zmq::send_flags::dontwait))
+  return frames;
+}
+
+Status Publisher::publish_locked(Event& event) {
+  // What the gateway would refuse is said first: no wait for a subscriber can mend it.
+  auto frames = encode_locked(event);
+  if (!frames) return frames.error();
+  drain_subscriptions();
+  if (!has_subscriber_for(event.type())) {
+    const std::string why =
+        refusal_.empty() ? "the gateway is not connected, or its bus.topics leave this type out"
+                         : refusal_;
+    return make_error("no subscriber for '" + std::string(event.type()) + "' on the bus (" + why +
+                      "): nothing was sent, retry once one subscribes");
+  }
+  if (!socket_->send(frames.value()[0], zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
+      !socket_->send(frames.value()[1], zmq::send_flags::dontwait))
     return make_error("bus send queue is full (send_hwm reached)");
   last_id_ = std::string(event.id());
   ++next_seq_;

@@ -92,6 +92,11 @@ class Publisher {
                                std::string_view source = {});
   // Sends a prepared envelope; missing attributes are filled in first.
   [[nodiscard]] Status publish(Event& event);
+  // What publish() would refuse about this event whatever the bus (bad data, a reserved or too
+  // long type, invalid UTF-8, over max_message_bytes), without sending it or waiting: lets a
+  // caller say so before wait_for_subscriber() rather than after it.
+  [[nodiscard]] Status check(std::string_view type, std::string_view data_json,
+                             std::string_view source = {});
   // Why the bus refused this publisher's last CURVE handshake ("the bus at EP refused this
   // publisher's CURVE key ..."); empty once a handshake succeeds, or without CURVE.
   std::string refusal() const {
@@ -106,6 +111,10 @@ class Publisher {
 
  private:
   Publisher() = default;
+  Result<Event> build_event(std::string_view type, std::string_view data_json,
+                            std::string_view source) const;
+  // The frames as sent, or why the gateway would refuse them.
+  Result<std::vector<zmq::message_t>> encode_locked(Event& event);
   Status publish_locked(Event& event);
   void drain_subscriptions();
   void follow_handshakes();

@@ -3,6 +3,9 @@
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <netdb.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -36,7 +39,51 @@ bool is_unsubscribe_from_a_peer(const zmq::message_t& message) {
          zmq_msg_gets(raw, "Peer-Address") != nullptr;
 }
 
-std::optional<std::string> bind_host_problem(const std::string& endpoint) {
+namespace {
+
+// The socket file an ipc:// endpoint names; nullopt for another transport, `ipc://*` (a fresh
+// file libzmq names) and `ipc://@name` (Linux's abstract namespace, no file).
+std::optional<std::string> ipc_socket_file(const std::string& endpoint) {
+  if (endpoint.rfind("ipc://", 0) != 0) return std::nullopt;
+  std::string path = endpoint.substr(6);
+  if (path.empty() || path == "*" || path[0] == '@') return std::nullopt;
+  return path;
+}
+
+std::optional<std::string> ipc_folder_problem(const std::string& path) {
+  std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  std::error_code ec;
+  const auto status = std::filesystem::status(folder, ec);
+  if (!std::filesystem::exists(status))
+    return "the folder " + folder.string() + " does not exist (the socket file goes in it)";
+  if (!std::filesystem::is_directory(status)) return folder.string() + " is not a folder";
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    return "the folder " + folder.string() + " is not writable for this user";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> ipc_listener_problem(const std::string& endpoint) {
+  const auto path = ipc_socket_file(endpoint);
+  if (!path) return std::nullopt;
+  sockaddr_un address{};
+  if (path->size() >= sizeof address.sun_path) return std::nullopt;  // libzmq says why
+  address.sun_family = AF_UNIX;
+  std::copy(path->begin(), path->end(), address.sun_path);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  const bool listening =
+      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  if (!listening) return std::nullopt;
+  return "another process listens on " + *path +
+         " (a running gateway or proxy?); binding would take the socket file from it";
+}
+
+std::optional<std::string> bind_endpoint_problem(const std::string& endpoint) {
+  if (auto path = ipc_socket_file(endpoint)) return ipc_folder_problem(*path);
   if (endpoint.rfind("tcp://", 0) != 0) return std::nullopt;
   const std::string_view address = std::string_view(endpoint).substr(6);
   std::string host(address.substr(0, address.rfind(':')));

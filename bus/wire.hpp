@@ -34,9 +34,16 @@ inline constexpr int kUnacknowledgedMaxMs = 90000;
 
 // Why `run` could not bind `endpoint` on this machine: ZeroMQ binds an IP address, `*` or a
 // network interface, never a host name (`tcp://localhost:5556` fails with "No such device"), and
-// an IP address must be this machine's (tried with a throwaway socket on port 0). Nothing for
-// other transports, or when the host is fine.
-std::optional<std::string> bind_host_problem(const std::string& endpoint);
+// an IP address must be this machine's (tried with a throwaway socket on port 0); an ipc:// socket
+// file needs a folder that exists and this user may write. Nothing for other transports, or when
+// the endpoint is fine.
+std::optional<std::string> bind_endpoint_problem(const std::string& endpoint);
+
+// Why binding an ipc:// endpoint must not go ahead: a process listens on its socket file. libzmq
+// unlinks the file before it binds, so a second gateway or proxy on one path took it over and
+// left the first deaf, its probes still 200 (found in an exploratory run; tcp:// fails with
+// EADDRINUSE instead). Learnt by connecting: a stale file nobody listens on is no problem.
+std::optional<std::string> ipc_listener_problem(const std::string& endpoint);
 
 // Two `bus.connect` endpoints that reach one peer (tcp://localhost:5556 and tcp://127.0.0.1:5556,
 // or two spellings of one ipc:// path): each event would arrive twice, once per connection.

@@ -35,6 +35,14 @@ std::optional<std::string> tcp_endpoint_problem(std::string_view endpoint, bool 
     return std::string("no port (tcp://HOST:PORT") + (bind ? ", or tcp://HOST:* for any)" : ")");
   const auto split = split_host_port(address);
   if (!split || (split->port == 0 && !bind)) return "the port is not a number from 1 to 65535";
+  // libzmq refuses `*` at `run` (EINVAL), and takes an empty host and never connects.
+  if (!bind) {
+    const std::string_view peer = std::string_view(address).substr(address.rfind(';') + 1);
+    const std::string_view host = peer.substr(0, peer.rfind(':'));
+    if (host.empty() || host == "*" || host == "[*]")
+      return "a connection needs the peer's host or address (* and an empty host are for "
+             "bus.bind)";
+  }
   return std::nullopt;
 }
 
@@ -98,6 +106,17 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
   if (const std::string as_path = resolve_path(bus.curve.server_key, base_dir);
       bus.curve.server_key.size() != 40 || std::filesystem::is_regular_file(as_path, ec))
     bus.curve.server_key = as_path;
+  // Keys without `enabled: true` used to be ignored: a bus the operator meant to lock ran in
+  // plaintext, and `check` said ok. `enabled: false`, written, still turns CURVE off on purpose.
+  if (!curve.has("enabled"))
+    for (const char* key : {"secret_key_file", "allowed_clients", "server_key"})
+      if (curve.has(key)) {
+        curve.error(curve.pos(key), std::string("bus.curve.") + key +
+                                        " is set but bus.curve.enabled is not: the bus would "
+                                        "run without CURVE; add `enabled: true` (or `enabled: "
+                                        "false` to run without it on purpose)");
+        break;
+      }
   curve.finish();
   if (!bus.bind && bus.connect.empty()) r.error(r.pos(), "bus needs `bind` or `connect`");
   // ZeroMQ endpoints are TRANSPORT://ADDRESS; anything else fails only when `run` binds.
@@ -117,6 +136,19 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
                          r.as_written(key, endpoint, item));
       return;
     }
+    // Transports the bus socket (SUB) cannot use, or that no publisher can reach: `run` would
+    // refuse the first, and start deaf on the second.
+    const auto refuse_transport = [&](std::string_view transport, const char* why) {
+      if (!endpoint.starts_with(transport)) return false;
+      r.error(where, std::string("bus.") + key + ": " + r.as_written(key, endpoint, item) + ": " +
+                         why + "; use tcp:// or ipc://");
+      return true;
+    };
+    if (refuse_transport("udp://",
+                         "udp:// is for ZeroMQ's RADIO/DISH sockets, not the bus's SUB") ||
+        refuse_transport("inproc://",
+                         "inproc:// reaches only this process, where no publisher runs"))
+      return;
     // What libzmq would refuse only at `run` (EINVAL), or take and never reach: `check` is the
     // pre-start that must catch it.
     if (auto problem = tcp_endpoint_problem(endpoint, std::string_view(key) == "bind"))

@@ -39,9 +39,10 @@ class Args {
 // Loads --config FILE, or the embedded defaults (base dir: the working directory) when absent.
 // Prints diagnostics as FILE:LINE:COL: message to stderr, and their count in `*problems`.
 std::optional<config::Config> load_config_or_report(const Args& args, size_t* problems = nullptr);
-// The whole of a file named on the command line (an event, data; `-` is standard input), or why
-// not (errno's words).
-Result<std::string> read_input_file(const std::string& path);
+// A file named on the command line (an event, data; `-` is standard input), or why not (errno's
+// words). At most max_bytes + 1 bytes are read: a longer result means the input is over
+// max_bytes, so /dev/zero or an endless pipe cannot fill the memory.
+Result<std::string> read_input_file(const std::string& path, size_t max_bytes);
 // A secret token from the first line of a file (kept off the command line, where `ps` shows it),
 // or why not; the error never holds the token.
 Result<std::string> read_token_file(const std::string& path);

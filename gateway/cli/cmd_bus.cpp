@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "bus/proxy.hpp"
+#include "bus/wire.hpp"
 #include "gateway/admin_server.hpp"
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/log.hpp"
@@ -46,6 +47,14 @@ int cmd_bus(const std::vector<std::string>& argv) {
   auto frontend = args.get("frontend");
   auto backend = args.get("backend");
   if (!frontend || !backend) return fail("--frontend and --backend are required", 2);
+  // One ipc:// path for both used to start, with the frontend's file taken by the backend. (Not
+  // asked of tcp://, where the second bind fails by itself, and a start must not wait on DNS.)
+  if (auto same = frontend->starts_with("ipc://") && backend->starts_with("ipc://")
+                      ? bus::same_peer({*frontend, *backend})
+                      : std::nullopt)
+    return fail("--frontend and --backend are one endpoint (" + same->peer +
+                    "): publishers and subscribers need one each",
+                2);
   if (auto code = check_log_level(args)) return *code;
   setup_logging(args.get_or("log-level", "info"), "text");
 

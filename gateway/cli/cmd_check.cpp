@@ -118,7 +118,7 @@ int cmd_check(const std::vector<std::string>& argv) {
     }
   }
   if (cfg->bus.bind)
-    if (auto why = bus::bind_host_problem(*cfg->bus.bind))
+    if (auto why = bus::bind_endpoint_problem(*cfg->bus.bind))
       on_this_machine(cfg->bus.bind_where, "bus.bind: " + *why);
   // A warning, not a problem: the names may resolve otherwise where the gateway runs. Not for
   // --config-only, a service's ExecStartPre, which must not wait on DNS at boot.

@@ -65,8 +65,12 @@ int hooks_test(const Args& args) {
   auto cfg = load_config_or_report(args);
   if (!cfg) return 1;
   setup_logging("off", "text");
-  auto read = read_input_file(*event_file);
+  const auto max_bytes = static_cast<size_t>(cfg->bus.max_message_bytes);
+  auto read = read_input_file(*event_file, max_bytes);
   if (!read) return fail(read.error().message);
+  if (read->size() > max_bytes)  // said before it was all read: the decoder would say it too
+    return fail(*event_file + ": the gateway would reject it: more than bus.max_message_bytes " +
+                std::to_string(max_bytes));
   // Through the bus's own decoder: what `run` would reject (over max_message_bytes, a reserved
   // hookgate.* type) is rejected here too, not shown as delivered.
   const std::string text = std::move(read).value();

@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -179,18 +180,34 @@ Result<std::ifstream> open_input_file(const std::string& path) {
 
 }  // namespace
 
-Result<std::string> read_input_file(const std::string& path) {
+namespace {
+
+std::string read_at_most(std::istream& in, size_t max_bytes) {
+  std::string text;
+  std::array<char, 65536> chunk{};
+  while (text.size() <= max_bytes) {
+    const size_t want = std::min(chunk.size(), max_bytes + 1 - text.size());
+    in.read(chunk.data(), static_cast<std::streamsize>(want));
+    const auto got = static_cast<size_t>(in.gcount());
+    text.append(chunk.data(), got);
+    if (got < want) break;  // the end, or an error (the caller asks bad())
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<std::string> read_input_file(const std::string& path, size_t max_bytes) {
   if (path == "-") {  // as curl's `-d @-` and jq: a pipe
-    std::stringstream text;
-    text << std::cin.rdbuf();
+    std::string text = read_at_most(std::cin, max_bytes);
     if (std::cin.bad()) return make_error("cannot read standard input");
-    return text.str();
+    return text;
   }
   auto in = open_input_file(path);
   if (!in) return std::move(in).error();
-  std::stringstream text;
-  text << in->rdbuf();
-  return text.str();
+  std::string text = read_at_most(*in, max_bytes);
+  if (in->bad()) return make_error("cannot read " + path);
+  return text;
 }
 
 Result<std::string> read_token_file(const std::string& path) {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -116,6 +119,48 @@ TEST(SubscriberTest, AConnectEndpointThatSentAnOversizeFrameIsDialledAgain) {
       },
       std::chrono::seconds(10)));
   EXPECT_TRUE(testing::wait_until([&] { return live->load() == 1; }, std::chrono::seconds(5)));
+}
+
+// Found in an exploratory run: libzmq unlinks an ipc:// socket file before it binds, so a second
+// gateway on one path took it over and left the first deaf (its probes still 200). The second
+// is refused now; a stale file nobody listens on is still bound over.
+TEST(SubscriberTest, AnIpcPathAnotherSocketListensOnIsRefused) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "bus.sock").string();
+  zmq::context_t ctx;
+  config::BusConfig cfg;
+  cfg.bind = "ipc://" + path;
+  auto first = Subscriber::open(ctx, cfg);
+  ASSERT_TRUE(first) << first.error().message;
+  auto second = Subscriber::open(ctx, cfg);
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().message.find("another process listens on " + path), std::string::npos)
+      << second.error().message;
+  // The first still receives.
+  std::atomic<int> received{0};
+  std::atomic<bool> stop{false};
+  std::thread receiver([&] {
+    std::vector<zmq::message_t> frames;
+    while (!stop)
+      if (first.value()->receive(frames, std::chrono::milliseconds(100))) ++received;
+  });
+  auto pub = Publisher::connect({.endpoints = {*cfg.bind}});
+  EXPECT_TRUE(pub && pub.value()->wait_for_subscriber(std::chrono::seconds(5)) &&
+              pub.value()->publish("app.event", "{}"));
+  EXPECT_TRUE(testing::wait_until([&] { return received == 1; }, std::chrono::seconds(5)));
+  stop = true;
+  receiver.join();
+  first.value().reset();
+  // Left behind by a crash (nobody listens): bound over, as before.
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::snprintf(address.sun_path, sizeof address.sun_path, "%s", (path + ".stale").c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0);
+  ::close(fd);
+  cfg.bind = "ipc://" + path + ".stale";
+  auto over_stale = Subscriber::open(ctx, cfg);
+  EXPECT_TRUE(over_stale) << over_stale.error().message;
 }
 
 }  // namespace

@@ -356,6 +356,24 @@ TEST(ConfigLoaderTest, CurveServerOrClientMode) {
       << first_error(server);
 }
 
+// Found in an exploratory run: keys without `enabled: true` were ignored, so a bus meant to be
+// locked ran in plaintext and `check` said ok.
+TEST(ConfigLoaderTest, CurveKeysWithoutEnabledAreAnError) {
+  EXPECT_EQ(first_error(load("bus:\n  curve:\n    secret_key_file: s.key\n"
+                             "    allowed_clients: clients\n")),
+            "test.yaml:3:22: bus.curve.secret_key_file is set but bus.curve.enabled is not: the "
+            "bus would run without CURVE; add `enabled: true` (or `enabled: false` to run "
+            "without it on purpose)");
+  EXPECT_NE(
+      first_error(load("bus:\n  connect: [tcp://proxy:5557]\n  curve: { server_key: p.pub }\n"))
+          .find("bus.curve.server_key is set but bus.curve.enabled is not"),
+      std::string::npos);
+  auto off =
+      load("bus:\n  curve: { enabled: false, secret_key_file: s.key, allowed_clients: c }\n");
+  ASSERT_TRUE(off) << first_error(off);
+  EXPECT_FALSE(off.value().bus.curve.enabled);
+}
+
 // Found in review: PRODUCT.md's own `Authorization: "Splunk ${HEC_TOKEN}"` registered only the
 // whole header value, so the variable holding the bare token was handed to every hook and a
 // hook's `env >&2` put it in the log unredacted.
@@ -662,6 +680,14 @@ TEST(ConfigLoaderTest, TcpEndpointsNeedAPortAndNoSpaces) {
       {"connect: [\"tcp://127.0.0.1:*\"]", "port * is for bus.bind"},
       {"connect: [tcp://127.0.0.1:55x]", "the port is not a number from 1 to 65535"},
       {"bind: tcp://127.0.0.1", "no port (tcp://HOST:PORT, or tcp://HOST:* for any)"},
+      // Found in an exploratory run: `check --config-only` passed these, and `run` refused the
+      // first three or started deaf.
+      {"connect: [\"tcp://*:5556\"]", "a connection needs the peer's host or address"},
+      {"connect: [\"tcp://:5556\"]", "a connection needs the peer's host or address"},
+      {"connect: [\"tcp://10.0.0.5:0;*:5556\"]", "a connection needs the peer's host"},
+      {"bind: \"udp://127.0.0.1:5556\"", "udp:// is for ZeroMQ's RADIO/DISH sockets"},
+      {"bind: inproc://bus", "inproc:// reaches only this process"},
+      {"connect: [inproc://bus]", "inproc:// reaches only this process"},
   };
   for (const auto& [bus, why] : bad)
     EXPECT_NE(first_error(load(std::string("bus: { ") + bus + " }\n")).find(why), std::string::npos)

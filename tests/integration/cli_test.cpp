@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -165,8 +166,8 @@ TEST(CliTest, MaxMessageBytesTakesTheConfigsSizeUnits) {
             std::string::npos)
       << piped.err;
   auto kib = run_hookgate({"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--data",
-                           data, "--max-message-bytes", "2 KiB", "--wait-ms", "1"});
-  EXPECT_EQ(kib.exit_code, 1) << kib.err;  // 2048 fits: it goes on to look for the gateway
+                           data, "--max-message-bytes", "4 KiB", "--wait-ms", "1"});
+  EXPECT_EQ(kib.exit_code, 1) << kib.err;  // 4096 fits: it goes on to look for the gateway
   EXPECT_NE(kib.err.find("no subscriber"), std::string::npos) << kib.err;
   for (const char* bad : {"1K", "1KB ", "0KiB", "512MiB"}) {
     auto r = run_hookgate({"bus", "--frontend", "tcp://127.0.0.1:0", "--backend",
@@ -175,6 +176,65 @@ TEST(CliTest, MaxMessageBytesTakesTheConfigsSizeUnits) {
     EXPECT_NE(r.err.find("--max-message-bytes: expected"), std::string::npos)
         << bad << ": " << r.err;
   }
+}
+
+// Found in an exploratory run: what the gateway would refuse of the envelope (a type too long,
+// a source that is not UTF-8, the size with every attribute) came after the wait for a
+// subscriber, as "no subscriber" or exit 1; and `--data-file /dev/zero` read until the memory
+// ran out. Each is exit 2 now, at once, with nothing listening on the endpoint.
+TEST(CliTest, PublishRefusesWhatTheGatewayWouldBeforeWaiting) {
+  TempDir dir;
+  const std::vector<std::string> base = {"publish", "--endpoint", "tcp://127.0.0.1:1", "--wait-ms",
+                                         "20000"};
+  const auto publish = [&](std::vector<std::string> more, const std::string& in = "") {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    const auto started = std::chrono::steady_clock::now();
+    auto r = run_hookgate(args, in);
+    // Not a timing assertion: --wait-ms 20000 would make a wait obvious; this only names it.
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(15)) << r.err;
+    return r;
+  };
+  auto long_type = publish({"--type", std::string(1024, 'a')});
+  EXPECT_EQ(long_type.exit_code, 2) << long_type.err;
+  EXPECT_NE(long_type.err.find("more than 1023"), std::string::npos) << long_type.err;
+  auto bad_source = publish({"--type", "a.b", "--source", "caf\xe9"});
+  EXPECT_EQ(bad_source.exit_code, 2) << bad_source.err;
+  EXPECT_NE(bad_source.err.find("not valid UTF-8"), std::string::npos) << bad_source.err;
+  // The data fits the bound; with the envelope around it, the event does not.
+  auto envelope = publish({"--type", "a.b", "--data", "\"" + std::string(990, 'x') + "\"",
+                           "--max-message-bytes", "1000"});
+  EXPECT_EQ(envelope.exit_code, 2) << envelope.err;
+  EXPECT_NE(envelope.err.find("exceeds max_message_bytes 1000"), std::string::npos) << envelope.err;
+  auto endless =
+      publish({"--type", "a.b", "--data-file", "/dev/zero", "--max-message-bytes", "1KB"});
+  EXPECT_EQ(endless.exit_code, 2) << endless.err;
+  EXPECT_NE(endless.err.find("--data-file /dev/zero: more than 4000 bytes"), std::string::npos)
+      << endless.err;
+  // Pretty-printed data whose compact form fits is taken as before (then no gateway: exit 1).
+  std::string spaced = "[";
+  for (int i = 0; i < 100; ++i) spaced += std::string(i ? "," : "") + "\n        1";
+  spaced += "\n]";
+  ASSERT_GT(spaced.size(), 1000u);
+  auto fits = run_hookgate({"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b",
+                            "--data-file", dir.write("spaced.json", spaced), "--max-message-bytes",
+                            "1000", "--wait-ms", "1"});
+  EXPECT_EQ(fits.exit_code, 1) << fits.err;
+  EXPECT_NE(fits.err.find("no subscriber"), std::string::npos) << fits.err;
+}
+
+// Found in an exploratory run: one ipc:// path for both sides started, and the backend's bind
+// took the frontend's socket file; no publisher reached the proxy.
+TEST(CliTest, AProxyWithOneIpcPathForBothSidesIsRefused) {
+  TempDir dir;
+  const std::string path = (dir.path() / "bus.sock").string();
+  auto r = run_hookgate({"bus", "--frontend", "ipc://" + path, "--backend",
+                         "ipc://" + dir.path().string() + "/./bus.sock"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--frontend and --backend are one endpoint (ipc:"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("bus.sock): publishers and subscribers need one each"), std::string::npos)
+      << r.err;
 }
 
 // A proxy's token file that cannot serve is refused before any port is bound, as a key file is
@@ -385,6 +445,19 @@ TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
   EXPECT_EQ(refused.exit_code, 1);
   EXPECT_NE(refused.err.find("No such device ('localhost' is neither"), std::string::npos)
       << refused.err;
+  // An ipc:// socket file in a folder that is not there (a missing /run/hookgate; found in an
+  // exploratory run: check said ok to run, run failed with "No such file or directory").
+  const std::string ipc = dir.write("ipc.yaml",
+                                    "bus:\n  bind: ipc://gone/bus.sock\nadmin: { enabled: false }\n"
+                                    "spool: { mode: memory }\n");
+  expect_judged_here(ipc, ":2:9: ",
+                     "bus.bind: the folder " + (dir.path() / "gone").string() +
+                         " does not exist (the socket file goes in it)");
+  auto ipc_run = run_hookgate({"run", "--config", ipc});
+  EXPECT_EQ(ipc_run.exit_code, 1);
+  EXPECT_NE(ipc_run.err.find("the folder " + (dir.path() / "gone").string() + " does not exist"),
+            std::string::npos)
+      << ipc_run.err;
   // `run` names the folder too (found in review: it named the spool's .lock file).
   auto run = run_hookgate({"run", "--config", config});
   EXPECT_EQ(run.exit_code, 1);
