@@ -48,6 +48,8 @@ struct CurveConfig {
 // The largest bus.max_message_bytes (and --max-message-bytes) accepted: the sockets' hard cap is
 // twice it, and both must stay far from overflowing.
 inline constexpr int64_t kMaxMessageBytesLimit = int64_t{256} << 20;
+// The smallest: an envelope with its required attributes takes most of it.
+inline constexpr int64_t kMinMessageBytes = 64;
 
 // The longest bus.topics prefix. A subscription travels as one frame (ZMTP 3.1's "\x09SUBSCRIBE"
 // command or the older flag byte, then the prefix), and the sockets that receive subscriptions (a

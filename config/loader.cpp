@@ -183,9 +183,10 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
                                        r.as_written("connect", bus.connect[i], i) +
                                        " twice (each event would arrive twice)");
   }
-  if (bus.max_message_bytes < 64 || bus.max_message_bytes > kMaxMessageBytesLimit)
-    r.error(r.pos("max_message_bytes"),
-            "bus.max_message_bytes: expected 64 up to " + std::to_string(kMaxMessageBytesLimit));
+  if (bus.max_message_bytes < kMinMessageBytes || bus.max_message_bytes > kMaxMessageBytesLimit)
+    r.error(r.pos("max_message_bytes"), "bus.max_message_bytes: expected " +
+                                            std::to_string(kMinMessageBytes) + " up to " +
+                                            std::to_string(kMaxMessageBytesLimit));
   if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
   for (const auto& topic : bus.topics)
     if (topic.size() > kMaxTopicBytes)

@@ -1029,6 +1029,9 @@ void Gateway::run() {
   impl_->stop_loader();
   impl_->observers->stop(std::chrono::seconds(2));
   impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
+  // After the outcomes still queued are written: counted before, they were pending too (found
+  // in an exploratory run: "5514 remain spooled", and the restart resumed 5418).
+  impl_->store->close();
   const size_t left = impl_->store->pending_count();
   LogLimiter::report_suppressed();
   // One line with the total: the refusals' own lines are rate-limited (found in an exploratory

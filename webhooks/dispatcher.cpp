@@ -247,6 +247,8 @@ struct Dispatcher::Impl {
     bool plain = false;  // sent by the built-in client, not libcurl
     std::string retry_after;
     bool answered = false;              // a final response's head has arrived (libcurl)
+    size_t head_bytes = 0;              // of the response head arriving (libcurl)
+    bool head_too_large = false;        // past kMaxResponseHeadBytes: the transfer was stopped
     uint64_t response_body_bytes = 0;   // read and thrown away (libcurl)
     std::string refused_reason;         // the SSRF refusal of an address libcurl wanted to use
     bool used_allowed_address = false;  // libcurl opened a socket to an address the policy allows
@@ -255,6 +257,7 @@ struct Dispatcher::Impl {
 
   Impl(DeliveryStore& store_in, DiagnosticSink diagnostics_in)
       : store(store_in),
+        restored_holds(store_in.take_webhook_holds()),
         drain_on_stop(!store_in.keeps_pending_across_restarts()),
         diagnostics(std::move(diagnostics_in)),
         rng(std::random_device{}()) {
@@ -433,6 +436,7 @@ struct Dispatcher::Impl {
         if (auto status = statuses.find(name); status != statuses.end())
           status->second.held_until_ms = 0;
       }
+      if (is_new) restore_hold(webhook, name, cfg.url);
       // An unchanged webhook keeps its snapshot, so a transfer can tell whether the settings it
       // ran under are still current (a 410 from a URL since replaced must not pause the new one).
       if (changed) webhook.config = std::make_shared<const config::WebhookConfig>(std::move(cfg));
@@ -579,9 +583,19 @@ struct Dispatcher::Impl {
     const size_t length = size * count;
     std::string_view line(data, length);
     constexpr std::string_view kRetryAfter = "retry-after:";
-    if (line.substr(0, 5) == "HTTP/") {
+    const bool status_line = line.substr(0, 5) == "HTTP/";
+    if (status_line) {
       transfer->retry_after.clear();  // a new response (after 100 Continue, say)
       transfer->answered = false;
+      transfer->head_bytes = 0;
+    }
+    transfer->head_bytes += length;
+    if (transfer->head_bytes > kMaxResponseHeadBytes) {
+      transfer->head_too_large = true;
+      return 0;  // libcurl stops the transfer (CURLE_WRITE_ERROR)
+    }
+    if (status_line) {
+      // nothing more to read from it here: the status comes from CURLINFO_RESPONSE_CODE
     } else if (line == "\r\n" || line == "\n") {  // the end of a head: final unless 1xx
       long status = 0;
       curl_easy_getinfo(static_cast<Handle*>(userp)->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -836,7 +850,9 @@ struct Dispatcher::Impl {
                                  std::to_string(port) + " closed before the response was complete";
       } else if (result.curl_code != CURLE_OK) {
         const char* error = transfer->handle->error;
-        result.transport_error = error[0] != '\0' ? std::string(error) : curl_easy_strerror(code);
+        result.transport_error = transfer->head_too_large ? kHeadTooLarge
+                                 : error[0] != '\0'       ? std::string(error)
+                                                          : curl_easy_strerror(code);
         // A refusal is final only when it left no address to try: if the host also has an
         // allowed one, its failure (a receiver restarting, a timeout) is retried as usual.
         if (!transfer->used_allowed_address) result.final_error = transfer->refused_reason;
@@ -858,6 +874,15 @@ struct Dispatcher::Impl {
     // no secret to redact.
     if (!decision.outcome.error.empty())
       decision.outcome.error = redact_secrets(decision.outcome.error);
+    // The receiver asks for a pause of the whole webhook; recorded with the outcome, so a
+    // restart honours it too. Not from settings since replaced (the URL may be another's).
+    const bool holds = classification.verdict == Verdict::Retry &&
+                       classification.retry_after_ms.value_or(0) > 0 &&
+                       webhook.config == transfer->config;
+    if (holds) {
+      decision.outcome.hold_until_ms = schedule_ms + *classification.retry_after_ms;
+      decision.outcome.hold_url = cfg.url;
+    }
     store.complete(delivery, decision.outcome);
     --webhook.in_flight;
 
@@ -923,9 +948,8 @@ struct Dispatcher::Impl {
       }
     }
 
-    if (classification.verdict == Verdict::Retry && classification.retry_after_ms.value_or(0) > 0 &&
-        webhook.config == transfer->config) {
-      const int64_t until = schedule_ms + *classification.retry_after_ms;
+    if (holds) {
+      const int64_t until = decision.outcome.hold_until_ms;
       if (webhook.held_until_ms <= schedule_ms)
         spdlog::warn(
             "webhook {}: the receiver asked for a pause (Retry-After: {} ms); none of its "
@@ -1013,6 +1037,23 @@ struct Dispatcher::Impl {
     }
   }
 
+  // A Retry-After hold from before the restart, when the same receiver asked for it.
+  void restore_hold(Webhook& webhook, const std::string& name, const std::string& url) {
+    const auto hold = restored_holds.find(name);
+    if (hold == restored_holds.end()) return;
+    const auto [now_ms, schedule_ms] = read_clocks();
+    if (hold->second.url == url && hold->second.until_ms > schedule_ms) {
+      webhook.held_until_ms = hold->second.until_ms;
+      spdlog::warn(
+          "webhook {}: the receiver's pause (Retry-After) from before the restart holds its "
+          "deliveries for {} ms more",
+          name, hold->second.until_ms - schedule_ms);
+      std::lock_guard lock(status_mu);
+      statuses[name].held_until_ms = now_ms + (hold->second.until_ms - schedule_ms);
+    }
+    restored_holds.erase(hold);
+  }
+
   void update_status(const Webhook& webhook, const std::string& name) {
     if (webhook.removed) return;
     webhook.paused_gauge->set(webhook.paused ? 1 : 0);
@@ -1025,6 +1066,7 @@ struct Dispatcher::Impl {
   }
 
   DeliveryStore& store;
+  std::map<std::string, WebhookHold> restored_holds;  // until each webhook's first config
   const bool drain_on_stop;
   DiagnosticSink diagnostics;
   std::mt19937_64 rng;

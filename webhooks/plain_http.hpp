@@ -49,6 +49,11 @@ namespace hookgate::webhooks {
 // status and its connection closes instead of being drained; one without a final status fails. A
 // receiver streaming a body at line rate would otherwise hold the thread every webhook shares.
 inline constexpr uint64_t kMaxResponseBytes = 256 * 1024;
+// A response head beyond this fails the attempt, in either client, with kHeadTooLarge: no receiver
+// needs one. (libcurl's own limit, about 100 KiB, said "Out of memory", which sent operators
+// looking at the gateway's memory.)
+inline constexpr size_t kMaxResponseHeadBytes = 64 * 1024;
+inline constexpr const char* kHeadTooLarge = "response head larger than 64 KiB";
 
 // Whether a final status whose body is still to come ends the attempt (both clients): once the
 // whole request was sent, or when it refuses the request. A 2xx before the body went out does

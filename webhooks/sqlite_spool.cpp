@@ -220,6 +220,18 @@ constexpr const char* kForgetOldStreamMarks =
 constexpr const char* kInsertStreamMark =
     "INSERT OR REPLACE INTO bus_streams(stream, last_seq, seen_ms, saved_rowid) "
     "VALUES(?1, ?2, ?3, ?4)";
+// Receivers' Retry-After holds (AttemptOutcome::hold_until_ms), so a restart honours them. Not
+// part of the versioned schema either: made when missing, left alone by a hookgate that does not
+// know it. A receiver at another URL starts the hold afresh; the same one lengthens it only.
+constexpr const char* kCreateHolds =
+    "CREATE TABLE IF NOT EXISTS webhook_holds(webhook TEXT PRIMARY KEY, url TEXT NOT NULL, "
+    "until_ms INTEGER NOT NULL) WITHOUT ROWID";
+constexpr const char* kPutHold =
+    "INSERT INTO webhook_holds(webhook, url, until_ms) VALUES(?1, ?2, ?3) ON CONFLICT(webhook) "
+    "DO UPDATE SET url = excluded.url, until_ms = CASE WHEN url = excluded.url THEN "
+    "MAX(until_ms, excluded.until_ms) ELSE excluded.until_ms END";
+constexpr const char* kForgetHolds = "DELETE FROM webhook_holds WHERE until_ms <= ?1";
+constexpr const char* kReadHolds = "SELECT webhook, url, until_ms FROM webhook_holds";
 // Past every rowid in use: a payload's rowid is its first delivery's, and that delivery may be
 // gone while the payload (and a later delivery) remains.
 constexpr const char* kMaxRowid =
@@ -749,6 +761,11 @@ Status SqliteSpool::init(bool tools) {
         "spool {}: publisher sequence numbers from the last stop not read ({}): gaps "
         "across that restart are not counted",
         path_, st.error().message);
+  if (auto st = load_webhook_holds(); !st)
+    spdlog::warn(
+        "spool {}: receivers' Retry-After pauses from the last run not read ({}): they are not "
+        "honoured after this start",
+        path_, st.error().message);
   {
     std::scoped_lock lock(disk_mu_, mu_);
     next_rowid_ = *max_rowid + 1;
@@ -842,6 +859,35 @@ void SqliteSpool::save_stream_marks() {
   if (!marks.empty())
     spdlog::debug("spool {}: kept the sequence numbers of {} publisher streams", path_,
                   marks.size());
+}
+
+Status SqliteSpool::load_webhook_holds() {
+  if (!writer_->exec(kCreateHolds)) return make_error(writer_->error());
+  sqlite3_stmt* forget = nullptr;
+  bool ok = sqlite3_prepare_v2(writer_->db, kForgetHolds, -1, &forget, nullptr) == SQLITE_OK;
+  if (ok) {
+    sqlite3_bind_int64(forget, 1, schedule_now_ms());
+    ok = sqlite3_step(forget) == SQLITE_DONE;
+  }
+  sqlite3_finalize(forget);
+  if (!ok) return make_error(writer_->error());
+  std::map<std::string, WebhookHold> holds;
+  sqlite3_stmt* read = nullptr;
+  int rc = sqlite3_prepare_v2(writer_->db, kReadHolds, -1, &read, nullptr);
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(read)) == SQLITE_ROW)
+      holds[column_text(read, 0)] = {column_text(read, 1), sqlite3_column_int64(read, 2)};
+  }
+  sqlite3_finalize(read);
+  if (rc != SQLITE_DONE) return make_error(writer_->error());
+  std::lock_guard lock(marks_mu_);
+  restored_holds_ = std::move(holds);
+  return {};
+}
+
+std::map<std::string, WebhookHold> SqliteSpool::take_webhook_holds() {
+  std::lock_guard lock(marks_mu_);
+  return std::exchange(restored_holds_, {});
 }
 
 StreamMarks SqliteSpool::take_stream_marks() {
@@ -1203,6 +1249,27 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
       }
       case Op::Kind::Complete: {
         // (run_batch reset op.applied and op.attempts for this try.)
+        // The receiver's word stands whatever becomes of the row; written again on a retried
+        // transaction, which changes nothing.
+        if (op.outcome.hold_until_ms > 0) {
+          sqlite3_stmt* h = c.stmt(kPutHold);
+          bool kept = h != nullptr;
+          if (kept) {
+            StmtScope scope(h);
+            bind_text(h, 1, op.delivery.webhook);
+            bind_text(h, 2, op.outcome.hold_url);
+            sqlite3_bind_int64(h, 3, op.outcome.hold_until_ms);
+            kept = sqlite3_step(h) == SQLITE_DONE;
+          }
+          if (!kept && sqlite3_get_autocommit(c.db)) {  // SQLite gave the transaction up
+            failure = c.error();
+            break;
+          }
+          static LogLimiter log_limit{5, "spool: unkept Retry-After lines"};
+          if (!kept && log_limit.allow())
+            spdlog::warn("spool {}: webhook {}'s Retry-After pause is not kept for a restart: {}",
+                         path_, op.delivery.webhook, c.error());
+        }
         if (op.folded_into != nullptr) {
           // Written with its insert, which stands if its add did (a refused add undid its rows).
           const Op& add = *op.folded_into;

@@ -162,6 +162,7 @@ class SqliteSpool final : public DeliveryStore {
   // after the rowid mark (a gateway that does not know the table ran on the file in between),
   // and each one no gateway saw for an hour (docs/spool.md "Stream marks").
   StreamMarks take_stream_marks() override;
+  std::map<std::string, WebhookHold> take_webhook_holds() override;
   void keep_stream_marks(StreamMarks marks) override;
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the
   // replay could not be written (no write permission, the file locked beyond busy_timeout).
@@ -182,7 +183,7 @@ class SqliteSpool final : public DeliveryStore {
   Status flush();
   // Flushes, stops the writer, checkpoints the WAL into the file and closes it. Idempotent; the
   // destructor calls it. Afterwards add() fails and claims return nothing.
-  void close();
+  void close() override;
 
   struct Stats {
     size_t cached = 0;  // deliveries held in memory for claiming
@@ -241,6 +242,7 @@ class SqliteSpool final : public DeliveryStore {
   Status migrate_from_1(Conn& c);  // schema 1 to 2, in one transaction
   // At open, before the writer thread starts; `last_rowid` is the file's (kMaxRowid).
   Status load_stream_marks(int64_t last_rowid);
+  Status load_webhook_holds();  // at open, before the writer thread starts
   // Writer thread: sets hookgate_spool_used_bytes (and with `files` hookgate_spool_file_bytes,
   // two stat() calls kept to once a second); the bytes in use (-1: unknown).
   int64_t set_size_gauges(bool files);
@@ -403,7 +405,8 @@ class SqliteSpool final : public DeliveryStore {
   bool announce_backlog_ = false;  // set_on_ready with rows pending: writer fires once
 
   std::mutex marks_mu_;
-  StreamMarks restored_marks_;  // read at open, until taken
+  StreamMarks restored_marks_;                         // read at open, until taken
+  std::map<std::string, WebhookHold> restored_holds_;  // read at open, until taken (marks_mu_)
   // Written at close: what open() read, unless the gateway hands over its own (so a start that
   // fails after open() loses none).
   StreamMarks marks_to_keep_;

@@ -101,8 +101,10 @@ std::optional<int64_t> max_message_bytes_option(const Args& args) {
       args.get_or("max-message-bytes", std::to_string(config::BusConfig{}.max_message_bytes));
   // The config key's spellings ("4MiB"), and its limit: twice the value is the socket's hard cap.
   auto bytes = config::parse_byte_size(text);
-  if (!bytes || *bytes <= 0 || *bytes > config::kMaxMessageBytesLimit) {
-    fail("--max-message-bytes: expected 1 up to " + std::to_string(config::kMaxMessageBytesLimit) +
+  // The config key's bounds too: a proxy bound below the gateway's least would be a typo.
+  if (!bytes || *bytes < config::kMinMessageBytes || *bytes > config::kMaxMessageBytesLimit) {
+    fail("--max-message-bytes: expected " + std::to_string(config::kMinMessageBytes) + " up to " +
+             std::to_string(config::kMaxMessageBytesLimit) +
              " bytes (or a size such as 4MiB), got '" + text + "'",
          2);
     return std::nullopt;

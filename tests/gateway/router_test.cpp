@@ -86,6 +86,9 @@ TEST(RouterTest, SplunkHecTimeHonoursOffsetsAndFallsBackToIntakeTime) {
     EXPECT_DOUBLE_EQ(hec_time(odd), 1700000000.25) << odd;
   EXPECT_DOUBLE_EQ(hec_time("2024-02-29T00:00:00Z"), 1709164800);  // a leap day is a date
   EXPECT_DOUBLE_EQ(hec_time("2016-12-31T23:59:60Z"), 1483228800);  // a leap second, as POSIX
+  EXPECT_DOUBLE_EQ(hec_time("1969-12-31T23:59:59Z"), -1);          // timegm's -1 is a second too
+  EXPECT_DOUBLE_EQ(hec_time("1970-01-01T01:59:59+02:00"), -1);
+  EXPECT_DOUBLE_EQ(hec_time("0000-01-01T00:00:00Z"), -62167219200);
 }
 
 // Found in review: `host` could only come from data.host, which the SIEM example's enrich hook
