@@ -108,7 +108,8 @@ Status Proxy::open_backend() {
     backend_.close();
   }
   const std::string endpoint = rebind ? backend_endpoint_ : options_.backend;
-  // Not on a rebind: the listener there is the old socket's, closing.
+  // Not on a rebind (tcp:// only; an ipc:// backend is never rebound): the listener there is
+  // the old socket's, closing.
   if (auto why = rebind ? std::nullopt : ipc_listener_problem(endpoint))
     return make_error("cannot bind the backend to " + endpoint + ": " + *why);
   // On a rebind the old socket's listener closes in ZeroMQ's I/O thread, a moment after close().

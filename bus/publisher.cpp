@@ -57,6 +57,8 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
     }
     // Name the endpoint: libzmq says only "Invalid argument" for `localhost:5556`.
     auto attach = [&](const std::string& endpoint, bool bind) -> Status {
+      if (auto why = bind ? ipc_listener_problem(endpoint) : std::nullopt)
+        return make_error("cannot bind to '" + endpoint + "': " + *why);
       try {
         bind ? s.bind(endpoint) : s.connect(endpoint);
         return {};

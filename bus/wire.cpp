@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <map>
 
@@ -72,12 +73,18 @@ std::optional<std::string> ipc_listener_problem(const std::string& endpoint) {
   if (path->size() >= sizeof address.sun_path) return std::nullopt;  // libzmq says why
   address.sun_family = AF_UNIX;
   std::copy(path->begin(), path->end(), address.sun_path);
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a listener that is stopped with its backlog full must not hang this start
+  // (EAGAIN then says someone listens). Only a refusal or no file at all means nobody does: a
+  // file this user may not connect to (EACCES) may be another user's live socket.
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return std::nullopt;
-  const bool listening =
-      ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address);
+  const int error = rc == 0 ? 0 : errno;
   ::close(fd);
-  if (!listening) return std::nullopt;
+  if (error == ECONNREFUSED || error == ENOENT) return std::nullopt;
+  if (error == EACCES || error == EPERM)
+    return "a socket file this user may not use is in the way at " + *path +
+           " (another user's gateway or proxy?)";
   return "another process listens on " + *path +
          " (a running gateway or proxy?); binding would take the socket file from it";
 }
@@ -116,7 +123,9 @@ std::vector<std::string> peers_of(const std::string& endpoint) {
     const std::string path = endpoint.substr(6);
     if (path.empty() || path[0] == '@') return {endpoint};  // abstract namespace: as written
     std::error_code ec;
-    const auto canonical = std::filesystem::weakly_canonical(path, ec);
+    // Absolute first: weakly_canonical leaves a relative path relative.
+    const auto canonical =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(path, ec), ec);
     return {"ipc:" + (ec ? path : canonical.string())};
   }
   if (endpoint.rfind("tcp://", 0) != 0 || endpoint.find(';') != std::string::npos)

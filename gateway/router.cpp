@@ -60,8 +60,10 @@ std::optional<double> epoch_seconds(std::string_view t) {
     if (hh > 23 || mm > 59) return std::nullopt;
     offset = (hh * 60 + mm) * 60 * (*rest == '+' ? 1 : -1);
   }
-  // No check for timegm's -1: with four-digit years it cannot overflow, and -1 is a real second
-  // (1969-12-31T23:59:59Z, found in an exploratory run filed at the intake time).
+  // No check for timegm's -1: with four-digit years and a 64-bit time_t it cannot overflow, and
+  // -1 is a real second (1969-12-31T23:59:59Z, found in an exploratory run filed at the intake
+  // time).
+  static_assert(sizeof(time_t) >= 8);
   return static_cast<double>(secs - offset) + ms / 1000.0;
 }
 

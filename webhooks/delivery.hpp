@@ -41,16 +41,14 @@ struct AttemptOutcome {
   Kind kind;
   int64_t next_attempt_ms = 0;  // for Retry
   std::string error;            // for Retry/Dead: the reason, never containing secrets
-  // The receiver's Retry-After holds its whole webhook until then (schedule clock; 0: none),
-  // asked by the receiver at hold_url: a durable store keeps it for the next start.
-  int64_t hold_until_ms = 0;
-  std::string hold_url;
 };
 
-// A Retry-After hold the last run recorded (AttemptOutcome::hold_until_ms).
+// A receiver's Retry-After, which holds its whole webhook (the dispatcher).
 struct WebhookHold {
-  std::string url;  // the receiver that asked: a webhook pointed elsewhere since is not held
-  int64_t until_ms = 0;
+  // Which receiver asked: a digest of the URL (never the URL, which may hold a token), so a
+  // webhook pointed elsewhere since is not held.
+  std::string receiver;
+  int64_t until_ms = 0;  // schedule clock; 0: no hold
 };
 
 // Where accepted deliveries live until they are delivered or dead. The in-memory store is the
@@ -111,9 +109,10 @@ class DeliveryStore {
   // Writes what is queued (outcomes included) and lets go of the file; afterwards nothing is
   // added or claimed, and pending_count() is what a restart finds. Idempotent.
   virtual void close() {}
-  // The holds recorded before the last stop that have not run out, by webhook; handed over once
-  // (found in an exploratory run: a restart forgot a Retry-After, and a throttled receiver got
-  // the whole backlog at once).
+  // A durable store keeps each webhook's hold as the dispatcher holds it (until_ms 0: it ended),
+  // and hands those that have not run out to the next start, once (found in an exploratory
+  // run: a restart forgot a Retry-After, and a throttled receiver got the whole backlog at once).
+  virtual void keep_webhook_hold(const std::string& /*webhook*/, const WebhookHold& /*hold*/) {}
   virtual std::map<std::string, WebhookHold> take_webhook_holds() { return {}; }
   // Whether the store can write now; false while a durable store's writes fail (a full disk),
   // which holds intake back: /readyz says so.

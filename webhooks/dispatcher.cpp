@@ -431,12 +431,13 @@ struct Dispatcher::Impl {
           spdlog::error("webhook {} paused: {}", name, redact_secrets(webhook.pause_reason));
         webhook.maybe_ready = true;
         // A Retry-After was the old settings' receiver asking (the URL may now be another's).
+        if (webhook.held_until_ms != 0) store.keep_webhook_hold(name, {});
         webhook.held_until_ms = 0;
         std::lock_guard lock(status_mu);
         if (auto status = statuses.find(name); status != statuses.end())
           status->second.held_until_ms = 0;
       }
-      if (is_new) restore_hold(webhook, name, cfg.url);
+      if (is_new) restore_hold(webhook, name, cfg);
       // An unchanged webhook keeps its snapshot, so a transfer can tell whether the settings it
       // ran under are still current (a 410 from a URL since replaced must not pause the new one).
       if (changed) webhook.config = std::make_shared<const config::WebhookConfig>(std::move(cfg));
@@ -589,7 +590,8 @@ struct Dispatcher::Impl {
       transfer->answered = false;
       transfer->head_bytes = 0;
     }
-    transfer->head_bytes += length;
+    // Not trailers, which libcurl also hands here after the final head's body.
+    if (!transfer->answered) transfer->head_bytes += length;
     if (transfer->head_bytes > kMaxResponseHeadBytes) {
       transfer->head_too_large = true;
       return 0;  // libcurl stops the transfer (CURLE_WRITE_ERROR)
@@ -874,15 +876,6 @@ struct Dispatcher::Impl {
     // no secret to redact.
     if (!decision.outcome.error.empty())
       decision.outcome.error = redact_secrets(decision.outcome.error);
-    // The receiver asks for a pause of the whole webhook; recorded with the outcome, so a
-    // restart honours it too. Not from settings since replaced (the URL may be another's).
-    const bool holds = classification.verdict == Verdict::Retry &&
-                       classification.retry_after_ms.value_or(0) > 0 &&
-                       webhook.config == transfer->config;
-    if (holds) {
-      decision.outcome.hold_until_ms = schedule_ms + *classification.retry_after_ms;
-      decision.outcome.hold_url = cfg.url;
-    }
     store.complete(delivery, decision.outcome);
     --webhook.in_flight;
 
@@ -948,14 +941,19 @@ struct Dispatcher::Impl {
       }
     }
 
-    if (holds) {
-      const int64_t until = decision.outcome.hold_until_ms;
+    // Not from settings since replaced: the URL may be another receiver's.
+    if (classification.verdict == Verdict::Retry && classification.retry_after_ms.value_or(0) > 0 &&
+        webhook.config == transfer->config) {
+      const int64_t until = schedule_ms + *classification.retry_after_ms;
       if (webhook.held_until_ms <= schedule_ms)
         spdlog::warn(
             "webhook {}: the receiver asked for a pause (Retry-After: {} ms); none of its "
             "deliveries is sent before then",
             cfg.name, *classification.retry_after_ms);
-      webhook.held_until_ms = std::max(webhook.held_until_ms, until);
+      if (until > webhook.held_until_ms) {  // kept as held, so a restart honours it too
+        webhook.held_until_ms = until;
+        store.keep_webhook_hold(cfg.name, {webhook_hold_receiver(cfg.url), until});
+      }
       std::lock_guard lock(status_mu);
       if (auto status = statuses.find(cfg.name); status != statuses.end())
         status->second.held_until_ms =
@@ -1037,21 +1035,27 @@ struct Dispatcher::Impl {
     }
   }
 
-  // A Retry-After hold from before the restart, when the same receiver asked for it.
-  void restore_hold(Webhook& webhook, const std::string& name, const std::string& url) {
-    const auto hold = restored_holds.find(name);
-    if (hold == restored_holds.end()) return;
+  // A Retry-After hold from before the restart, when the same receiver asked for it; no longer
+  // than the webhook's max_retry_after_ms now allows.
+  void restore_hold(Webhook& webhook, const std::string& name, const config::WebhookConfig& cfg) {
+    const auto found = restored_holds.find(name);
+    if (found == restored_holds.end()) return;
+    const WebhookHold hold = std::move(found->second);
+    restored_holds.erase(found);
     const auto [now_ms, schedule_ms] = read_clocks();
-    if (hold->second.url == url && hold->second.until_ms > schedule_ms) {
-      webhook.held_until_ms = hold->second.until_ms;
-      spdlog::warn(
-          "webhook {}: the receiver's pause (Retry-After) from before the restart holds its "
-          "deliveries for {} ms more",
-          name, hold->second.until_ms - schedule_ms);
-      std::lock_guard lock(status_mu);
-      statuses[name].held_until_ms = now_ms + (hold->second.until_ms - schedule_ms);
+    const int64_t until = std::min(hold.until_ms, schedule_ms + cfg.retry.max_retry_after_ms);
+    if (hold.receiver != webhook_hold_receiver(cfg.url) || until <= schedule_ms) {
+      store.keep_webhook_hold(name, {});  // another receiver's, or run out: not kept either
+      return;
     }
-    restored_holds.erase(hold);
+    if (until < hold.until_ms) store.keep_webhook_hold(name, {hold.receiver, until});
+    webhook.held_until_ms = until;
+    spdlog::warn(
+        "webhook {}: the receiver's pause (Retry-After) from before the restart holds its "
+        "deliveries for {} ms more",
+        name, until - schedule_ms);
+    std::lock_guard lock(status_mu);
+    statuses[name].held_until_ms = now_ms + (until - schedule_ms);
   }
 
   void update_status(const Webhook& webhook, const std::string& name) {
@@ -1170,6 +1174,11 @@ std::vector<Dispatcher::WebhookStatus> Dispatcher::status() const {
     if (it != impl_->statuses.end()) out.push_back(it->second);
   }
   return out;
+}
+
+// The key only makes it hookgate's own digest.
+std::string webhook_hold_receiver(const std::string& url) {
+  return hmac_sha256_hex("hookgate webhook hold", url);
 }
 
 }  // namespace hookgate::webhooks

@@ -31,6 +31,10 @@
 
 namespace hookgate::webhooks {
 
+// Which receiver a Retry-After hold came from, as the store keeps it (WebhookHold::receiver): a
+// digest of the URL, which may hold a token.
+std::string webhook_hold_receiver(const std::string& url);
+
 class Dispatcher {
  public:
   struct WebhookStatus {

@@ -220,18 +220,16 @@ constexpr const char* kForgetOldStreamMarks =
 constexpr const char* kInsertStreamMark =
     "INSERT OR REPLACE INTO bus_streams(stream, last_seq, seen_ms, saved_rowid) "
     "VALUES(?1, ?2, ?3, ?4)";
-// Receivers' Retry-After holds (AttemptOutcome::hold_until_ms), so a restart honours them. Not
-// part of the versioned schema either: made when missing, left alone by a hookgate that does not
-// know it. A receiver at another URL starts the hold afresh; the same one lengthens it only.
+// Receivers' Retry-After holds (keep_webhook_hold), so a restart honours them. Not part of the
+// versioned schema either: made when missing, left alone by a hookgate that does not know it.
 constexpr const char* kCreateHolds =
-    "CREATE TABLE IF NOT EXISTS webhook_holds(webhook TEXT PRIMARY KEY, url TEXT NOT NULL, "
+    "CREATE TABLE IF NOT EXISTS webhook_holds(webhook TEXT PRIMARY KEY, receiver TEXT NOT NULL, "
     "until_ms INTEGER NOT NULL) WITHOUT ROWID";
 constexpr const char* kPutHold =
-    "INSERT INTO webhook_holds(webhook, url, until_ms) VALUES(?1, ?2, ?3) ON CONFLICT(webhook) "
-    "DO UPDATE SET url = excluded.url, until_ms = CASE WHEN url = excluded.url THEN "
-    "MAX(until_ms, excluded.until_ms) ELSE excluded.until_ms END";
+    "INSERT OR REPLACE INTO webhook_holds(webhook, receiver, until_ms) VALUES(?1, ?2, ?3)";
+constexpr const char* kDropHold = "DELETE FROM webhook_holds WHERE webhook = ?1";
 constexpr const char* kForgetHolds = "DELETE FROM webhook_holds WHERE until_ms <= ?1";
-constexpr const char* kReadHolds = "SELECT webhook, url, until_ms FROM webhook_holds";
+constexpr const char* kReadHolds = "SELECT webhook, receiver, until_ms FROM webhook_holds";
 // Past every rowid in use: a payload's rowid is its first delivery's, and that delivery may be
 // gone while the payload (and a later delivery) remains.
 constexpr const char* kMaxRowid =
@@ -404,7 +402,7 @@ struct SqliteSpool::Conn {
 };
 
 struct SqliteSpool::Op {
-  enum class Kind { Add, Complete, Replay, Prune, Flush, Marks };
+  enum class Kind { Add, Complete, Replay, Prune, Flush, Marks, Hold };
   struct Outcome {
     Status status;
     size_t count = 0;
@@ -428,7 +426,8 @@ struct SqliteSpool::Op {
   AttemptOutcome outcome{};      // Complete
   std::vector<std::string> ids;  // Replay
   bool all_dead = false;         // Replay
-  std::string webhook;           // Replay (all_dead filter)
+  std::string webhook;           // Replay (all_dead filter), Hold
+  WebhookHold hold;              // Hold
   int64_t now_ms = 0;            // Prune
   // Writer results.
   Status status;
@@ -1251,25 +1250,6 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
         // (run_batch reset op.applied and op.attempts for this try.)
         // The receiver's word stands whatever becomes of the row; written again on a retried
         // transaction, which changes nothing.
-        if (op.outcome.hold_until_ms > 0) {
-          sqlite3_stmt* h = c.stmt(kPutHold);
-          bool kept = h != nullptr;
-          if (kept) {
-            StmtScope scope(h);
-            bind_text(h, 1, op.delivery.webhook);
-            bind_text(h, 2, op.outcome.hold_url);
-            sqlite3_bind_int64(h, 3, op.outcome.hold_until_ms);
-            kept = sqlite3_step(h) == SQLITE_DONE;
-          }
-          if (!kept && sqlite3_get_autocommit(c.db)) {  // SQLite gave the transaction up
-            failure = c.error();
-            break;
-          }
-          static LogLimiter log_limit{5, "spool: unkept Retry-After lines"};
-          if (!kept && log_limit.allow())
-            spdlog::warn("spool {}: webhook {}'s Retry-After pause is not kept for a restart: {}",
-                         path_, op.delivery.webhook, c.error());
-        }
         if (op.folded_into != nullptr) {
           // Written with its insert, which stands if its add did (a refused add undid its rows).
           const Op& add = *op.folded_into;
@@ -1334,6 +1314,29 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
           failure = c.error();
         }
         rows += op.count;
+        break;
+      }
+      case Op::Kind::Hold: {
+        sqlite3_stmt* h = c.stmt(op.hold.until_ms > 0 ? kPutHold : kDropHold);
+        bool kept = h != nullptr;
+        if (kept) {
+          StmtScope scope(h);
+          bind_text(h, 1, op.webhook);
+          if (op.hold.until_ms > 0) {
+            bind_text(h, 2, op.hold.receiver);
+            sqlite3_bind_int64(h, 3, op.hold.until_ms);
+          }
+          kept = sqlite3_step(h) == SQLITE_DONE;
+        }
+        if (!kept && sqlite3_get_autocommit(c.db)) {  // SQLite gave the transaction up
+          failure = c.error();
+          break;
+        }
+        // Otherwise not worth the batch: a restart then forgets the hold, as it used to.
+        static LogLimiter log_limit{5, "spool: unkept Retry-After lines"};
+        if (!kept && log_limit.allow())
+          spdlog::warn("spool {}: webhook {}'s Retry-After pause is not kept for a restart: {}",
+                       path_, op.webhook, c.error());
         break;
       }
       case Op::Kind::Prune:
@@ -2063,6 +2066,16 @@ std::future<Status> SqliteSpool::add_async_with_marks(std::vector<Delivery> batc
     return submit_add({}, false);  // answers ok at once
   }
   return submit_add(std::move(batch), false, std::move(marks));
+}
+
+void SqliteSpool::keep_webhook_hold(const std::string& webhook, const WebhookHold& hold) {
+  if (tools_) return;
+  auto op = std::make_unique<Op>();
+  op->kind = Op::Kind::Hold;
+  op->urgent = false;  // nobody waits: it goes with the next transaction
+  op->webhook = webhook;
+  op->hold = hold;
+  (void)enqueue(std::move(op));  // closed: the next start finds the hold as it was
 }
 
 void SqliteSpool::write_stream_marks(StreamMarks marks) {

@@ -162,6 +162,7 @@ class SqliteSpool final : public DeliveryStore {
   // after the rowid mark (a gateway that does not know the table ran on the file in between),
   // and each one no gateway saw for an hour (docs/spool.md "Stream marks").
   StreamMarks take_stream_marks() override;
+  void keep_webhook_hold(const std::string& webhook, const WebhookHold& hold) override;
   std::map<std::string, WebhookHold> take_webhook_holds() override;
   void keep_stream_marks(StreamMarks marks) override;
   // `hookgate deliveries replay --all-dead` (webhook "" = every webhook). An error when the

@@ -36,8 +36,9 @@ int cmd_publish(const std::vector<std::string>& argv) {
   if (!max_bytes) return 2;
   if (auto file = args.get("data-file")) {
     if (args.has("data")) return fail("use --data or --data-file, not both", 2);
-    // Bounded: /dev/zero or an endless pipe must not fill the memory (found in an exploratory
-    // run: std::bad_alloc, an abort). With room for spacing, which compact data sheds.
+    // Bounded by what an event could take, with room for spacing, which compact data sheds:
+    // /dev/zero or an endless pipe used to be read until the memory ran out (found in an
+    // exploratory run: std::bad_alloc, an abort).
     const size_t read_limit = static_cast<size_t>(*max_bytes) * 4;
     auto text = read_input_file(*file, read_limit);
     if (!text) return fail(text.error().message);

@@ -1710,52 +1710,46 @@ TEST_F(SqliteSpoolTest, OnlyClaimsCanBeCompletedAndOnlyOnce) {
 }
 
 // Found in an exploratory run: a restart forgot a receiver's Retry-After, and the throttled
-// receiver got the rest of its backlog at once. The hold goes with the outcome that brought it.
-TEST_F(SqliteSpoolTest, ARetryAfterHoldIsKeptForTheNextStart) {
+// receiver got the rest of its backlog at once. The spool keeps each webhook's hold as the
+// dispatcher last set it, and the next open hands over those that have not run out.
+TEST_F(SqliteSpoolTest, AWebhookHoldIsKeptForTheNextStart) {
   const int64_t now = schedule_now_ms();
-  using Kind = AttemptOutcome::Kind;
   {
     auto spool = open();
     ASSERT_TRUE(spool);
-    ASSERT_TRUE(spool->add({make("h1", "siem"), make("h2", "siem"), make("h3", "other")}));
-    auto claimed = spool->claim_due("siem", now_unix_ms(), 2);
-    ASSERT_EQ(claimed.size(), 2u);
-    AttemptOutcome held{Kind::Retry, now + 60000, "HTTP 429"};
-    held.hold_until_ms = now + 60000;
-    held.hold_url = "https://siem.example/hec";
-    spool->complete(claimed[0], held);
-    AttemptOutcome shorter = held;  // the same receiver lengthens a hold, never shortens it
-    shorter.hold_until_ms = now + 1000;
-    spool->complete(claimed[1], shorter);
-    auto other = spool->claim_due("other", now_unix_ms(), 1);
-    ASSERT_EQ(other.size(), 1u);
-    AttemptOutcome over{Kind::Retry, now + 1000, "HTTP 503"};  // run out by the next start
-    over.hold_until_ms = now - 1;
-    over.hold_url = "http://other.example/";
-    spool->complete(other[0], over);
+    spool->keep_webhook_hold("siem", {"receiver-a", now + 1000});
+    spool->keep_webhook_hold("siem", {"receiver-a", now + 60000});  // lengthened: replaced
+    spool->keep_webhook_hold("ended", {"receiver-b", now + 60000});
+    spool->keep_webhook_hold("ended", {});  // a reload that changed the webhook ended it
+    spool->keep_webhook_hold("over", {"receiver-c", now - 1});  // run out by the next start
+    ASSERT_TRUE(spool->flush());
     EXPECT_TRUE(spool->take_webhook_holds().empty());  // none from before this run
   }
   auto spool = open();
   ASSERT_TRUE(spool);
   auto holds = spool->take_webhook_holds();
   ASSERT_EQ(holds.size(), 1u);
-  EXPECT_EQ(holds["siem"].url, "https://siem.example/hec");
+  EXPECT_EQ(holds["siem"].receiver, "receiver-a");
   EXPECT_EQ(holds["siem"].until_ms, now + 60000);
   EXPECT_TRUE(spool->take_webhook_holds().empty());  // handed over once
-  // Another receiver (the webhook's URL changed, then it answered 429 too): its own hold.
-  auto again = spool->claim_due("siem", now + 60000, 1);
-  ASSERT_EQ(again.size(), 1u);
-  AttemptOutcome moved{Kind::Retry, now + 5000, "HTTP 429"};
-  moved.hold_until_ms = now + 5000;
-  moved.hold_url = "https://siem-2.example/hec";
-  spool->complete(again[0], moved);
+  // Written with the other work of a transaction: an add beside it stands, and so does the hold.
+  spool->keep_webhook_hold("siem", {"receiver-d", now + 5000});
+  ASSERT_TRUE(spool->add({make("h1", "siem")}));
   spool.reset();
   auto reopened = open();
   ASSERT_TRUE(reopened);
   holds = reopened->take_webhook_holds();
   ASSERT_EQ(holds.size(), 1u);
-  EXPECT_EQ(holds["siem"].url, "https://siem-2.example/hec");
+  EXPECT_EQ(holds["siem"].receiver, "receiver-d");
   EXPECT_EQ(holds["siem"].until_ms, now + 5000);
+  EXPECT_TRUE(reopened->get("h1").has_value());
+  // A tools-mode open (`hookgate deliveries`) neither takes nor writes them.
+  reopened.reset();
+  auto tools = open(/*tools=*/true);
+  ASSERT_TRUE(tools);
+  tools->keep_webhook_hold("siem", {});
+  tools.reset();
+  EXPECT_EQ(open()->take_webhook_holds().size(), 1u);
 }
 
 TEST_F(SqliteSpoolTest, BlockingCallFromOnReadyFailsInsteadOfDeadlocking) {
