@@ -11,6 +11,7 @@
 #include <map>
 
 #include "config/yaml_reader.hpp"
+#include "gateway/common/diagnostic_type.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/common/socket_address.hpp"
 #include "gateway/common/text.hpp"
@@ -192,6 +193,12 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
     if (topic.size() > kMaxTopicBytes)
       r.error(r.pos("topics"), "bus.topics: a prefix is " + std::to_string(topic.size()) +
                                    " bytes; at most " + std::to_string(kMaxTopicBytes));
+  // The gateway refuses hookgate.* types from the bus (its own diagnostics never come that way).
+  if (!bus.topics.empty() && std::all_of(bus.topics.begin(), bus.topics.end(), is_diagnostic_type))
+    r.error(r.pos("topics"),
+            "bus.topics takes only hookgate.* types, which publishers may not send (the gateway "
+            "refuses them from the bus, and its own diagnostics never pass through it): list "
+            "the prefixes of your events");
   if (r.has("topics") && bus.topics.empty())
     r.error(r.pos("topics"),
             "bus.topics is empty, so the gateway would receive nothing; list prefixes, or [\"\"] "

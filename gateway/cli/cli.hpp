@@ -28,11 +28,15 @@ class Args {
   const std::vector<std::string>& missing_values() const { return missing_values_; }
   // On/off flags given as --flag=VALUE: a usage error (check_usage).
   const std::vector<std::string>& flags_given_values() const { return flags_given_values_; }
+  // Options that take a value, given more than once: a usage error (check_usage).
+  const std::vector<std::string>& repeated() const { return repeated_; }
 
  private:
+  void note_repeat(const std::string& name);
   std::map<std::string, std::string> options_;
   std::vector<std::string> missing_values_;
   std::vector<std::string> flags_given_values_;
+  std::vector<std::string> repeated_;
   std::vector<std::string> positional_;
 };
 

@@ -49,6 +49,12 @@ int cmd_publish(const std::vector<std::string>& argv) {
                       " can hold (--max-message-bytes; give the gateway's "
                       "bus.max_message_bytes): nothing was sent",
                   2);
+    // An empty file is more likely a truncated one than a wish to send no data.
+    if (text->empty())
+      return fail("--data-file " + *file +
+                      " is empty; leave --data-file out to send an event "
+                      "without data",
+                  2);
     data = std::move(text).value();
     data_from = "--data-file " + *file;
   }

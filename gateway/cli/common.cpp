@@ -22,6 +22,13 @@
 
 namespace hookgate::cli {
 
+void Args::note_repeat(const std::string& name) {
+  // Found in an exploratory run: `--type a --type b` sent b without a word.
+  if (options_.count(name) &&
+      std::find(repeated_.begin(), repeated_.end(), name) == repeated_.end())
+    repeated_.push_back(name);
+}
+
 Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without_value) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -43,6 +50,7 @@ Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without
               flags_without_value.end())
         flags_given_values_.push_back(name);
       if (value.empty()) missing_values_.push_back(name);
+      note_repeat(name);
       options_[name] = std::move(value);
       continue;
     }
@@ -54,6 +62,7 @@ Args::Args(std::vector<std::string> args, std::vector<std::string> flags_without
     if (is_flag) {
       options_[name] = "";
     } else if (i + 1 < args.size() && !args[i + 1].empty() && args[i + 1].rfind("--", 0) != 0) {
+      note_repeat(name);
       options_[name] = args[++i];
     } else {
       // Last, followed by another option, or "": `--webhook $UNSET` must not mean "every
@@ -143,6 +152,11 @@ std::optional<int> check_usage(const Args& args, const std::vector<std::string>&
   if (!args.flags_given_values().empty()) {
     std::fprintf(stderr, "hookgate: --%s takes no value (give it alone to turn it on)\n%s",
                  args.flags_given_values().front().c_str(), usage);
+    return 2;
+  }
+  if (!args.repeated().empty()) {
+    std::fprintf(stderr, "hookgate: --%s is given more than once (it takes one value)\n%s",
+                 args.repeated().front().c_str(), usage);
     return 2;
   }
   if (!args.missing_values().empty()) {

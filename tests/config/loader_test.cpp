@@ -356,6 +356,15 @@ TEST(ConfigLoaderTest, CurveServerOrClientMode) {
       << first_error(server);
 }
 
+// Found in an exploratory run: a gateway whose topics are all reserved receives nothing.
+TEST(ConfigLoaderTest, TopicsThatTakeOnlyReservedTypesAreAnError) {
+  EXPECT_NE(first_error(load("bus: { topics: [\"hookgate.\", hookgate.delivery] }\n"))
+                .find("bus.topics takes only hookgate.* types"),
+            std::string::npos);
+  EXPECT_TRUE(load("bus: { topics: [\"hookgate.\", auth.] }\n"));
+  EXPECT_TRUE(load("bus: { topics: [hook] }\n"));
+}
+
 // Found in an exploratory run: keys without `enabled: true` were ignored, so a bus meant to be
 // locked ran in plaintext and `check` said ok.
 TEST(ConfigLoaderTest, CurveKeysWithoutEnabledAreAnError) {

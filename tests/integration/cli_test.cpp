@@ -206,6 +206,14 @@ TEST(CliTest, PublishRefusesWhatTheGatewayWouldBeforeWaiting) {
                            "--max-message-bytes", "1000"});
   EXPECT_EQ(envelope.exit_code, 2) << envelope.err;
   EXPECT_NE(envelope.err.find("exceeds max_message_bytes 1000"), std::string::npos) << envelope.err;
+  auto empty = publish({"--type", "a.b", "--data-file", dir.write("empty.json", "")});
+  EXPECT_EQ(empty.exit_code, 2) << empty.err;
+  EXPECT_NE(empty.err.find("empty.json is empty; leave --data-file out"), std::string::npos)
+      << empty.err;
+  // Found in the same run: a second value replaced the first without a word.
+  auto twice = publish({"--type", "a.b", "--type", "c.d"});
+  EXPECT_EQ(twice.exit_code, 2) << twice.err;
+  EXPECT_NE(twice.err.find("--type is given more than once"), std::string::npos) << twice.err;
   auto endless =
       publish({"--type", "a.b", "--data-file", "/dev/zero", "--max-message-bytes", "1KB"});
   EXPECT_EQ(endless.exit_code, 2) << endless.err;
