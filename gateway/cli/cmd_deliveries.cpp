@@ -7,6 +7,7 @@
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/clock.hpp"
 #include "gateway/common/log.hpp"
+#include "gateway/common/text.hpp"
 #include "webhooks/sqlite_spool.hpp"
 
 namespace hookgate::cli {
@@ -69,12 +70,13 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
                     (sub == "list" || sub == "show" ? "" : " ID...") + "`\n" + usage,
                 2);
   std::optional<webhooks::DeliveryState> state;
-  if (auto s = args.get("state")) {
-    if (*s == "pending")
+  if (auto given = args.get("state")) {
+    const std::string s = ascii_lower(*given);  // a keyword, any case, as in the config
+    if (s == "pending")
       state = webhooks::DeliveryState::Pending;
-    else if (*s == "dead")
+    else if (s == "dead")
       state = webhooks::DeliveryState::Dead;
-    else if (*s == "delivered")
+    else if (s == "delivered")
       state = webhooks::DeliveryState::Delivered;
     else
       return fail("--state must be pending, dead or delivered", 2);

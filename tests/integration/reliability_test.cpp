@@ -63,8 +63,9 @@ std::vector<std::string> dead_delivery_ids(const GatewayProcess& gw, size_t n) {
   std::vector<std::string> ids;
   wait_until(
       [&] {
+        // "Dead": a keyword takes any case, as the config's do.
         auto dead = run_hookgate(
-            {"deliveries", "list", "--config", gw.config_path(), "--state", "dead"}, "", gw.env());
+            {"deliveries", "list", "--config", gw.config_path(), "--state", "Dead"}, "", gw.env());
         ids.clear();
         std::istringstream lines(dead.out);
         for (std::string line; std::getline(lines, line);)
