@@ -40,7 +40,9 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
     }
     if (!options.bind && options.endpoints.empty())
       return make_error("publisher needs an endpoint");
-    if (options.client_keys && !options.endpoints.empty()) {
+    // With CURVE or without: a plain publisher that a CURVE bus refuses learns why too (found
+    // in an exploratory run: "is the gateway running?" sent the caller to the wrong place).
+    if (!options.endpoints.empty()) {
       // Before the first connect, so its handshake is seen too.
       const std::string address = "inproc://hookgate-publisher-handshakes-" + new_uuid_v7();
       if (zmq_socket_monitor(s.handle(), address.c_str(),
@@ -98,12 +100,21 @@ void Publisher::follow_handshakes() {
       refusal_.clear();
       continue;
     }
-    refusal_ = e->event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
-                   ? "the bus at " + e->endpoint +
-                         " refused this publisher's CURVE key (list its public key in the "
-                         "gateway's bus.curve.allowed_clients, or the proxy's --allowed-clients)"
-                   : "the CURVE handshake with " + e->endpoint +
-                         " failed (a wrong server key, or a peer with other security settings)";
+    if (!options_.client_keys && e->value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+      refusal_ = "the bus at " + e->endpoint +
+                 " refused this publisher's plain-text handshake: it requires CURVE (give the "
+                 "bus's public key and this publisher's keypair: --server-key and --client-key)";
+    else if (!options_.client_keys)
+      refusal_ = "the handshake with " + e->endpoint +
+                 " failed (is it a ZeroMQ bus endpoint: a gateway's bus.bind or a proxy's "
+                 "--frontend?)";
+    else if (e->event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+      refusal_ = "the bus at " + e->endpoint +
+                 " refused this publisher's CURVE key (list its public key in the gateway's "
+                 "bus.curve.allowed_clients, or the proxy's --allowed-clients)";
+    else
+      refusal_ = "the CURVE handshake with " + e->endpoint +
+                 " failed (a wrong server key, or a peer with other security settings)";
     if (configured) redials_.schedule(*configured);
   }
   for (const auto& endpoint : redials_.take_due(std::chrono::steady_clock::now()))

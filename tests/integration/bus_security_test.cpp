@@ -87,6 +87,10 @@ TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
   auto plain = run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "app.plain",
                              "--data", "{}", "--wait-ms", "1500"});
   EXPECT_NE(plain.exit_code, 0);
+  // It says the bus requires CURVE (found in an exploratory run: "is the gateway running?").
+  EXPECT_NE(plain.err.find("refused this publisher's plain-text handshake: it requires CURVE"),
+            std::string::npos)
+      << plain.err;
   auto allowed = send((dir / "listed.key").string(), "app.good");
   ASSERT_EQ(allowed.exit_code, 0) << allowed.err;
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
@@ -328,6 +332,14 @@ TEST(BusSecurityTest, TheProxyReReadsItsAllowListsOnSighup) {
   };
   ASSERT_EQ(send("first.key", "app.before").exit_code, 0);
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  // Without keys it says the bus requires CURVE (found in an exploratory run: "is the gateway
+  // running?").
+  auto plain =
+      run_hookgate({"publish", "--endpoint", frontend, "--type", "app.plain", "--wait-ms", "1500"});
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_NE(plain.err.find("refused this publisher's plain-text handshake: it requires CURVE"),
+            std::string::npos)
+      << plain.err;
   EXPECT_NE(send("second.key", "app.unlisted").exit_code, 0);
 
   std::filesystem::remove(dir / "clients" / "first.pub");
