@@ -122,7 +122,14 @@ void Publisher::follow_handshakes() {
 }
 
 void Publisher::drain_subscriptions() {
-  follow_handshakes();
+  // A plain publisher reads the handshakes while it waits, when it is refused, and once a second
+  // (their queue is unbounded: a peer that drops every connection adds ten a second), not at
+  // every publish() (a CURVE one redials refused endpoints from here, as it always has).
+  const auto now = std::chrono::steady_clock::now();
+  if (options_.client_keys || now - handshakes_read_ >= std::chrono::seconds(1)) {
+    handshakes_read_ = now;
+    follow_handshakes();
+  }
   zmq::message_t msg;
   while (socket_->recv(msg, zmq::recv_flags::dontwait)) {
     // Only a publisher that binds and connects nowhere: one socket cannot tell which way a
@@ -160,6 +167,7 @@ bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout, std::stri
       try {
         drain_subscriptions();
         if (type.empty() ? !subscriptions_.empty() : has_subscriber_for(type)) return true;
+        if (!options_.client_keys) follow_handshakes();
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) return false;
@@ -269,6 +277,7 @@ Status Publisher::publish_locked(Event& event) {
   if (!frames) return frames.error();
   drain_subscriptions();
   if (!has_subscriber_for(event.type())) {
+    if (!options_.client_keys) follow_handshakes();
     const std::string why =
         refusal_.empty() ? "the gateway is not connected, or its bus.topics leave this type out"
                          : refusal_;

@@ -127,6 +127,7 @@ class Publisher {
   // dialled again (libzmq gives up on it; RedialSchedule) and "no subscriber" can say why.
   std::unique_ptr<zmq::socket_t> handshakes_;
   RedialSchedule redials_;
+  std::chrono::steady_clock::time_point handshakes_read_{};  // drain_subscriptions()
   std::string refusal_;  // the last refusal, until a handshake succeeds
   PublisherOptions options_;
   // Topic prefixes subscribed now. The XPUB socket reports a prefix's first subscription and its
