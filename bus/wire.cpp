@@ -14,6 +14,7 @@
 
 #include "bus/sequence_gaps.hpp"
 #include "gateway/common/diagnostic_type.hpp"
+#include "gateway/common/file_folder.hpp"
 #include "gateway/common/socket_address.hpp"
 #include "gateway/common/text.hpp"
 
@@ -51,19 +52,6 @@ std::optional<std::string> ipc_socket_file(const std::string& endpoint) {
   return path;
 }
 
-std::optional<std::string> ipc_folder_problem(const std::string& path) {
-  std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  if (folder.empty()) folder = ".";
-  std::error_code ec;
-  const auto status = std::filesystem::status(folder, ec);
-  if (!std::filesystem::exists(status))
-    return "the folder " + folder.string() + " does not exist (the socket file goes in it)";
-  if (!std::filesystem::is_directory(status)) return folder.string() + " is not a folder";
-  if (::access(folder.c_str(), W_OK | X_OK) != 0)
-    return "the folder " + folder.string() + " is not writable for this user";
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::optional<std::string> ipc_listener_problem(const std::string& endpoint) {
@@ -90,7 +78,10 @@ std::optional<std::string> ipc_listener_problem(const std::string& endpoint) {
 }
 
 std::optional<std::string> bind_endpoint_problem(const std::string& endpoint) {
-  if (auto path = ipc_socket_file(endpoint)) return ipc_folder_problem(*path);
+  if (auto path = ipc_socket_file(endpoint)) {
+    if (auto why = file_folder_problem(*path)) return "socket file " + *path + ": " + *why;
+    return std::nullopt;
+  }
   if (endpoint.rfind("tcp://", 0) != 0) return std::nullopt;
   const std::string_view address = std::string_view(endpoint).substr(6);
   std::string host(address.substr(0, address.rfind(':')));
@@ -120,8 +111,9 @@ namespace {
 // names neither (another transport, a source address, a name that does not resolve).
 std::vector<std::string> peers_of(const std::string& endpoint) {
   if (endpoint.rfind("ipc://", 0) == 0) {
-    const std::string path = endpoint.substr(6);
-    if (path.empty() || path[0] == '@') return {endpoint};  // abstract namespace: as written
+    const auto file = ipc_socket_file(endpoint);
+    if (!file) return {endpoint};  // the abstract namespace, or `*`: as written
+    const std::string& path = *file;
     std::error_code ec;
     // Absolute first: weakly_canonical leaves a relative path relative.
     const auto canonical =

@@ -8,6 +8,7 @@
 #include "bus/wire.hpp"
 #include "gateway/admin_server.hpp"
 #include "gateway/cli/cli.hpp"
+#include "gateway/common/file_folder.hpp"
 #include "gateway/common/log.hpp"
 #include "gateway/hooks/chain.hpp"
 #include "webhooks/settings_check.hpp"
@@ -79,13 +80,8 @@ int cmd_check(const std::vector<std::string>& argv) {
   if (cfg->spool.mode == config::SpoolConfig::Mode::Sqlite) {
     const std::filesystem::path spool(cfg->spool.path);
     std::error_code ec;
-    std::string problem;
-    if (!std::filesystem::is_directory(spool.parent_path(), ec))
-      problem = "its folder " + spool.parent_path().string() + " does not exist";
-    else if (std::filesystem::is_directory(spool, ec))
-      problem = "it is a folder";
-    else if (::access(spool.parent_path().c_str(), W_OK) != 0)
-      problem = "its folder " + spool.parent_path().string() + " is not writable";
+    std::string problem = file_folder_problem(spool).value_or("");
+    if (problem.empty() && std::filesystem::is_directory(spool, ec)) problem = "it is a folder";
     // A file left by another user (a first start as root) opens read-only, which `run` refuses.
     for (const char* suffix : {"", "-wal", "-shm"}) {
       const std::string file = spool.string() + suffix;

@@ -194,10 +194,6 @@ Result<std::ifstream> open_input_file(const std::string& path) {
   return in;
 }
 
-}  // namespace
-
-namespace {
-
 std::string read_at_most(std::istream& in, size_t max_bytes) {
   std::string text;
   std::array<char, 65536> chunk{};

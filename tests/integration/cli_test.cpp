@@ -459,11 +459,11 @@ TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
                                     "bus:\n  bind: ipc://gone/bus.sock\nadmin: { enabled: false }\n"
                                     "spool: { mode: memory }\n");
   expect_judged_here(ipc, ":2:9: ",
-                     "bus.bind: the folder " + (dir.path() / "gone").string() +
-                         " does not exist (the socket file goes in it)");
+                     "bus.bind: socket file " + (dir.path() / "gone" / "bus.sock").string() +
+                         ": its folder " + (dir.path() / "gone").string() + " does not exist");
   auto ipc_run = run_hookgate({"run", "--config", ipc});
   EXPECT_EQ(ipc_run.exit_code, 1);
-  EXPECT_NE(ipc_run.err.find("the folder " + (dir.path() / "gone").string() + " does not exist"),
+  EXPECT_NE(ipc_run.err.find("its folder " + (dir.path() / "gone").string() + " does not exist"),
             std::string::npos)
       << ipc_run.err;
   // `run` names the folder too (found in review: it named the spool's .lock file).
