@@ -149,6 +149,11 @@ struct Gateway::Impl {
       metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
   metrics::Counter& reloads =
       metrics::counter("hookgate_hooks_reloads_total", "Hook chain reloads");
+  // An alert's hold on a hook file that does not load: the log line and the diagnostic come once.
+  metrics::Gauge& hooks_not_loaded = metrics::gauge(
+      "hookgate_hooks_failed_to_load",
+      "Hook files that did not load at the last (re)load: left out, standing in closed, or "
+      "running the version from before the reload");
   // Set here for either store, from its pending_count(), on every turn of the ingest loop.
   metrics::Gauge& spool_depth = metrics::gauge(
       "hookgate_spool_depth", "Pending deliveries in the spool, including those in flight");
@@ -314,9 +319,11 @@ struct Gateway::Impl {
       // The backlogs of webhooks it removed are reported by the ingest thread, once the batches
       // the old webhooks routed are spooled (report_backlogs_after_reload).
     }
-    // A hook that failed to load is left out; say so where operators look (diagnostics too).
+    // A hook that failed to load is left out, stands in closed or runs its version from before;
+    // say so where operators look (diagnostics too, and a gauge to alert on).
+    hooks_not_loaded.set(static_cast<int64_t>(next->failed_count()));
     for (const auto& e : next->entries()) {
-      if (e.hook) continue;
+      if (e.error.empty()) continue;
       emit_async(DiagnosticEvent{
           .type = diag::kHookFailed,
           .hook = e.file.name,

@@ -75,7 +75,8 @@ HookChain::HookChain(std::vector<HookEntry> entries, int64_t max_event_bytes)
       vetoed_total_(metrics::counter("hookgate_events_vetoed_total",
                                      "Events dropped by a veto hook or a closed hook failure")) {
   for (const auto& e : entries_) {
-    if (e.hook) ++loaded_;
+    if (!e.error.empty()) ++failed_;
+    if (!e.error.empty() && e.hook) ++kept_;
     const HookPtr& hook = e.hook ? e.hook : e.stand_in;
     if (!hook) continue;
     // Series are looked up here, once per hook, so run() is only atomic adds.
@@ -98,10 +99,13 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
                                                  const std::atomic<bool>* cancel,
                                                  config::Diagnostics* warnings,
                                                  const HookChain* previous) {
-  // Of each hook name that ran closed in the previous chain: its settings, loaded or standing in.
+  // Of each hook name in the previous chain: the version that ran (kept by a reload whose file
+  // does not load), and for one that ran closed without one, its settings (standing in).
+  std::map<std::string, HookPtr> ran_before;
   std::map<std::string, const HookSpec*> closed_before;
   if (previous)
     for (const auto& e : previous->entries()) {
+      if (e.hook) ran_before.emplace(e.file.name, e.hook);
       const HookPtr& hook = e.hook ? e.hook : e.stand_in;
       if (hook && hook->spec().on_error == FailurePolicy::Closed)
         closed_before.emplace(e.file.name, &hook->spec());
@@ -136,6 +140,15 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
         if (errors.size() == before) errors.push_back({{file.path, 0, 0}, entry.error});
       }
     }
+    // Decision: on a reload, a file that does not load (a half-written deploy, a typo) leaves the
+    // version that ran before running, as Envoy and Fluent Bit keep their last good config.
+    // Found in an exploratory run: a fail-open redactor dropped out of the chain, and the next
+    // events went out with their passwords. A file deleted is another matter: its hook goes.
+    if (!entry.error.empty())
+      if (auto before = ran_before.find(file.name); before != ran_before.end()) {
+        entry.hook = before->second;
+        entry.error += " (the version that ran before runs on until the file loads)";
+      }
     // Decision: a hook that fails to load under on_error: closed fails closed, like a hook that
     // fails on an event. Left out, a redaction hook whose handshake was slow on a reload would
     // let events through unredacted until the next reload.
@@ -145,7 +158,8 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
         attempted.kind = before->second->kind;
         kept_closed.insert(entries.size());  // said below, if it stands in
       }
-    if (!entry.error.empty()) entry.stand_in = make_failed_load_stand_in(attempted, entry.error);
+    if (!entry.error.empty() && !entry.hook)
+      entry.stand_in = make_failed_load_stand_in(attempted, entry.error);
     // A YAML file's form is known once its keys are read (a run: descriptor is a program).
     if (file.form == HookForm::Declarative) file.form = attempted.spec.form;
     entry.file = std::move(file);
@@ -155,7 +169,10 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
   // first of a same-directory duplicate), nor a second one.
   std::set<std::string> present;
   for (const auto& e : entries)
-    if (e.hook) present.insert(e.file.name);
+    if (e.hook && e.error.empty()) present.insert(e.file.name);
+  // A kept version once only too: not beside a file of its name that loads, nor twice.
+  for (auto& e : entries)
+    if (e.hook && !e.error.empty() && !present.insert(e.file.name).second) e.hook.reset();
   for (size_t i = 0; i < entries.size(); ++i) {
     HookEntry& e = entries[i];
     if (e.stand_in && !present.insert(e.file.name).second) e.stand_in.reset();
@@ -169,7 +186,7 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
       spdlog::warn("hook {} ({}) not loaded: {}", e.file.name, e.file.path, e.error);
     // Diagnostics never pass through hooks (a hook's own failure would feed the chain): a
     // pattern for them is a hook that silently never runs (found in an exploratory run).
-    if (!e.hook) continue;
+    if (!e.hook || !e.error.empty()) continue;
     for (const auto& pattern : e.hook->spec().events) {
       if (!pattern.starts_with(kDiagnosticTypePrefix)) continue;
       const std::string said = "hook " + e.file.name + ": events pattern '" + pattern +
@@ -180,7 +197,12 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
     }
   }
   auto chain = build(std::move(entries), config.max_event_bytes);
-  spdlog::info("hooks: {} loaded, {} failed to load", chain->loaded_count(), chain->failed_count());
+  if (chain->kept_count() > 0)
+    spdlog::info("hooks: {} loaded, {} failed to load ({} of them run the version from before)",
+                 chain->loaded_count(), chain->failed_count(), chain->kept_count());
+  else
+    spdlog::info("hooks: {} loaded, {} failed to load", chain->loaded_count(),
+                 chain->failed_count());
   return chain;
 }
 

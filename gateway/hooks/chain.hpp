@@ -23,8 +23,10 @@ namespace hookgate::hooks {
 
 struct HookEntry {
   HookFile file;
-  HookPtr hook;       // null when the file failed to load
-  std::string error;  // why it failed to load ("" when loaded)
+  // Null when the file failed to load, unless a reload keeps the version that ran before (then
+  // `error` is set too: see HookChain::load).
+  HookPtr hook;
+  std::string error;  // why the file failed to load ("" when it loaded)
   // Only for a veto or transform hook (or one of unknown kind) that failed to load under
   // on_error: closed: run in its place, it fails every event the hook would have seen, so those
   // are vetoed as a failure of the hook would veto them instead of passing unchecked (see
@@ -78,9 +80,12 @@ class HookChain {
 
   // Every discovered file in run order, loaded or not.
   const std::vector<HookEntry>& entries() const { return entries_; }
-  size_t loaded_count() const { return loaded_; }
+  // Files that loaded; files that did not (kept ones included); of those, the ones whose version
+  // from before the reload runs on.
+  size_t loaded_count() const { return entries_.size() - failed_count(); }
+  size_t failed_count() const { return failed_; }
+  size_t kept_count() const { return kept_; }
   bool has_observers() const { return !observers_.empty(); }
-  size_t failed_count() const { return entries_.size() - loaded_count(); }
 
   // Runs the veto/transform chain on `event` (which the transforms modify or replace). Stops at
   // the first veto. Hook failures follow each hook's on_error. Thread-safe; never throws.
@@ -108,7 +113,8 @@ class HookChain {
   std::vector<HookEntry> entries_;
   std::vector<Slot> sequential_;  // veto + transform, in run order
   std::vector<Slot> observers_;
-  size_t loaded_ = 0;        // entries with a hook (stand-ins not counted)
+  size_t failed_ = 0;        // entries whose file did not load
+  size_t kept_ = 0;          // of those, entries running the version from before
   int64_t max_event_bytes_;  // HooksConfig::max_event_bytes
   metrics::Counter& vetoed_total_;
 };

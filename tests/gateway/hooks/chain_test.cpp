@@ -516,54 +516,92 @@ TEST(HookChainLoad, AHookPatternForDiagnosticsIsAWarning) {
       << warnings[0].message;
 }
 
-// Found in an exploratory run: a closed redactor whose file was truncated (a non-atomic deploy)
-// or mistyped could not say on_error, so it fell back to the global default (open) and the next
-// events went out with their passwords. A reload keeps the running version's closed policy, its
-// kind and patterns, until the file loads again; a first load has nothing to keep.
-TEST(HookChainLoad, AClosedHookKeepsItsPolicyWhileItsFileDoesNotLoad) {
+// Found in an exploratory run: a redactor whose file was truncated (a non-atomic deploy) or
+// mistyped dropped out of the chain on the reload (fail-open), or fell back to the global default
+// (a closed one could not say on_error), and the next events went out with their passwords. A
+// reload keeps the version that ran before, as Envoy and Fluent Bit keep their last good config,
+// until the file loads again; a first load has nothing to keep.
+TEST(HookChainLoad, AHookWhoseFileStopsLoadingOnAReloadRunsItsVersionFromBefore) {
+  for (const char* policy : {"open", "closed"}) {
+    SCOPED_TRACE(policy);
+    TempDir tmp;
+    std::string dir = tmp.dir("hooks");
+    const std::string redactor = std::string("kind: transform\non_error: ") + policy +
+                                 "\nevents: [\"pw.*\"]\nactions:\n  - remove: [data.password]\n";
+    write_file(dir, "_12_chain_keep_redact.yaml", redactor);
+    config::HooksConfig cfg;
+    cfg.directories = {dir};
+    config::Diagnostics errors;
+    auto running = HookChain::load(cfg, errors);
+    ASSERT_EQ(running->loaded_count(), 1u);
+
+    for (const std::string broken :
+         {"", "kind: transform\nactions:\n  - remove: [data.password\n"}) {
+      write_file(dir, "_12_chain_keep_redact.yaml", broken);
+      errors.clear();
+      auto first_load = HookChain::load(cfg, errors);
+      ASSERT_EQ(first_load->entries().size(), 1u);
+      EXPECT_FALSE(first_load->entries()[0].hook);  // a start has no version to keep
+
+      errors.clear();
+      auto reloaded = HookChain::load(cfg, errors, nullptr, nullptr, running.get());
+      ASSERT_EQ(reloaded->entries().size(), 1u);
+      const HookEntry& entry = reloaded->entries()[0];
+      EXPECT_EQ(entry.hook, running->entries()[0].hook) << entry.error;
+      EXPECT_FALSE(entry.stand_in);
+      EXPECT_NE(entry.error.find("the version that ran before runs on"), std::string::npos)
+          << entry.error;
+      EXPECT_EQ(reloaded->failed_count(), 1u);
+      EXPECT_EQ(reloaded->kept_count(), 1u);
+      EXPECT_EQ(reloaded->loaded_count(), 0u);
+      Event secret = make_event(R"({"type":"pw.login","data":{"password":"hunter2"}})");
+      EXPECT_FALSE(reloaded->run(secret, {}).vetoed);
+      EXPECT_FALSE(secret.find("data.password")) << broken;
+      // Still failing on the next reload: the same version runs on.
+      errors.clear();
+      auto again = HookChain::load(cfg, errors, nullptr, nullptr, reloaded.get());
+      EXPECT_EQ(again->entries()[0].hook, running->entries()[0].hook);
+    }
+    // A file deleted takes its hook away (the operator's word, not an accident of a deploy).
+    std::filesystem::remove(std::filesystem::path(dir) / "_12_chain_keep_redact.yaml");
+    errors.clear();
+    EXPECT_TRUE(HookChain::load(cfg, errors, nullptr, nullptr, running.get())->entries().empty());
+    // A version that loads is taken as written, on_error: open included.
+    write_file(dir, "_12_chain_keep_redact.yaml",
+               "kind: transform\non_error: open\nevents: [\"pw.*\"]\nactions:\n"
+               "  - remove: [data.password]\n");
+    errors.clear();
+    auto relaxed = HookChain::load(cfg, errors, nullptr, nullptr, running.get());
+    ASSERT_EQ(relaxed->loaded_count(), 1u);
+    EXPECT_EQ(relaxed->entries()[0].hook->spec().on_error, FailurePolicy::Open);
+  }
+}
+
+// A closed hook that has not loaded since the start stands in closed; a reload whose file says no
+// on_error at all (truncated) keeps that policy, its kind and patterns, until the file loads.
+TEST(HookChainLoad, AClosedStandInKeepsItsPolicyWhileItsFileDoesNotLoad) {
   TempDir tmp;
   std::string dir = tmp.dir("hooks");
-  const std::string redactor =
-      "kind: transform\non_error: closed\nevents: [\"pw.*\"]\nactions:\n"
-      "  - remove: [data.password]\n";
-  write_file(dir, "_12_chain_keep_redact.yaml", redactor);
+  write_file(dir, "_12_chain_keep_closed.yaml",
+             "kind: transform\non_error: closed\nevents: [\"pw.*\"]\nactions:\n"
+             "  - frobnicate: [data.password]\n");
   config::HooksConfig cfg;
   cfg.directories = {dir};
   config::Diagnostics errors;
   auto running = HookChain::load(cfg, errors);
-  ASSERT_EQ(running->loaded_count(), 1u);
-
-  for (const std::string broken : {"", "kind: transform\nactions:\n  - remove: [data.password\n"}) {
-    write_file(dir, "_12_chain_keep_redact.yaml", broken);
-    errors.clear();
-    auto first_load = HookChain::load(cfg, errors);
-    ASSERT_EQ(first_load->entries().size(), 1u);
-    EXPECT_FALSE(first_load->entries()[0].stand_in);  // nothing said closed: the global default
-
-    errors.clear();
-    auto reloaded = HookChain::load(cfg, errors, nullptr, nullptr, running.get());
-    ASSERT_EQ(reloaded->entries().size(), 1u);
-    const HookEntry& entry = reloaded->entries()[0];
-    ASSERT_TRUE(entry.stand_in) << entry.error;
-    EXPECT_NE(entry.error.find("its running version was on_error: closed"), std::string::npos)
-        << entry.error;
-    Event secret = make_event(R"({"type":"pw.login","data":{"password":"hunter2"}})");
-    EXPECT_TRUE(reloaded->run(secret, {}).vetoed) << broken;
-    Event other = make_event(R"({"type":"user.created","data":{}})");
-    EXPECT_FALSE(reloaded->run(other, {}).vetoed);  // its patterns, kept too
-    // Still failing on the next reload: the stand-in carries the policy on.
-    errors.clear();
-    auto again = HookChain::load(cfg, errors, nullptr, nullptr, reloaded.get());
-    EXPECT_TRUE(again->entries()[0].stand_in);
-  }
-  // A version that loads is taken as written, on_error: open included.
-  write_file(dir, "_12_chain_keep_redact.yaml",
-             "kind: transform\non_error: open\nevents: [\"pw.*\"]\nactions:\n"
-             "  - remove: [data.password]\n");
+  ASSERT_EQ(running->entries().size(), 1u);
+  ASSERT_TRUE(running->entries()[0].stand_in);
+  write_file(dir, "_12_chain_keep_closed.yaml", "");
   errors.clear();
-  auto relaxed = HookChain::load(cfg, errors, nullptr, nullptr, running.get());
-  ASSERT_EQ(relaxed->loaded_count(), 1u);
-  EXPECT_EQ(relaxed->entries()[0].hook->spec().on_error, FailurePolicy::Open);
+  auto reloaded = HookChain::load(cfg, errors, nullptr, nullptr, running.get());
+  const HookEntry& entry = reloaded->entries()[0];
+  ASSERT_TRUE(entry.stand_in) << entry.error;
+  EXPECT_NE(entry.error.find("its running version was on_error: closed"), std::string::npos)
+      << entry.error;
+  Event secret = make_event(R"({"type":"pw.login","data":{"password":"hunter2"}})");
+  EXPECT_TRUE(reloaded->run(secret, {}).vetoed);
+  Event other = make_event(R"({"type":"user.created","data":{}})");
+  EXPECT_FALSE(reloaded->run(other, {}).vetoed);  // its patterns, kept too
 }
 
 // With hooks.fail_open: false every hook fails closed, a file that cannot even be parsed too (its
