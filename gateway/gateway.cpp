@@ -825,8 +825,10 @@ struct Gateway::Impl {
     w.Uint64(store ? store->pending_count() : 0);
     w.Key("writable");
     w.Bool(!store || store->writable());
-    w.Key("full");  // spool.max_bytes reached: intake waits
+    w.Key("full");  // spool.max_bytes reached, or the file is missing: intake waits
     w.Bool(store && store->full());
+    w.Key("file_missing");  // spool.path no longer names the open file
+    w.Bool(store && store->file_missing());
     w.EndObject();
     w.Key("hooks");
     w.StartArray();
@@ -1048,7 +1050,12 @@ void Gateway::run() {
         "stopped; {} events taken from the bus since the start were refused by the spool and "
         "are lost (hookgate_events_refused_total; the lines above say why)",
         lost);
-  if (impl_->store->keeps_pending_across_restarts())
+  if (impl_->store->file_missing() && left > 0)
+    spdlog::error(
+        "stopped; {} deliveries were left in a spool file that spool.path no longer names "
+        "(deleted or replaced while running): they are lost",
+        left);
+  else if (impl_->store->keeps_pending_across_restarts())
     spdlog::info("stopped; {} deliveries remain spooled", left);
   else if (left > 0)
     spdlog::warn(

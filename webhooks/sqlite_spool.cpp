@@ -474,6 +474,10 @@ struct SpoolMetrics {
   metrics::Counter& inline_checkpoints = metrics::counter(
       "hookgate_spool_inline_checkpoints_total",
       "Checkpoints the writer ran itself because the WAL outgrew the checkpointer");
+  metrics::Gauge& file_missing = metrics::gauge(
+      "hookgate_spool_file_missing",
+      "1 while spool.path no longer names the file the gateway has open (deleted or replaced): "
+      "intake waits, and what the open file holds is lost at the next stop");
   metrics::Gauge& file_bytes = metrics::gauge(
       "hookgate_spool_file_bytes",
       "Disk space the spool takes: the database file and its WAL (neither shrinks by itself)");
@@ -772,6 +776,9 @@ Status SqliteSpool::init(bool tools) {
     std::lock_guard snapshot(snapshot_mu_);
     pending_snapshot_ = resync_counts_;  // until the checkpointer's first count
   }
+  // The file opened, to tell later whether the path still names it (check_file_identity).
+  if (struct stat st{}; ::stat(path_.c_str(), &st) == 0) opened_file_ = {st.st_dev, st.st_ino};
+  spool_metrics().file_missing.set(0);
   spdlog::debug("spool {}: opened ({} pending, synchronous={})", path_, pending_, sync);
   writer_thread_ = std::thread([this] {
     name_this_thread("hg-spool-writer");
@@ -1933,6 +1940,7 @@ int64_t SqliteSpool::set_size_gauges(bool files) {
       if (::stat(file.c_str(), &st) == 0) on_disk += static_cast<int64_t>(st.st_size);
     }
     m.file_bytes.set(on_disk);
+    check_file_identity();
   }
   sqlite3_stmt* s = writer_->stmt(kUsedBytes);
   if (s == nullptr) return -1;
@@ -1941,6 +1949,28 @@ int64_t SqliteSpool::set_size_gauges(bool files) {
   const int64_t used = sqlite3_column_int64(s, 0) * sqlite3_column_int64(s, 1);
   m.used_bytes.set(used);
   return used;
+}
+
+void SqliteSpool::check_file_identity() {
+  struct stat st {};
+  const bool same = ::stat(path_.c_str(), &st) == 0 && st.st_dev == opened_file_.first &&
+                    st.st_ino == opened_file_.second;
+  if (same == !file_missing_.load(std::memory_order_relaxed)) return;
+  file_missing_.store(!same, std::memory_order_relaxed);
+  spool_metrics().file_missing.set(same ? 0 : 1);
+  if (same) {
+    spdlog::warn("spool {}: the path names the open file again: intake goes on", path_);
+    return;
+  }
+  // Found in an exploratory run: deleted while the gateway ran, the file went on taking events,
+  // every one lost at the next stop, and nothing said so.
+  spdlog::error(
+      "spool {}: the path no longer names the file this gateway has open (deleted or replaced): "
+      "intake waits, so new events stay with the publishers; the pending deliveries in the "
+      "open file are still sent while the gateway runs, but a stop loses what is left of them. "
+      "Put the file back (a copy of /proc/{}/fd/N taken while this gateway runs), or let the "
+      "backlog drain (hookgate_spool_depth) before a restart",
+      path_, ::getpid());
 }
 
 void SqliteSpool::notify_ready() {

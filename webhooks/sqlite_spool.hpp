@@ -12,6 +12,8 @@
 // crash in-flight deliveries are simply pending again, with the same ids. Changes made by another
 // process (the `hookgate deliveries` CLI replaying dead letters) are noticed through PRAGMA
 // data_version within ~200 ms.
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -148,7 +150,15 @@ class SqliteSpool final : public DeliveryStore {
   }
   // spool.max_bytes reached (measured after each commit of adds, once a second, and while full
   // after each commit of a delivered outcome).
-  [[nodiscard]] bool full() const override { return full_.load(std::memory_order_relaxed); }
+  // Or spool.path no longer names the open file (deleted or replaced while running): what goes
+  // into it would be lost at the next stop, so intake waits just the same (checked once a
+  // second).
+  [[nodiscard]] bool full() const override {
+    return full_.load(std::memory_order_relaxed) || file_missing();
+  }
+  [[nodiscard]] bool file_missing() const override {
+    return file_missing_.load(std::memory_order_relaxed);
+  }
   // A reload's spool.max_bytes: the writer looks at it with its next measure (within a second).
   void set_max_bytes(int64_t bytes) override { max_bytes_.store(bytes, std::memory_order_relaxed); }
   [[nodiscard]] bool failing_to_write() const override {
@@ -247,6 +257,8 @@ class SqliteSpool final : public DeliveryStore {
   // Writer thread: sets hookgate_spool_used_bytes (and with `files` hookgate_spool_file_bytes,
   // two stat() calls kept to once a second); the bytes in use (-1: unknown).
   int64_t set_size_gauges(bool files);
+  // Sets file_missing_ from a stat() of path_ (writer only, once a second), with the log line.
+  void check_file_identity();
   // Sets full_ from the rows' size (writer only), with the log line and the gauge.
   void update_full(int64_t used);
   void say_full_state(bool at_stop = false);  // the line update_full() owes, once its minute is up
@@ -459,6 +471,8 @@ class SqliteSpool final : public DeliveryStore {
   bool disk_wait_logged_ = false;               // writer-only: "intake waits" said for this episode
   std::atomic<int64_t> max_bytes_;              // spool.max_bytes (0: no bound); reloadable
   std::atomic<bool> full_{false};               // max_bytes_ reached (writer-set)
+  std::atomic<bool> file_missing_{false};       // path_ names another file, or none (writer-set)
+  std::pair<dev_t, ino_t> opened_file_{};       // path_'s file when opened
   std::atomic<bool> write_failing_{false};      // adds wait for the disk (writer-set)
   std::atomic<bool> last_write_failed_{false};  // a disk failure since the last write (writer)
   uint64_t commits_ = 0;
