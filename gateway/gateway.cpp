@@ -149,6 +149,11 @@ struct Gateway::Impl {
       metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
   metrics::Counter& reloads =
       metrics::counter("hookgate_hooks_reloads_total", "Hook chain reloads");
+  // A refused reload is said only in the log otherwise (found in an exploratory run: nothing an
+  // alert could see, and `systemctl reload` had succeeded).
+  metrics::Counter& config_reloads_refused = metrics::counter(
+      "hookgate_config_reloads_refused_total",
+      "SIGHUP reloads whose config file had errors: the running configuration was kept");
   // An alert's hold on a hook file that does not load: the log line and the diagnostic come once.
   metrics::Gauge& hooks_not_loaded = metrics::gauge(
       "hookgate_hooks_failed_to_load",
@@ -417,6 +422,7 @@ struct Gateway::Impl {
     if (!next) {
       for (const auto& e : next.error()) spdlog::error("reload: {}", e.str());
       spdlog::error("reload: {} has errors, keeping the running configuration", cfg.file);
+      config_reloads_refused.inc();
       return;
     }
     config::Config& n = next.value();
@@ -425,11 +431,13 @@ struct Gateway::Impl {
           "reload: {} holds no settings (empty, comments or x- keys only: caught while being "
           "written?); keeping the running configuration",
           cfg.file);
+      config_reloads_refused.inc();
       return;
     }
     // What `run` would refuse to start on: the next restart must not find it first.
     if (auto keys = bus::check_curve_files(n.bus.curve); !keys) {
       spdlog::error("reload: {}; keeping the running configuration", keys.error().str());
+      config_reloads_refused.inc();
       return;
     }
     // Settings a webhook cannot be sent with would pause it, and the running config sends (found
@@ -459,6 +467,7 @@ struct Gateway::Impl {
     }
     if (unusable) {
       spdlog::error("reload: {} has errors, keeping the running configuration", cfg.file);
+      config_reloads_refused.inc();
       return;
     }
     const auto& cur_curve = cfg.bus.curve;

@@ -983,6 +983,10 @@ TEST(OperationsTest, AReloadKeepsTheRunningConfigForAnEmptyFileOrUnreadableKeys)
   EXPECT_EQ(gw.log().find("paused"), std::string::npos) << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
   EXPECT_TRUE(rx.wait_for(3, 10s)) << gw.log();
+  // Found in an exploratory run: a refused reload showed only in the log.
+  EXPECT_EQ(
+      metric_value(http_get(gw.admin_port(), "/metrics"), "hookgate_config_reloads_refused_total"),
+      3u);
 }
 
 // A webhook paused at start for settings it cannot be sent with does not block later reloads
