@@ -71,8 +71,9 @@ class Publisher {
 
   // Blocks until a subscriber takes events of `type` (with no type: until any subscriber has
   // subscribed), or the timeout passes. A tap subscribed to other topics does not end the wait for
-  // the gateway. With CURVE, an endpoint that refused this publisher's key is dialled again
-  // meanwhile (after 1 s, doubling to 30 s), so listing the key on the other side is enough.
+  // the gateway. An endpoint that refused this publisher's handshake (its CURVE key, or plain
+  // text where the bus requires CURVE) is dialled again meanwhile (after 1 s, doubling to 30 s),
+  // so listing the key on the other side is enough.
   // Only here and in publish(): the publisher has no thread of its own.
   [[nodiscard]] bool wait_for_subscriber(std::chrono::milliseconds timeout,
                                          std::string_view type = {});
@@ -97,8 +98,8 @@ class Publisher {
   // caller say so before wait_for_subscriber() rather than after it.
   [[nodiscard]] Status check(std::string_view type, std::string_view data_json,
                              std::string_view source = {});
-  // Why the bus refused this publisher's last CURVE handshake ("the bus at EP refused this
-  // publisher's CURVE key ..."); empty once a handshake succeeds, or without CURVE.
+  // Why the bus refused this publisher's last handshake ("the bus at EP refused this publisher's
+  // CURVE key ...", "... plain-text handshake: it requires CURVE ..."); empty once one succeeds.
   std::string refusal() const {
     std::lock_guard lock(mu_);
     return refusal_;
@@ -123,8 +124,11 @@ class Publisher {
 
   std::unique_ptr<zmq::context_t> own_ctx_;
   std::unique_ptr<zmq::socket_t> socket_;
-  // With CURVE and connect endpoints: the socket's handshake events, so a refused handshake is
-  // dialled again (libzmq gives up on it; RedialSchedule) and "no subscriber" can say why.
+  // With connect endpoints: the socket's handshake events, so a refused handshake is dialled
+  // again (libzmq gives up on it; RedialSchedule) and "no subscriber" can say why. Read only in
+  // publish() and wait_for_subscriber() (at most once a second for a plain publisher that has a
+  // subscriber): a publisher idle for long beside a peer that drops every connection queues
+  // them meanwhile, one per dial.
   std::unique_ptr<zmq::socket_t> handshakes_;
   RedialSchedule redials_;
   std::chrono::steady_clock::time_point handshakes_read_{};  // drain_subscriptions()

@@ -764,6 +764,15 @@ struct Gateway::Impl {
     // from the bus now is one the publishers no longer hold for the next start (found in an
     // exploratory run: 4,797 taken in and refused at a stop on a full disk). What ZeroMQ
     // already queued in this process is lost with the socket either way.
+    // Nor into a file spool.path no longer names: the stop loses what goes into it, while the
+    // publishers would keep it for the next start (found in review).
+    if (store->file_missing()) {
+      spdlog::error(
+          "shutting down: the spool file is missing, so the bus messages queued in this process "
+          "(up to bus.receive_hwm) are not taken in and are lost with the socket; publishers "
+          "keep what they have not sent for the next start");
+      return;
+    }
     if (store->failing_to_write()) {  // set with (and before) !writable()
       spdlog::error(
           "shutting down: the spool cannot write, so the bus messages queued in this process "
@@ -865,6 +874,10 @@ struct Gateway::Impl {
         std::string snap = e.hook->snapshot();
         w.Key("snapshot");
         w.RawValue(snap.c_str(), snap.size(), rapidjson::kObjectType);
+        if (!e.error.empty()) {  // its file does not load: the version from before runs on
+          w.Key("error");
+          w.String(display_text(e.error).c_str());
+        }
       } else {
         w.Key("name");
         w.String(display_text(e.file.name).c_str());

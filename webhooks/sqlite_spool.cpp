@@ -1967,10 +1967,9 @@ void SqliteSpool::check_file_identity() {
   spdlog::error(
       "spool {}: the path no longer names the file this gateway has open (deleted or replaced): "
       "intake waits, so new events stay with the publishers; the pending deliveries in the "
-      "open file are still sent while the gateway runs, but a stop loses what is left of them. "
-      "Put the file back (a copy of /proc/{}/fd/N taken while this gateway runs), or let the "
-      "backlog drain (hookgate_spool_depth) before a restart",
-      path_, ::getpid());
+      "open file are still sent while the gateway runs, but a stop loses what is left of them: "
+      "let that backlog drain (hookgate_spool_depth 0), then restart",
+      path_);
 }
 
 void SqliteSpool::notify_ready() {

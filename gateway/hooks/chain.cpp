@@ -144,11 +144,10 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
     // version that ran before running, as Envoy and Fluent Bit keep their last good config.
     // Found in an exploratory run: a fail-open redactor dropped out of the chain, and the next
     // events went out with their passwords. A file deleted is another matter: its hook goes.
+    // (Said below, once a same-directory duplicate has been told apart.)
     if (!entry.error.empty())
-      if (auto before = ran_before.find(file.name); before != ran_before.end()) {
+      if (auto before = ran_before.find(file.name); before != ran_before.end())
         entry.hook = before->second;
-        entry.error += " (the version that ran before runs on until the file loads)";
-      }
     // Decision: a hook that fails to load under on_error: closed fails closed, like a hook that
     // fails on an event. Left out, a redaction hook whose handshake was slow on a reload would
     // let events through unredacted until the next reload.
@@ -171,8 +170,20 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
   for (const auto& e : entries)
     if (e.hook && e.error.empty()) present.insert(e.file.name);
   // A kept version once only too: not beside a file of its name that loads, nor twice.
-  for (auto& e : entries)
-    if (e.hook && !e.error.empty() && !present.insert(e.file.name).second) e.hook.reset();
+  for (auto& e : entries) {
+    if (!e.hook || e.error.empty()) continue;
+    if (!present.insert(e.file.name).second) {
+      e.hook.reset();
+      continue;
+    }
+    // A program's process is the version that ran before only until it restarts (a crash, a
+    // timeout): a new one runs the file on disk, as a one-shot hook's every run does.
+    const HookForm form = e.hook->spec().form;
+    e.error += form == HookForm::Program || form == HookForm::OneShot
+                   ? " (the version that ran before runs on until the file loads; for a program, "
+                     "until its process restarts or runs again, which takes the file on disk)"
+                   : " (the version that ran before runs on until the file loads)";
+  }
   for (size_t i = 0; i < entries.size(); ++i) {
     HookEntry& e = entries[i];
     if (e.stand_in && !present.insert(e.file.name).second) e.stand_in.reset();

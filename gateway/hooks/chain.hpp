@@ -65,9 +65,10 @@ class HookChain {
   // true the load stops there (the gateway is stopping, and a load of hooks that each wait out a
   // handshake timeout must not hold its exit) and returns nullptr.
   // `warnings` (for `check` and `hooks list`) gets what discovery only logs otherwise.
-  // `previous`, the running chain on a reload: a hook whose last version there was on_error:
-  // closed stays closed while its file fails to load (a truncated or mistyped file cannot say
-  // on_error, and must not let a redactor's events through on the global default).
+  // `previous`, the running chain on a reload: a hook that ran there keeps running that version
+  // while its file fails to load (its entry carries the error too); one that stood in closed
+  // there stays closed (a truncated or mistyped file cannot say on_error, and must not let a
+  // redactor's events through on the global default).
   static std::shared_ptr<const HookChain> load(const config::HooksConfig& config,
                                                config::Diagnostics& errors,
                                                const std::atomic<bool>* cancel = nullptr,

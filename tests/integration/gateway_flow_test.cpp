@@ -274,6 +274,9 @@ TEST(GatewayFlowTest, ARedactorThatStopsLoadingOnAReloadStillRedacts) {
         wait_until([&] { return metric("hookgate_hooks_reloads_total") > reloads_before; }, 10s))
         << gw.log();
     EXPECT_EQ(metric("hookgate_hooks_failed_to_load"), 1u);
+    // /status says it beside the hook that runs on (found in review: it showed no error).
+    EXPECT_NE(http_get(gw.admin_port(), "/status").find("the version that ran before runs on"),
+              std::string::npos);
     ASSERT_FALSE(publish(gw.bus_endpoint(), "pw.login", R"({"n":2,"password":"hunter2"})").empty());
     ASSERT_FALSE(publish(gw.bus_endpoint(), "other.ok", "{}").empty());
     ASSERT_TRUE(rx.wait_for(3, 10s)) << gw.log();
