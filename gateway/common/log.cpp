@@ -53,7 +53,10 @@ class JsonFormatter final : public spdlog::formatter {
 class RedactingTextFormatter final : public spdlog::formatter {
  public:
   RedactingTextFormatter()
-      : inner_(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v")) {}
+      // UTC, marked: a local time without its offset (found in an exploratory run) cannot be
+      // lined up with a receiver's logs or the JSON format's ts_ms.
+      : inner_(std::make_unique<spdlog::pattern_formatter>("%Y-%m-%dT%H:%M:%S.%eZ %^%l%$ %v",
+                                                           spdlog::pattern_time_type::utc)) {}
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     std::string redacted =
         escape_controls(redact_secrets(std::string_view(msg.payload.data(), msg.payload.size())));
