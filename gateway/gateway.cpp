@@ -149,6 +149,12 @@ struct Gateway::Impl {
       metrics::counter("hookgate_events_unrouted_total", "Events that matched no webhook");
   metrics::Counter& reloads =
       metrics::counter("hookgate_hooks_reloads_total", "Hook chain reloads");
+  // Found in an exploratory run: a renamed webhook's backlog left /metrics with its name, and
+  // only the spool's total depth still counted it.
+  metrics::Gauge& unconfigured_pending = metrics::gauge(
+      "hookgate_spool_unconfigured_pending",
+      "Pending deliveries of webhooks the config no longer has (renamed or removed): they wait "
+      "until a webhook of that name is configured again, or are purged");
   // A refused reload is said only in the log otherwise (found in an exploratory run: nothing an
   // alert could see, and `systemctl reload` had succeeded).
   metrics::Counter& config_reloads_refused = metrics::counter(
@@ -377,6 +383,9 @@ struct Gateway::Impl {
           "list --webhook {})",
           count, name, name);
     }
+    size_t total = 0;
+    for (const auto& [name, count] : unconfigured) total += count;
+    unconfigured_pending.set(static_cast<int64_t>(total));
     unconfigured_named = std::move(unconfigured);
   }
 

@@ -814,6 +814,8 @@ TEST(ReliabilityTest, DeliveriesOfAnUnconfiguredWebhookAreReported) {
   const std::string warning =
       "spool holds 3 pending deliveries for webhook 'sink', which is not configured";
   EXPECT_TRUE(gw.wait_for_log(warning, 5s)) << gw.log();
+  // And a gauge an alert can see (found in an exploratory run: only the total depth had them).
+  EXPECT_EQ(metric(gw, "hookgate_spool_unconfigured_pending"), 3u);
   gw.signal(SIGHUP);
   EXPECT_TRUE(wait_until(
       [&] {
