@@ -4,6 +4,7 @@
 #include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -52,11 +53,21 @@ std::optional<std::string> ipc_socket_file(const std::string& endpoint) {
   return path;
 }
 
+// libzmq unlinks whatever is at the path before it binds: anything but a socket there is a
+// file of someone's (found in an adversarial run: `bind: ipc://data/s.db` turned the spool into
+// a socket, and a config typo could do it to any file the gateway may delete).
+std::optional<std::string> ipc_path_not_a_socket(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || S_ISSOCK(st.st_mode)) return std::nullopt;
+  return path + " exists and is not a socket: binding would delete it (name a path of its own)";
+}
+
 }  // namespace
 
 std::optional<std::string> ipc_listener_problem(const std::string& endpoint) {
   const auto path = ipc_socket_file(endpoint);
   if (!path) return std::nullopt;
+  if (auto why = ipc_path_not_a_socket(*path)) return why;
   sockaddr_un address{};
   if (path->size() >= sizeof address.sun_path) return std::nullopt;  // libzmq says why
   address.sun_family = AF_UNIX;
@@ -80,7 +91,7 @@ std::optional<std::string> ipc_listener_problem(const std::string& endpoint) {
 std::optional<std::string> bind_endpoint_problem(const std::string& endpoint) {
   if (auto path = ipc_socket_file(endpoint)) {
     if (auto why = file_folder_problem(*path)) return "socket file " + *path + ": " + *why;
-    return std::nullopt;
+    return ipc_path_not_a_socket(*path);
   }
   if (endpoint.rfind("tcp://", 0) != 0) return std::nullopt;
   const std::string_view address = std::string_view(endpoint).substr(6);

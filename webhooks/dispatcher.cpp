@@ -432,6 +432,10 @@ struct Dispatcher::Impl {
         webhook.maybe_ready = true;
         // A Retry-After was the old settings' receiver asking (the URL may now be another's).
         if (webhook.held_until_ms != 0) store.keep_webhook_hold(name, {});
+        if (webhook.held_until_ms > schedule_now_ms())
+          spdlog::info(
+              "webhook {}: its settings changed, which ends the receiver's pause (Retry-After)",
+              name);
         webhook.held_until_ms = 0;
         std::lock_guard lock(status_mu);
         if (auto status = statuses.find(name); status != statuses.end())

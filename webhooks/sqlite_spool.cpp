@@ -776,8 +776,10 @@ Status SqliteSpool::init(bool tools) {
     std::lock_guard snapshot(snapshot_mu_);
     pending_snapshot_ = resync_counts_;  // until the checkpointer's first count
   }
-  // The file opened, to tell later whether the path still names it (check_file_identity).
-  if (struct stat st{}; ::stat(path_.c_str(), &st) == 0) opened_file_ = {st.st_dev, st.st_ino};
+  // The files opened, to tell later whether the paths still name them (check_file_identity).
+  for (size_t i = 0; i < opened_files_.size(); ++i)
+    if (struct stat st{}; ::stat((path_ + kSpoolFileSuffixes[i]).c_str(), &st) == 0)
+      opened_files_[i] = std::pair{st.st_dev, st.st_ino};
   spool_metrics().file_missing.set(0);
   spdlog::debug("spool {}: opened ({} pending, synchronous={})", path_, pending_, sync);
   writer_thread_ = std::thread([this] {
@@ -1952,9 +1954,20 @@ int64_t SqliteSpool::set_size_gauges(bool files) {
 }
 
 void SqliteSpool::check_file_identity() {
-  struct stat st {};
-  const bool same = ::stat(path_.c_str(), &st) == 0 && st.st_dev == opened_file_.first &&
-                    st.st_ino == opened_file_.second;
+  // The database, and its WAL and shared memory (found in an adversarial run: a WAL deleted
+  // under a running gateway took the commits since the last checkpoint with it at a crash).
+  // Either of those made after the open (SQLite makes them as it needs them) is taken as found.
+  bool same = true;
+  for (size_t i = 0; i < opened_files_.size(); ++i) {
+    struct stat st {};
+    const bool there = ::stat((path_ + kSpoolFileSuffixes[i]).c_str(), &st) == 0;
+    if (!opened_files_[i]) {
+      if (there && i > 0) opened_files_[i] = std::pair{st.st_dev, st.st_ino};
+      same = same && (there || i > 0);
+      continue;
+    }
+    same = same && there && std::pair{st.st_dev, st.st_ino} == *opened_files_[i];
+  }
   if (same == !file_missing_.load(std::memory_order_relaxed)) return;
   file_missing_.store(!same, std::memory_order_relaxed);
   spool_metrics().file_missing.set(same ? 0 : 1);
@@ -1965,7 +1978,8 @@ void SqliteSpool::check_file_identity() {
   // Found in an exploratory run: deleted while the gateway ran, the file went on taking events,
   // every one lost at the next stop, and nothing said so.
   spdlog::error(
-      "spool {}: the path no longer names the file this gateway has open (deleted or replaced): "
+      "spool {}: the path no longer names the file this gateway has open (it, or its -wal or "
+      "-shm, was deleted or replaced): "
       "intake waits, so new events stay with the publishers; the pending deliveries in the "
       "open file are still sent while the gateway runs, but a stop loses what is left of them: "
       "let that backlog drain (hookgate_spool_depth 0), then restart",

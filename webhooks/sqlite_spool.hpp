@@ -14,6 +14,7 @@
 // data_version within ~200 ms.
 #include <sys/types.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -39,6 +40,9 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace hookgate::webhooks {
+
+// The files of a spool: the database at spool.path, its WAL and its shared memory.
+inline constexpr std::array<const char*, 3> kSpoolFileSuffixes = {"", "-wal", "-shm"};
 
 // Knobs that are not worth a config key; tests shrink them.
 struct SqliteSpoolTuning {
@@ -468,11 +472,12 @@ class SqliteSpool final : public DeliveryStore {
   bool prune_more_ = false;
   bool resync_pending_ = false;
   std::string last_write_error_;
-  bool disk_wait_logged_ = false;               // writer-only: "intake waits" said for this episode
-  std::atomic<int64_t> max_bytes_;              // spool.max_bytes (0: no bound); reloadable
-  std::atomic<bool> full_{false};               // max_bytes_ reached (writer-set)
-  std::atomic<bool> file_missing_{false};       // path_ names another file, or none (writer-set)
-  std::pair<dev_t, ino_t> opened_file_{};       // path_'s file when opened
+  bool disk_wait_logged_ = false;          // writer-only: "intake waits" said for this episode
+  std::atomic<int64_t> max_bytes_;         // spool.max_bytes (0: no bound); reloadable
+  std::atomic<bool> full_{false};          // max_bytes_ reached (writer-set)
+  std::atomic<bool> file_missing_{false};  // path_ names another file, or none (writer-set)
+  // path_, its -wal and -shm (kSpoolFileSuffixes) as opened, or first seen (writer only).
+  std::array<std::optional<std::pair<dev_t, ino_t>>, 3> opened_files_{};
   std::atomic<bool> write_failing_{false};      // adds wait for the disk (writer-set)
   std::atomic<bool> last_write_failed_{false};  // a disk failure since the last write (writer)
   uint64_t commits_ = 0;

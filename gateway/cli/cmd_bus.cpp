@@ -52,7 +52,7 @@ int cmd_bus(const std::vector<std::string>& argv) {
   if (auto same = frontend->starts_with("ipc://") && backend->starts_with("ipc://")
                       ? bus::same_peer({*frontend, *backend})
                       : std::nullopt)
-    return fail("--frontend and --backend are one endpoint (" + same->peer +
+    return fail("--frontend and --backend name one socket file (" + same->peer.substr(4) +
                     "): publishers and subscribers need one each",
                 2);
   if (auto code = check_log_level(args)) return *code;

@@ -13,6 +13,7 @@
 #include "gateway/hooks/chain.hpp"
 #include "webhooks/settings_check.hpp"
 #include "webhooks/signing.hpp"
+#include "webhooks/sqlite_spool.hpp"
 
 namespace hookgate::cli {
 
@@ -83,7 +84,7 @@ int cmd_check(const std::vector<std::string>& argv) {
     std::string problem = file_folder_problem(spool).value_or("");
     if (problem.empty() && std::filesystem::is_directory(spool, ec)) problem = "it is a folder";
     // A file left by another user (a first start as root) opens read-only, which `run` refuses.
-    for (const char* suffix : {"", "-wal", "-shm"}) {
+    for (const char* suffix : webhooks::kSpoolFileSuffixes) {
       const std::string file = spool.string() + suffix;
       if (problem.empty() && std::filesystem::exists(file, ec) && ::access(file.c_str(), W_OK) != 0)
         problem = file + " is not writable for this user";

@@ -111,9 +111,11 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
         closed_before.emplace(e.file.name, &hook->spec());
     }
   std::vector<HookEntry> entries;
-  std::set<size_t> kept_closed;  // entries closed by their running version, not their file
+  std::set<std::string> kept_closed;  // paths of entries closed by their running version
   if (!config.enabled) return build(std::move(entries), config.max_event_bytes);
-  for (auto& file : discover_hooks(config.directories, errors, warnings)) {
+  std::vector<HookFile> not_executable;
+  for (auto& file :
+       discover_hooks(config.directories, errors, warnings, previous ? &not_executable : nullptr)) {
     if (cancel && cancel->load()) return nullptr;  // the hooks loaded so far stop as they go
     HookEntry entry;
     AttemptedHook attempted;
@@ -155,7 +157,7 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
       if (auto before = closed_before.find(file.name); before != closed_before.end()) {
         attempted.spec = *before->second;
         attempted.kind = before->second->kind;
-        kept_closed.insert(entries.size());  // said below, if it stands in
+        kept_closed.insert(file.path);  // said below, if it stands in
       }
     if (!entry.error.empty() && !entry.hook)
       entry.stand_in = make_failed_load_stand_in(attempted, entry.error);
@@ -164,6 +166,25 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
     entry.file = std::move(file);
     entries.push_back(std::move(entry));
   }
+  // A script that ran before and lost its executable bit (found in an adversarial run: a
+  // deploy by rename made it 0644) is a file that does not load, not a deleted one: its version
+  // from before runs on, said as any other (a helper that was never a hook has no version).
+  for (auto& file : not_executable) {
+    const auto before = ran_before.find(file.name);
+    if (before == ran_before.end()) continue;
+    if (std::any_of(entries.begin(), entries.end(),
+                    [&](const HookEntry& e) { return e.file.name == file.name; }))
+      continue;
+    HookEntry entry;
+    entry.hook = before->second;
+    entry.error = file.path + " " + kNotExecutable;
+    errors.push_back({{file.path, 0, 0}, entry.error});
+    entry.file = std::move(file);
+    entries.push_back(std::move(entry));
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const HookEntry& a, const HookEntry& b) {
+    return runs_before(a.file, b.file);
+  });
   // One place in the chain per hook name: no stand-in where a file of that name loaded (the
   // first of a same-directory duplicate), nor a second one.
   std::set<std::string> present;
@@ -177,17 +198,21 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
       continue;
     }
     // A program's process is the version that ran before only until it restarts (a crash, a
-    // timeout): a new one runs the file on disk, as a one-shot hook's every run does.
+    // timeout): a new one runs the file on disk. A one-shot hook keeps its command, and any
+    // script that command names is read from disk at each run.
     const HookForm form = e.hook->spec().form;
-    e.error += form == HookForm::Program || form == HookForm::OneShot
-                   ? " (the version that ran before runs on until the file loads; for a program, "
-                     "until its process restarts or runs again, which takes the file on disk)"
+    e.error += form == HookForm::Program
+                   ? " (the version that ran before runs on until the file loads: its running "
+                     "process, until that restarts, which runs the file on disk)"
+               : form == HookForm::OneShot
+                   ? " (the version that ran before runs on until the file loads: its command, "
+                     "which reads a script it names from disk at each run)"
                    : " (the version that ran before runs on until the file loads)";
   }
   for (size_t i = 0; i < entries.size(); ++i) {
     HookEntry& e = entries[i];
     if (e.stand_in && !present.insert(e.file.name).second) e.stand_in.reset();
-    if (e.stand_in && kept_closed.count(i))
+    if (e.stand_in && kept_closed.count(e.file.path))
       e.error +=
           " (its running version was on_error: closed, which a file that does not load "
           "cannot relax)";

@@ -159,9 +159,10 @@ struct Candidate {
 // Hook files of one directory, sorted by file name (the caller sorts them in run order; this
 // breaks its ties the same way on every run).
 std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& errors,
-                                      config::Diagnostics* warnings) {
+                                      config::Diagnostics* warnings,
+                                      std::vector<HookFile>* not_executable_out) {
   std::vector<Candidate> out;
-  std::vector<std::string> not_executable;
+  std::vector<HookFile> not_executable;
   std::error_code ec;
   fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
   if (ec) {
@@ -211,7 +212,7 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
     if (broken_link) {
       if (f.error.empty()) f.error = std::move(*broken_link);
     } else if (f.form == HookForm::Program && !is_executable(it->status(ec))) {
-      not_executable.push_back(std::move(f.path));  // warned about below, unless a helper
+      not_executable.push_back(std::move(f));  // warned about below, unless a helper
       continue;
     }
     out.push_back({std::move(file_name), std::move(f)});
@@ -230,13 +231,11 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
   // Not a hook (it cannot run), but said out loud: a ConfigMap volume mounts files 0644, and a
   // redaction hook must not leave the chain without a word. A warning, not an error entry: a
   // helper module with a #! line may sit beside the hooks, and an entry would take a name.
-  for (const auto& path : not_executable) {
-    if (mentioned.count(path)) continue;
-    constexpr const char* kWhy =
-        "starts with #! but is not executable, so it is not loaded as a hook: chmod +x it to load "
-        "it";
-    spdlog::warn("{} {}", display_text(path), kWhy);
-    if (warnings) warnings->push_back({{path, 0, 0}, kWhy});
+  for (auto& file : not_executable) {
+    if (mentioned.count(file.path)) continue;
+    spdlog::warn("{} {}", display_text(file.path), kNotExecutable);
+    if (warnings) warnings->push_back({{file.path, 0, 0}, kNotExecutable});
+    if (not_executable_out) not_executable_out->push_back(std::move(file));
   }
   std::erase_if(out, [&](const Candidate& c) {
     bool part_of_descriptor = c.file.form != HookForm::Declarative && targets.count(c.file.path);
@@ -306,7 +305,8 @@ bool runs_before(const HookFile& a, const HookFile& b) {
 }
 
 std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories,
-                                     config::Diagnostics& errors, config::Diagnostics* warnings) {
+                                     config::Diagnostics& errors, config::Diagnostics* warnings,
+                                     std::vector<HookFile>* not_executable) {
   // name → the files currently defining it: the first is the one that loads, any others are
   // same-directory duplicates carrying an error.
   std::map<std::string, std::vector<HookFile>> by_name;
@@ -331,7 +331,7 @@ std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories
     std::map<std::string, std::vector<HookFile>> here;
     // In run order, so of two files of one name the one that would run first is the one that
     // loads (found in an exploratory run: `_15_tag.yml` won over `_5_tag.py`, by spelling).
-    auto candidates = scan_directory(dir, errors, warnings);
+    auto candidates = scan_directory(dir, errors, warnings, not_executable);
     std::stable_sort(
         candidates.begin(), candidates.end(),
         [](const Candidate& a, const Candidate& b) { return runs_before(a.file, b.file); });

@@ -59,10 +59,16 @@ std::filesystem::path normalized_directory(const std::string& configured);
 // in `errors`. Hidden files, subfolders, files
 // that are not hooks, and programs/libraries a YAML descriptor of the same directory names (run:,
 // command:, library:) are not listed. Returns the surviving files in run order. `warnings`, when
-// given, also gets what is only logged otherwise (a #! script that is not executable).
+// given, also gets what is only logged otherwise (a #! script that is not executable), and
+// `not_executable` those scripts themselves (a reload keeps the version of one that ran before).
 std::vector<HookFile> discover_hooks(const std::vector<std::string>& directories,
                                      config::Diagnostics& errors,
-                                     config::Diagnostics* warnings = nullptr);
+                                     config::Diagnostics* warnings = nullptr,
+                                     std::vector<HookFile>* not_executable = nullptr);
+
+// Why a #! script that is not executable is not a hook.
+inline constexpr const char* kNotExecutable =
+    "starts with #! but is not executable, so it is not loaded as a hook: chmod +x it to load it";
 // A warning for each directory the config lists (`hooks.directories`) that does not exist or
 // cannot be looked at: a typo there leaves, say, a redaction hook out. The default user and
 // workspace folders are optional and never reported. Said once per loaded config (`run` at start

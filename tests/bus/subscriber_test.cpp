@@ -161,6 +161,16 @@ TEST(SubscriberTest, AnIpcPathAnotherSocketListensOnIsRefused) {
   cfg.bind = "ipc://" + path + ".stale";
   auto over_stale = Subscriber::open(ctx, cfg);
   EXPECT_TRUE(over_stale) << over_stale.error().message;
+  // Anything but a socket at the path is someone's file, which libzmq would delete (found in an
+  // adversarial run: a bind named the spool file and turned it into a socket).
+  const std::string precious = dir.write("precious.db", "keep me");
+  cfg.bind = "ipc://" + precious;
+  auto over_file = Subscriber::open(ctx, cfg);
+  ASSERT_FALSE(over_file);
+  EXPECT_NE(over_file.error().message.find("exists and is not a socket: binding would delete it"),
+            std::string::npos)
+      << over_file.error().message;
+  EXPECT_EQ(testing::read_text(precious), "keep me");
 }
 
 }  // namespace

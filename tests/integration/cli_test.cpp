@@ -239,7 +239,7 @@ TEST(CliTest, AProxyWithOneIpcPathForBothSidesIsRefused) {
   auto r = run_hookgate({"bus", "--frontend", "ipc://" + path, "--backend",
                          "ipc://" + dir.path().string() + "/./bus.sock"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--frontend and --backend are one endpoint (ipc:"), std::string::npos)
+  EXPECT_NE(r.err.find("--frontend and --backend name one socket file (/"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("bus.sock): publishers and subscribers need one each"), std::string::npos)
       << r.err;
@@ -461,6 +461,13 @@ TEST(CliTest, CheckReportsASpoolFolderThatIsNotThere) {
   expect_judged_here(ipc, ":2:9: ",
                      "bus.bind: socket file " + (dir.path() / "gone" / "bus.sock").string() +
                          ": its folder " + (dir.path() / "gone").string() + " does not exist");
+  const std::string not_socket =
+      dir.write("file-bind.yaml",
+                "bus:\n  bind: ipc://hookgate.yaml\nadmin: { enabled: false }\n"
+                "spool: { mode: memory }\n");
+  expect_judged_here(not_socket, ":2:9: ",
+                     "bus.bind: " + (dir.path() / "hookgate.yaml").string() +
+                         " exists and is not a socket: binding would delete it");
   auto ipc_run = run_hookgate({"run", "--config", ipc});
   EXPECT_EQ(ipc_run.exit_code, 1);
   EXPECT_NE(ipc_run.err.find("its folder " + (dir.path() / "gone").string() + " does not exist"),

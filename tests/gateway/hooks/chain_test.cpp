@@ -577,6 +577,37 @@ TEST(HookChainLoad, AHookWhoseFileStopsLoadingOnAReloadRunsItsVersionFromBefore)
   }
 }
 
+// Found in an adversarial run: a script redeployed by rename came out 0644, and the reload left
+// it out as if deleted (no count, no error). It is a file that does not load: its version from
+// before runs on, and says why.
+TEST(HookChainLoad, AScriptThatLostItsExecutableBitRunsItsVersionFromBefore) {
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  const std::filesystem::path script = std::filesystem::path(dir) / "_20_chain_keep_prog.py";
+  std::filesystem::copy_file(std::string(HOOKGATE_TEST_HOOK_FIXTURES) + "/program/proto_hook.py",
+                             script);
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  config::HooksConfig cfg;
+  cfg.directories = {dir};
+  config::Diagnostics errors;
+  auto running = HookChain::load(cfg, errors);
+  ASSERT_EQ(running->loaded_count(), 1u) << (errors.empty() ? "" : errors[0].str());
+  std::filesystem::permissions(
+      script, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  errors.clear();
+  EXPECT_TRUE(HookChain::load(cfg, errors)->entries().empty());  // a start: left out, warned
+  errors.clear();
+  auto reloaded = HookChain::load(cfg, errors, nullptr, nullptr, running.get());
+  ASSERT_EQ(reloaded->entries().size(), 1u);
+  const HookEntry& entry = reloaded->entries()[0];
+  EXPECT_EQ(entry.hook, running->entries()[0].hook);
+  EXPECT_NE(entry.error.find("is not executable"), std::string::npos) << entry.error;
+  EXPECT_NE(entry.error.find("the version that ran before runs on"), std::string::npos)
+      << entry.error;
+  EXPECT_EQ(reloaded->kept_count(), 1u);
+  EXPECT_EQ(errors.size(), 1u);
+}
+
 // A closed hook that has not loaded since the start stands in closed; a reload whose file says no
 // on_error at all (truncated) keeps that policy, its kind and patterns, until the file loads.
 TEST(HookChainLoad, AClosedStandInKeepsItsPolicyWhileItsFileDoesNotLoad) {
