@@ -775,7 +775,7 @@ struct Gateway::Impl {
     // already queued in this process is lost with the socket either way.
     // Nor into a file spool.path no longer names: the stop loses what goes into it, while the
     // publishers would keep it for the next start (found in review).
-    if (store->file_missing()) {
+    if (store->database_missing()) {
       spdlog::error(
           "shutting down: the spool file is missing, so the bus messages queued in this process "
           "(up to bus.receive_hwm) are not taken in and are lost with the socket; publishers "
@@ -1081,7 +1081,7 @@ void Gateway::run() {
         "stopped; {} events taken from the bus since the start were refused by the spool and "
         "are lost (hookgate_events_refused_total; the lines above say why)",
         lost);
-  if (impl_->store->file_missing() && left > 0)
+  if (impl_->store->database_missing() && left > 0)
     spdlog::error(
         "stopped; {} deliveries were left in a spool file that spool.path no longer names "
         "(deleted or replaced while running): they are lost",

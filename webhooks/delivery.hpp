@@ -120,9 +120,12 @@ class DeliveryStore {
   // Whether the store holds as much as it may (spool.max_bytes): intake then leaves new events
   // with the bus until deliveries free space. Nothing already handed to add() is refused.
   [[nodiscard]] virtual bool full() const { return false; }
-  // A durable store whose file was deleted or replaced under it while running (full() is true
-  // then too): what it holds is lost at the next stop.
+  // A durable store whose files were deleted or replaced under it while running (full() is true
+  // then too).
   [[nodiscard]] virtual bool file_missing() const { return false; }
+  // Of those, the database itself, whose content a stop then loses (not only its -wal or -shm,
+  // which a clean stop writes back).
+  [[nodiscard]] virtual bool database_missing() const { return false; }
   // A reload changed spool.max_bytes (0: no bound).
   virtual void set_max_bytes(int64_t /*bytes*/) {}
   // Registers the series this store keeps per webhook, so /metrics shows them at 0 from the

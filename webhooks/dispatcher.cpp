@@ -434,7 +434,8 @@ struct Dispatcher::Impl {
         if (webhook.held_until_ms != 0) store.keep_webhook_hold(name, {});
         if (webhook.held_until_ms > schedule_now_ms())
           spdlog::info(
-              "webhook {}: its settings changed, which ends the receiver's pause (Retry-After)",
+              "webhook {}: its settings changed (or it was configured again), which ends the "
+              "receiver's pause (Retry-After)",
               name);
         webhook.held_until_ms = 0;
         std::lock_guard lock(status_mu);

@@ -476,8 +476,8 @@ struct SpoolMetrics {
       "Checkpoints the writer ran itself because the WAL outgrew the checkpointer");
   metrics::Gauge& file_missing = metrics::gauge(
       "hookgate_spool_file_missing",
-      "1 while spool.path no longer names the file the gateway has open (deleted or replaced): "
-      "intake waits, and what the open file holds is lost at the next stop");
+      "1 while spool.path, or its -wal or -shm, no longer names the file the gateway has open "
+      "(deleted or replaced): intake waits; the log says what to do");
   metrics::Gauge& file_bytes = metrics::gauge(
       "hookgate_spool_file_bytes",
       "Disk space the spool takes: the database file and its WAL (neither shrinks by itself)");
@@ -777,9 +777,15 @@ Status SqliteSpool::init(bool tools) {
     pending_snapshot_ = resync_counts_;  // until the checkpointer's first count
   }
   // The files opened, to tell later whether the paths still name them (check_file_identity).
-  for (size_t i = 0; i < opened_files_.size(); ++i)
-    if (struct stat st{}; ::stat((path_ + kSpoolFileSuffixes[i]).c_str(), &st) == 0)
+  if (const char* opened = sqlite3_db_filename(writer_->db, "main"); opened && *opened)
+    companion_base_ = opened;
+  else
+    companion_base_ = path_;
+  for (size_t i = 0; i < opened_files_.size(); ++i) {
+    const std::string file = i == 0 ? path_ : companion_base_ + kSpoolFileSuffixes[i];
+    if (struct stat st{}; ::stat(file.c_str(), &st) == 0)
       opened_files_[i] = std::pair{st.st_dev, st.st_ino};
+  }
   spool_metrics().file_missing.set(0);
   spdlog::debug("spool {}: opened ({} pending, synchronous={})", path_, pending_, sync);
   writer_thread_ = std::thread([this] {
@@ -1957,32 +1963,47 @@ void SqliteSpool::check_file_identity() {
   // The database, and its WAL and shared memory (found in an adversarial run: a WAL deleted
   // under a running gateway took the commits since the last checkpoint with it at a crash).
   // Either of those made after the open (SQLite makes them as it needs them) is taken as found.
-  bool same = true;
+  // They sit beside the file SQLite opened, a symlink's target (companion_base_).
+  bool database_same = true;
+  bool companions_same = true;
   for (size_t i = 0; i < opened_files_.size(); ++i) {
     struct stat st {};
-    const bool there = ::stat((path_ + kSpoolFileSuffixes[i]).c_str(), &st) == 0;
+    const std::string file = i == 0 ? path_ : companion_base_ + kSpoolFileSuffixes[i];
+    const bool there = ::stat(file.c_str(), &st) == 0;
+    bool same = there || i > 0;
     if (!opened_files_[i]) {
       if (there && i > 0) opened_files_[i] = std::pair{st.st_dev, st.st_ino};
-      same = same && (there || i > 0);
-      continue;
+    } else {
+      same = there && std::pair{st.st_dev, st.st_ino} == *opened_files_[i];
     }
-    same = same && there && std::pair{st.st_dev, st.st_ino} == *opened_files_[i];
+    (i == 0 ? database_same : companions_same) &= same;
   }
+  const bool same = database_same && companions_same;
+  database_missing_.store(!database_same, std::memory_order_relaxed);
   if (same == !file_missing_.load(std::memory_order_relaxed)) return;
   file_missing_.store(!same, std::memory_order_relaxed);
   spool_metrics().file_missing.set(same ? 0 : 1);
   if (same) {
-    spdlog::warn("spool {}: the path names the open file again: intake goes on", path_);
+    spdlog::warn("spool {}: the path names the open files again: intake goes on", path_);
     return;
   }
-  // Found in an exploratory run: deleted while the gateway ran, the file went on taking events,
-  // every one lost at the next stop, and nothing said so.
+  if (!database_same) {
+    // Found in an exploratory run: deleted while the gateway ran, the file went on taking
+    // events, every one lost at the next stop, and nothing said so.
+    spdlog::error(
+        "spool {}: the path no longer names the file this gateway has open (deleted or "
+        "replaced): intake waits, so new events stay with the publishers; the pending deliveries "
+        "in the open file are still sent while the gateway runs, but a stop loses what is left "
+        "of them: let that backlog drain (hookgate_spool_depth 0), then restart",
+        path_);
+    return;
+  }
+  // The database is there: a clean stop writes the open WAL back into it (its checkpoint goes
+  // through the open files); a crash first, or another process making new ones, would not.
   spdlog::error(
-      "spool {}: the path no longer names the file this gateway has open (it, or its -wal or "
-      "-shm, was deleted or replaced): "
-      "intake waits, so new events stay with the publishers; the pending deliveries in the "
-      "open file are still sent while the gateway runs, but a stop loses what is left of them: "
-      "let that backlog drain (hookgate_spool_depth 0), then restart",
+      "spool {}: its -wal or -shm file was deleted or replaced while the gateway has them open: "
+      "intake waits; restart the gateway now (its stop writes the WAL back into the database) "
+      "and do not run `hookgate deliveries` on the file meanwhile",
       path_);
 }
 

@@ -163,6 +163,9 @@ class SqliteSpool final : public DeliveryStore {
   [[nodiscard]] bool file_missing() const override {
     return file_missing_.load(std::memory_order_relaxed);
   }
+  [[nodiscard]] bool database_missing() const override {
+    return database_missing_.load(std::memory_order_relaxed);
+  }
   // A reload's spool.max_bytes: the writer looks at it with its next measure (within a second).
   void set_max_bytes(int64_t bytes) override { max_bytes_.store(bytes, std::memory_order_relaxed); }
   [[nodiscard]] bool failing_to_write() const override {
@@ -261,7 +264,8 @@ class SqliteSpool final : public DeliveryStore {
   // Writer thread: sets hookgate_spool_used_bytes (and with `files` hookgate_spool_file_bytes,
   // two stat() calls kept to once a second); the bytes in use (-1: unknown).
   int64_t set_size_gauges(bool files);
-  // Sets file_missing_ from a stat() of path_ (writer only, once a second), with the log line.
+  // Sets file_missing_ and database_missing_ from a stat() of each spool file (writer only,
+  // once a second), with the log line.
   void check_file_identity();
   // Sets full_ from the rows' size (writer only), with the log line and the gauge.
   void update_full(int64_t used);
@@ -472,10 +476,12 @@ class SqliteSpool final : public DeliveryStore {
   bool prune_more_ = false;
   bool resync_pending_ = false;
   std::string last_write_error_;
-  bool disk_wait_logged_ = false;          // writer-only: "intake waits" said for this episode
-  std::atomic<int64_t> max_bytes_;         // spool.max_bytes (0: no bound); reloadable
-  std::atomic<bool> full_{false};          // max_bytes_ reached (writer-set)
-  std::atomic<bool> file_missing_{false};  // path_ names another file, or none (writer-set)
+  bool disk_wait_logged_ = false;              // writer-only: "intake waits" said for this episode
+  std::atomic<int64_t> max_bytes_;             // spool.max_bytes (0: no bound); reloadable
+  std::atomic<bool> full_{false};              // max_bytes_ reached (writer-set)
+  std::atomic<bool> file_missing_{false};      // a spool file is gone or replaced (writer-set)
+  std::atomic<bool> database_missing_{false};  // of them, the database itself (writer-set)
+  std::string companion_base_;  // the file SQLite opened (a symlink's target): -wal/-shm beside it
   // path_, its -wal and -shm (kSpoolFileSuffixes) as opened, or first seen (writer only).
   std::array<std::optional<std::pair<dev_t, ino_t>>, 3> opened_files_{};
   std::atomic<bool> write_failing_{false};      // adds wait for the disk (writer-set)

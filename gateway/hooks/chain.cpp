@@ -167,21 +167,27 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
     entries.push_back(std::move(entry));
   }
   // A script that ran before and lost its executable bit (found in an adversarial run: a
-  // deploy by rename made it 0644) is a file that does not load, not a deleted one: its version
-  // from before runs on, said as any other (a helper that was never a hook has no version).
-  for (auto& file : not_executable) {
-    const auto before = ran_before.find(file.name);
-    if (before == ran_before.end()) continue;
-    if (std::any_of(entries.begin(), entries.end(),
-                    [&](const HookEntry& e) { return e.file.name == file.name; }))
-      continue;
-    HookEntry entry;
-    entry.hook = before->second;
-    entry.error = file.path + " " + kNotExecutable;
-    errors.push_back({{file.path, 0, 0}, entry.error});
-    entry.file = std::move(file);
-    entries.push_back(std::move(entry));
-  }
+  // deploy by rename made it 0644) is a file that does not load, not a deleted one: the version
+  // from before runs on (or stands in closed), said as any other. Matched by path: a helper
+  // script a deleted descriptor ran is not that descriptor's hook.
+  if (previous)
+    for (auto& file : not_executable) {
+      const auto before =
+          std::find_if(previous->entries().begin(), previous->entries().end(),
+                       [&](const HookEntry& e) { return e.file.path == file.path; });
+      if (before == previous->entries().end() || (!before->hook && !before->stand_in)) continue;
+      if (std::any_of(entries.begin(), entries.end(),
+                      [&](const HookEntry& e) { return e.file.name == file.name; }))
+        continue;
+      HookEntry entry;
+      entry.hook = before->hook;
+      entry.stand_in = before->hook ? nullptr : before->stand_in;
+      if (entry.stand_in) kept_closed.insert(file.path);
+      entry.error = kNotExecutable;
+      errors.push_back({{file.path, 0, 0}, entry.error});
+      entry.file = std::move(file);
+      entries.push_back(std::move(entry));
+    }
   std::stable_sort(entries.begin(), entries.end(), [](const HookEntry& a, const HookEntry& b) {
     return runs_before(a.file, b.file);
   });

@@ -803,11 +803,11 @@ TEST(OperationsTest, ControlCharactersFromTheBusCannotForgeLogLines) {
   zmq::context_t ctx;
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);
   ASSERT_TRUE(connect_raw_publisher(pub, gw.bus_endpoint())) << gw.log();
-  const std::string topic = "app.x\n2026-01-01T00:00:00.000 info forged line";
+  const std::string topic = "app.x\n2026-01-01T00:00:00.000Z info forged line";
   pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
   pub.send(zmq::buffer(std::string("not json")));
   ASSERT_TRUE(gw.wait_for_log("rejected message", 10s)) << gw.log();
-  EXPECT_EQ(gw.log().find("\n2026-01-01T00:00:00.000 info forged"), std::string::npos) << gw.log();
+  EXPECT_EQ(gw.log().find("\n2026-01-01T00:00:00.000Z info forged"), std::string::npos) << gw.log();
   EXPECT_NE(gw.log().find("app.x"), std::string::npos) << gw.log();
 }
 

@@ -602,7 +602,8 @@ TEST(ReliabilityTest, ASpoolFileDeletedWhileRunningHoldsIntakeAndSaysSo) {
   up = true;  // what the open file holds is still sent
   EXPECT_TRUE(wait_until([&] { return metric(gw, "hookgate_spool_depth") == 0; }, 20s)) << gw.log();
   EXPECT_EQ(received_event_ids(rx).size(), 5u);
-  // The stop takes nothing more in from the bus (found in review): the publisher's event waits.
+  // The stop takes nothing more in from the bus (found in review): what ZeroMQ queued in the
+  // process goes with the socket, rather than into a file the stop loses.
   gw.signal(SIGTERM);
   EXPECT_EQ(gw.wait_exit(10s), 0) << gw.log();
   EXPECT_NE(gw.log().find("the spool file is missing, so the bus messages queued"),
