@@ -100,6 +100,8 @@ void Publisher::follow_handshakes() {
       refusal_.clear();
       continue;
     }
+    // Said when libzmq reports the mismatch on this side; when the bus closes first it does not
+    // (seen behind a proxy now and then), and "no subscriber" stays general.
     if (!options_.client_keys && e->value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
       refusal_ = "the bus at " + e->endpoint +
                  " refused this publisher's plain-text handshake: it requires CURVE (give the "
