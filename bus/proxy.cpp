@@ -59,15 +59,8 @@ Result<std::unique_ptr<Proxy>> Proxy::start(const ProxyOptions& options) {
       proxy->make_curve_server(frontend, kPublisherDomain);
       proxy->publisher_check_ = std::make_unique<AllowListCheck>(proxy->ctx_, kPublisherDomain);
     }
-    if (auto why = ipc_listener_problem(options.frontend))
-      return make_error("cannot bind the frontend to " + options.frontend + ": " + *why);
-    try {
-      frontend.bind(options.frontend);
-    } catch (const zmq::error_t& e) {
-      std::string message = "cannot bind the frontend to " + options.frontend + ": " + e.what();
-      if (auto why = bind_endpoint_problem(options.frontend)) message += " (" + *why + ")";
-      return make_error(message);
-    }
+    if (auto st = bind_explained(frontend, options.frontend, "the frontend"); !st)
+      return st.error();
     proxy->frontend_endpoint_ = frontend.get(zmq::sockopt::last_endpoint);
     proxy->frontend_ = std::move(frontend);
     auto monitor =
@@ -108,22 +101,20 @@ Status Proxy::open_backend() {
     backend_.close();
   }
   const std::string endpoint = rebind ? backend_endpoint_ : options_.backend;
-  // Not on a rebind (tcp:// only; an ipc:// backend is never rebound): the listener there is
-  // the old socket's, closing.
-  if (auto why = rebind ? std::nullopt : ipc_listener_problem(endpoint))
-    return make_error("cannot bind the backend to " + endpoint + ": " + *why);
-  // On a rebind the old socket's listener closes in ZeroMQ's I/O thread, a moment after close().
-  for (int attempt = 0;; ++attempt) {
-    try {
-      backend.bind(endpoint);
-      break;
-    } catch (const zmq::error_t& e) {
-      if (!rebind || e.num() != EADDRINUSE || attempt >= 100) {
-        std::string message = "cannot bind the backend to " + endpoint + ": " + e.what();
-        if (auto why = bind_endpoint_problem(endpoint)) message += " (" + *why + ")";
-        return make_error(message);
+  if (!rebind) {
+    if (auto st = bind_explained(backend, endpoint, "the backend"); !st) return st.error();
+  } else {
+    // tcp:// only (an ipc:// backend is never rebound). The old socket's listener closes in
+    // ZeroMQ's I/O thread, a moment after close().
+    for (int attempt = 0;; ++attempt) {
+      try {
+        backend.bind(endpoint);
+        break;
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EADDRINUSE || attempt >= 100)
+          return make_error("cannot bind the backend to " + endpoint + ": " + e.what());
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
   backend_endpoint_ = backend.get(zmq::sockopt::last_endpoint);

@@ -58,23 +58,17 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
       pub->handshakes_->connect(address);
     }
     // Name the endpoint: libzmq says only "Invalid argument" for `localhost:5556`.
-    auto attach = [&](const std::string& endpoint, bool bind) -> Status {
-      if (auto why = bind ? ipc_listener_problem(endpoint) : std::nullopt)
-        return make_error("cannot bind to '" + endpoint + "': " + *why);
+    if (options.bind)
+      if (auto st = bind_explained(s, *options.bind, "the publisher"); !st) return st.error();
+    for (const auto& ep : options.endpoints) {
       try {
-        bind ? s.bind(endpoint) : s.connect(endpoint);
-        return {};
+        s.connect(ep);
       } catch (const zmq::error_t& e) {
-        return make_error(std::string(bind ? "cannot bind to '" : "cannot connect to '") +
-                          endpoint + "': " + e.what() +
+        return make_error("cannot connect to '" + ep + "': " + e.what() +
                           " (expected an endpoint such as tcp://127.0.0.1:5556 or "
                           "ipc:///run/hookgate/bus)");
       }
-    };
-    if (options.bind)
-      if (auto st = attach(*options.bind, true); !st) return st.error();
-    for (const auto& ep : options.endpoints)
-      if (auto st = attach(ep, false); !st) return st.error();
+    }
   } catch (const zmq::error_t& e) {
     return make_error(std::string("publisher socket: ") + e.what());
   }
@@ -123,12 +117,12 @@ void Publisher::follow_handshakes() {
     (void)redial(*socket_, endpoint);  // a failure shows as the refusal that stays
 }
 
-void Publisher::drain_subscriptions() {
+void Publisher::drain_subscriptions(bool handshakes_now) {
   // A plain publisher reads the handshakes while it waits, when it is refused, and once a second
   // (their queue is unbounded: a peer that drops every connection adds ten a second), not at
   // every publish() (a CURVE one redials refused endpoints from here, as it always has).
   const auto now = std::chrono::steady_clock::now();
-  if (options_.client_keys || now - handshakes_read_ >= std::chrono::seconds(1)) {
+  if (handshakes_now || options_.client_keys || now - handshakes_read_ >= std::chrono::seconds(1)) {
     handshakes_read_ = now;
     follow_handshakes();
   }
@@ -167,9 +161,8 @@ bool Publisher::wait_for_subscriber(std::chrono::milliseconds timeout, std::stri
     {
       std::lock_guard lock(mu_);
       try {
-        drain_subscriptions();
+        drain_subscriptions(/*handshakes_now=*/true);
         if (type.empty() ? !subscriptions_.empty() : has_subscriber_for(type)) return true;
-        if (!options_.client_keys) follow_handshakes();
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) return false;
@@ -279,7 +272,7 @@ Status Publisher::publish_locked(Event& event) {
   if (!frames) return frames.error();
   drain_subscriptions();
   if (!has_subscriber_for(event.type())) {
-    if (!options_.client_keys) follow_handshakes();
+    if (!options_.client_keys) follow_handshakes();  // the refusal, if there is one, said now
     const std::string why =
         refusal_.empty() ? "the gateway is not connected, or its bus.topics leave this type out"
                          : refusal_;

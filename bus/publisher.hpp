@@ -117,7 +117,9 @@ class Publisher {
   // The frames as sent, or why the gateway would refuse them.
   Result<std::vector<zmq::message_t>> encode_locked(Event& event);
   Status publish_locked(Event& event);
-  void drain_subscriptions();
+  // Reads subscription changes, and the handshake events now, or (a plain publisher with
+  // handshakes_now false) at most once a second.
+  void drain_subscriptions(bool handshakes_now = false);
   void follow_handshakes();
   mutable std::mutex mu_;
   bool has_subscriber_for(std::string_view topic) const;

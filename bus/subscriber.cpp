@@ -49,15 +49,7 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
     if (!monitor) return monitor.error();
     sub->monitor_ = std::move(monitor.value());
     if (cfg.bind) {
-      if (auto why = ipc_listener_problem(*cfg.bind))
-        return make_error("cannot bind bus socket to " + *cfg.bind + ": " + *why);
-      try {
-        sub->socket_.bind(*cfg.bind);
-      } catch (const zmq::error_t& e) {
-        std::string message = "cannot bind bus socket to " + *cfg.bind + ": " + e.what();
-        if (auto why = bind_endpoint_problem(*cfg.bind)) message += " (" + *why + ")";
-        return make_error(message);
-      }
+      if (auto st = bind_explained(sub->socket_, *cfg.bind, "bus socket"); !st) return st.error();
       sub->bound_ = sub->socket_.get(zmq::sockopt::last_endpoint);
     }
     for (const auto& ep : cfg.connect) {

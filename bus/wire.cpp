@@ -88,6 +88,19 @@ std::optional<std::string> ipc_listener_problem(const std::string& endpoint) {
          " (a running gateway or proxy?); binding would take the socket file from it";
 }
 
+Status bind_explained(zmq::socket_t& socket, const std::string& endpoint, std::string_view what) {
+  const std::string refused = "cannot bind " + std::string(what) + " to " + endpoint + ": ";
+  if (auto why = ipc_listener_problem(endpoint)) return make_error(refused + *why);
+  try {
+    socket.bind(endpoint);
+    return {};
+  } catch (const zmq::error_t& e) {
+    std::string message = refused + e.what();
+    if (auto why = bind_endpoint_problem(endpoint)) message += " (" + *why + ")";
+    return make_error(message);
+  }
+}
+
 std::optional<std::string> bind_endpoint_problem(const std::string& endpoint) {
   if (auto path = ipc_socket_file(endpoint)) {
     if (auto why = file_folder_problem(*path)) return "socket file " + *path + ": " + *why;

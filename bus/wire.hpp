@@ -45,6 +45,12 @@ std::optional<std::string> bind_endpoint_problem(const std::string& endpoint);
 // EADDRINUSE instead). Learnt by connecting: a stale file nobody listens on is no problem.
 std::optional<std::string> ipc_listener_problem(const std::string& endpoint);
 
+// Binds `socket` to `endpoint` as every bus socket does: an ipc:// path that another process
+// listens on, or that holds a file, is refused (ipc_listener_problem), and a failed bind says why
+// (bind_endpoint_problem). `what` names the socket: "cannot bind WHAT to ENDPOINT: ...".
+[[nodiscard]] Status bind_explained(zmq::socket_t& socket, const std::string& endpoint,
+                                    std::string_view what);
+
 // Two `bus.connect` endpoints that reach one peer (tcp://localhost:5556 and tcp://127.0.0.1:5556,
 // or two spellings of one ipc:// path): each event would arrive twice, once per connection.
 // Resolves host names (so for `check`, not the gateway's start, which must not wait on DNS).

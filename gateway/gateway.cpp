@@ -740,9 +740,9 @@ struct Gateway::Impl {
         last_log_report_ns = now;
         LogLimiter::report_suppressed();  // a burst's last count, without waiting for its next line
       }
-      // A full spool (spool.max_bytes): what is not taken stays with the bus (our queue, then
-      // the publishers'), where it waits as on a full disk, until deliveries free space.
-      if (store->full()) {
+      // A full spool (spool.max_bytes), or one whose files are gone: what is not taken stays with
+      // the bus (our queue, then the publishers'), where it waits as on a full disk.
+      if (store->full() || store->file_missing()) {
         settle_adds(false);
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         continue;
@@ -810,7 +810,8 @@ struct Gateway::Impl {
   // full (while it cannot or is, intake waits: a load balancer should send publishers
   // elsewhere). A gateway that only connects takes no events until a peer is connected.
   bool ready() const {
-    return running.load() && !stop.load() && (!store || (store->writable() && !store->full())) &&
+    return running.load() && !stop.load() &&
+           (!store || (store->writable() && !store->full() && !store->file_missing())) &&
            (!bus_links || bus_links->load() > 0);
   }
 
@@ -852,7 +853,7 @@ struct Gateway::Impl {
     w.Uint64(store ? store->pending_count() : 0);
     w.Key("writable");
     w.Bool(!store || store->writable());
-    w.Key("full");  // spool.max_bytes reached, or the file is missing: intake waits
+    w.Key("full");  // spool.max_bytes reached: intake waits
     w.Bool(store && store->full());
     w.Key("file_missing");  // spool.path no longer names the open file
     w.Bool(store && store->file_missing());

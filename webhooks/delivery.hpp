@@ -120,8 +120,8 @@ class DeliveryStore {
   // Whether the store holds as much as it may (spool.max_bytes): intake then leaves new events
   // with the bus until deliveries free space. Nothing already handed to add() is refused.
   [[nodiscard]] virtual bool full() const { return false; }
-  // A durable store whose files were deleted or replaced under it while running (full() is true
-  // then too).
+  // A durable store whose files were deleted or replaced under it while running (checked once a
+  // second): what goes into them may be lost, so intake waits as when full().
   [[nodiscard]] virtual bool file_missing() const { return false; }
   // Of those, the database itself, whose content a stop then loses (not only its -wal or -shm,
   // which a clean stop writes back).

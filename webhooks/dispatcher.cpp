@@ -246,9 +246,8 @@ struct Dispatcher::Impl {
     bool in_multi = false;
     bool plain = false;  // sent by the built-in client, not libcurl
     std::string retry_after;
-    bool answered = false;              // a final response's head has arrived (libcurl)
-    size_t head_bytes = 0;              // of the response head arriving (libcurl)
-    bool head_too_large = false;        // past kMaxResponseHeadBytes: the transfer was stopped
+    bool answered = false;  // a final response's head has arrived (libcurl)
+    size_t head_bytes = 0;  // of the response head arriving (libcurl); past the limit: stopped
     uint64_t response_body_bytes = 0;   // read and thrown away (libcurl)
     std::string refused_reason;         // the SSRF refusal of an address libcurl wanted to use
     bool used_allowed_address = false;  // libcurl opened a socket to an address the policy allows
@@ -597,13 +596,11 @@ struct Dispatcher::Impl {
     }
     // Not trailers, which libcurl also hands here after the final head's body.
     if (!transfer->answered) transfer->head_bytes += length;
-    if (transfer->head_bytes > kMaxResponseHeadBytes) {
-      transfer->head_too_large = true;
+    if (transfer->head_bytes > kMaxResponseHeadBytes)
       return 0;  // libcurl stops the transfer (CURLE_WRITE_ERROR)
-    }
-    if (status_line) {
-      // nothing more to read from it here: the status comes from CURLINFO_RESPONSE_CODE
-    } else if (line == "\r\n" || line == "\n") {  // the end of a head: final unless 1xx
+    // (The status line's status comes from CURLINFO_RESPONSE_CODE.)
+    if (status_line) return length;
+    if (line == "\r\n" || line == "\n") {  // the end of a head: final unless 1xx
       long status = 0;
       curl_easy_getinfo(static_cast<Handle*>(userp)->easy, CURLINFO_RESPONSE_CODE, &status);
       transfer->answered = status >= 200;
@@ -857,9 +854,9 @@ struct Dispatcher::Impl {
                                  std::to_string(port) + " closed before the response was complete";
       } else if (result.curl_code != CURLE_OK) {
         const char* error = transfer->handle->error;
-        result.transport_error = transfer->head_too_large ? kHeadTooLarge
-                                 : error[0] != '\0'       ? std::string(error)
-                                                          : curl_easy_strerror(code);
+        result.transport_error = transfer->head_bytes > kMaxResponseHeadBytes ? kHeadTooLarge
+                                 : error[0] != '\0'                           ? std::string(error)
+                                                    : curl_easy_strerror(code);
         // A refusal is final only when it left no address to try: if the host also has an
         // allowed one, its failure (a receiver restarting, a timeout) is retried as usual.
         if (!transfer->used_allowed_address) result.final_error = transfer->refused_reason;

@@ -154,12 +154,7 @@ class SqliteSpool final : public DeliveryStore {
   }
   // spool.max_bytes reached (measured after each commit of adds, once a second, and while full
   // after each commit of a delivered outcome).
-  // Or spool.path no longer names the open file (deleted or replaced while running): what goes
-  // into it would be lost at the next stop, so intake waits just the same (checked once a
-  // second).
-  [[nodiscard]] bool full() const override {
-    return full_.load(std::memory_order_relaxed) || file_missing();
-  }
+  [[nodiscard]] bool full() const override { return full_.load(std::memory_order_relaxed); }
   [[nodiscard]] bool file_missing() const override {
     return file_missing_.load(std::memory_order_relaxed);
   }

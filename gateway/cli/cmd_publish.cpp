@@ -109,8 +109,7 @@ int cmd_publish(const std::vector<std::string>& argv) {
   if (!pub) return fail(pub.error().message);
   // The whole envelope (a type too long, bytes that are not UTF-8, the size with every
   // attribute), before the wait: found in an exploratory run, these came after it, as exit 1.
-  if (auto st = pub.value()->check(*type, data, args.get_or("source", "")); !st)
-    return fail(st.error().message, 2);
+  if (auto st = pub.value()->check(*type, data); !st) return fail(st.error().message, 2);
   const auto wait_option = positive_option(args, "wait-ms", "3000");
   if (!wait_option || *wait_option > INT32_MAX)
     return fail("--wait-ms: expected a positive number of milliseconds, got '" +

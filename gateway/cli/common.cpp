@@ -227,9 +227,8 @@ Result<std::string> read_token_file(const std::string& path) {
   if (!in) return std::move(in).error();
   // A bounded read: a token is short, and a path such as /dev/zero must not fill the memory.
   constexpr size_t kMaxTokenLine = 4096;
-  std::string head(kMaxTokenLine + 2, '\0');  // room for a CRLF after the longest line
-  in->read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in->gcount()));
+  // Room for a CRLF after the longest line.
+  const std::string head = read_at_most(*in, kMaxTokenLine + 1);
   // The first line without its ending, LF or a Windows editor's CRLF.
   size_t line_length = std::min(head.find('\n'), head.size());
   if (line_length > 0 && head[line_length - 1] == '\r') --line_length;

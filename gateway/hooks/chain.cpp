@@ -147,20 +147,22 @@ std::shared_ptr<const HookChain> HookChain::load(const config::HooksConfig& conf
     // Found in an exploratory run: a fail-open redactor dropped out of the chain, and the next
     // events went out with their passwords. A file deleted is another matter: its hook goes.
     // (Said below, once a same-directory duplicate has been told apart.)
-    if (!entry.error.empty())
-      if (auto before = ran_before.find(file.name); before != ran_before.end())
-        entry.hook = before->second;
-    // Decision: a hook that fails to load under on_error: closed fails closed, like a hook that
-    // fails on an event. Left out, a redaction hook whose handshake was slow on a reload would
-    // let events through unredacted until the next reload.
-    if (!entry.error.empty() && attempted.spec.on_error != FailurePolicy::Closed)
-      if (auto before = closed_before.find(file.name); before != closed_before.end()) {
-        attempted.spec = *before->second;
-        attempted.kind = before->second->kind;
-        kept_closed.insert(file.path);  // said below, if it stands in
+    // Decision: a hook that fails to load under on_error: closed (and has no version from
+    // before) fails closed, like a hook that fails on an event. Left out, a redaction hook whose
+    // handshake was slow would let events through unredacted until the next reload.
+    if (!entry.error.empty()) {
+      if (auto ran = ran_before.find(file.name); ran != ran_before.end()) {
+        entry.hook = ran->second;
+      } else {
+        if (attempted.spec.on_error != FailurePolicy::Closed)
+          if (auto closed = closed_before.find(file.name); closed != closed_before.end()) {
+            attempted.spec = *closed->second;
+            attempted.kind = closed->second->kind;
+            kept_closed.insert(file.path);  // said below, if it stands in
+          }
+        entry.stand_in = make_failed_load_stand_in(attempted, entry.error);
       }
-    if (!entry.error.empty() && !entry.hook)
-      entry.stand_in = make_failed_load_stand_in(attempted, entry.error);
+    }
     // A YAML file's form is known once its keys are read (a run: descriptor is a program).
     if (file.form == HookForm::Declarative) file.form = attempted.spec.form;
     entry.file = std::move(file);

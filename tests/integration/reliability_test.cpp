@@ -561,7 +561,7 @@ TEST(ReliabilityTest, ARetryAfterPauseOutlastsARestart) {
   EXPECT_TRUE(gw.wait_for_run_log("from before the restart holds its deliveries", 5s)) << gw.log();
   EXPECT_NE(http_get(gw.admin_port(), "/status").find("\"held_until_ms\""), std::string::npos);
   // An absence, over a short window: before, the three went out within a second of the start.
-  std::this_thread::sleep_for(3s);
+  std::this_thread::sleep_for(1500ms);
   EXPECT_EQ(requests.load(), 1) << gw.log();
 }
 

@@ -760,9 +760,6 @@ TEST_P(DispatcherTest, RetryAfterHoldsTheWholeWebhook) {
   EXPECT_GE(requests[1].received_ns - requests[0].received_ns, 1'900'000'000);
 }
 
-// Found in review: https webhooks could neither trust a private CA (an internal SIEM's) nor show
-// a client certificate, and no test covered https at all. Verification is on by default, and
-// `tls:` says what to trust and who the gateway is.
 // Found in an exploratory run: a restart forgot a Retry-After. A hold from before it (handed over
 // by the store) is honoured for the same receiver, no longer than max_retry_after_ms allows now;
 // one from another receiver (the URL changed meanwhile) is dropped; the store hears of each hold
@@ -809,6 +806,9 @@ TEST_P(DispatcherTest, AHoldFromBeforeARestartHoldsOnlyForTheSameReceiver) {
   EXPECT_EQ(kept[2].second.until_ms, 0);
 }
 
+// Found in review: https webhooks could neither trust a private CA (an internal SIEM's) nor show
+// a client certificate, and no test covered https at all. Verification is on by default, and
+// `tls:` says what to trust and who the gateway is.
 TEST_P(DispatcherTest, HttpsVerifiesTheReceiverAgainstTheConfiguredCa) {
   testing::TlsReceiver receiver(/*require_client_certificate=*/true);
   testing::TempDir dir;
