@@ -47,6 +47,7 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
       const std::string address = "inproc://hookgate-publisher-handshakes-" + new_uuid_v7();
       if (zmq_socket_monitor(s.handle(), address.c_str(),
                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                  ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0)
         return make_error(std::string("cannot watch the publisher socket's handshakes: ") +
                           zmq_strerror(zmq_errno()));
@@ -94,12 +95,18 @@ void Publisher::follow_handshakes() {
       refusal_.clear();
       continue;
     }
-    // Said when libzmq reports the mismatch on this side; when the bus closes first it does not
-    // (seen behind a proxy now and then), and "no subscriber" stays general.
-    if (!options_.client_keys && e->value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+    // The mismatch is said when libzmq reports it on this side; when the bus closes first (seen
+    // behind a proxy now and then) only the close is known.
+    if (!options_.client_keys && e->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+        e->value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
       refusal_ = "the bus at " + e->endpoint +
                  " refused this publisher's plain-text handshake: it requires CURVE (give the "
                  "bus's public key and this publisher's keypair: --server-key and --client-key)";
+    else if (!options_.client_keys && e->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+      refusal_ = "the peer at " + e->endpoint +
+                 " closed this publisher's plain-text handshake (does the bus require CURVE: "
+                 "--server-key and --client-key? is it a gateway's bus.bind or a proxy's "
+                 "--frontend?)";
     else if (!options_.client_keys)
       refusal_ = "the handshake with " + e->endpoint +
                  " failed (is it a ZeroMQ bus endpoint: a gateway's bus.bind or a proxy's "
@@ -108,6 +115,12 @@ void Publisher::follow_handshakes() {
       refusal_ = "the bus at " + e->endpoint +
                  " refused this publisher's CURVE key (list its public key in the gateway's "
                  "bus.curve.allowed_clients, or the proxy's --allowed-clients)";
+    else if (e->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+      // A bus that cannot open this side's HELLO (sealed to another key) closes without a word:
+      // the one CURVE failure that reaches this side with no detail.
+      refusal_ = "the bus at " + e->endpoint +
+                 " closed the CURVE handshake: is --server-key the bus's public key (the "
+                 "gateway's bus.curve.secret_key_file .pub, or the proxy's)?";
     else
       refusal_ = "the CURVE handshake with " + e->endpoint +
                  " failed (a wrong server key, or a peer with other security settings)";

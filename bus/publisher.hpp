@@ -99,7 +99,8 @@ class Publisher {
   [[nodiscard]] Status check(std::string_view type, std::string_view data_json,
                              std::string_view source = {});
   // Why the bus refused this publisher's last handshake ("the bus at EP refused this publisher's
-  // CURVE key ...", "... plain-text handshake: it requires CURVE ..."); empty once one succeeds.
+  // CURVE key ...", "... plain-text handshake: it requires CURVE ...", "... closed the CURVE
+  // handshake: is --server-key ..."); empty once one succeeds.
   std::string refusal() const {
     std::lock_guard lock(mu_);
     return refusal_;

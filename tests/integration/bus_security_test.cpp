@@ -91,6 +91,16 @@ TEST(BusSecurityTest, OnlyListedPublisherKeysGetEventsIn) {
   EXPECT_NE(plain.err.find("refused this publisher's plain-text handshake: it requires CURVE"),
             std::string::npos)
       << plain.err;
+  // A listed key sealing its hello to another server key: the bus closes without a word, and
+  // the publisher names --server-key (it said only "no subscriber").
+  auto wrong_server =
+      run_hookgate({"publish", "--endpoint", gw.bus_endpoint(), "--type", "app.wrong", "--data",
+                    "{}", "--server-key", (dir / "unlisted.key.pub").string(), "--client-key",
+                    (dir / "listed.key").string(), "--wait-ms", "1500"});
+  EXPECT_NE(wrong_server.exit_code, 0);
+  EXPECT_NE(wrong_server.err.find("closed the CURVE handshake: is --server-key the bus's public"),
+            std::string::npos)
+      << wrong_server.err;
   auto allowed = send((dir / "listed.key").string(), "app.good");
   ASSERT_EQ(allowed.exit_code, 0) << allowed.err;
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
@@ -332,6 +342,14 @@ TEST(BusSecurityTest, TheProxyReReadsItsAllowListsOnSighup) {
   };
   ASSERT_EQ(send("first.key", "app.before").exit_code, 0);
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  // Without keys it names CURVE (found in an exploratory run: "is the gateway running?"): the
+  // mismatch when libzmq reports it on this side, else the close that the proxy makes first.
+  auto plain =
+      run_hookgate({"publish", "--endpoint", frontend, "--type", "app.plain", "--wait-ms", "1500"});
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_TRUE(plain.err.find("it requires CURVE") != std::string::npos ||
+              plain.err.find("does the bus require CURVE") != std::string::npos)
+      << plain.err;
   EXPECT_NE(send("second.key", "app.unlisted").exit_code, 0);
 
   std::filesystem::remove(dir / "clients" / "first.pub");
