@@ -1074,7 +1074,7 @@ void Gateway::run() {
   // in an exploratory run: "5514 remain spooled", and the restart resumed 5418).
   impl_->store->close();
   const size_t left = impl_->store->pending_count();
-  LogLimiter::report_suppressed();
+  LogLimiter::report_suppressed(/*final=*/true);  // this second's counts: no later call comes
   // One line with the total: the refusals' own lines are rate-limited (found in an exploratory
   // run: a stop on a full disk refused 7,000 events over 40 lines and "N more not logged").
   if (const uint64_t lost = impl_->refused.value(); lost > 0)

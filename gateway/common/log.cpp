@@ -252,12 +252,13 @@ uint64_t LogLimiter::take_report_locked(int64_t now) {
   return report;
 }
 
-void LogLimiter::report_suppressed() {
+void LogLimiter::report_suppressed(bool final) {
   std::vector<std::pair<std::string, uint64_t>> reports;
   {
     auto& registry = limiter_registry();
     std::lock_guard lock(registry.mu);
-    const int64_t now = now_steady_ns() / 1000000000;
+    // A final report counts as a second later: the current second's count is taken too.
+    const int64_t now = now_steady_ns() / 1000000000 + (final ? 1 : 0);
     for (LogLimiter* limiter : registry.limiters) {
       std::lock_guard limiter_lock(limiter->mu_);
       if (limiter->suppressed_ == 0) continue;

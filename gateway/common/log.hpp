@@ -46,8 +46,8 @@ class LogLimiter {
   LogLimiter& operator=(const LogLimiter&) = delete;
   [[nodiscard]] bool allow();
   // Logs "<what>: N more not logged" for each limiter whose lines were suppressed in a second
-  // that has ended.
-  static void report_suppressed();
+  // that has ended, or with `final` (at a stop: no later call will come) in the current one too.
+  static void report_suppressed(bool final = false);
 
  private:
   // The count to report, if the window has moved past the second it counted; resets it.

@@ -65,6 +65,17 @@ TEST(LogLimiterTest, TheSuppressedCountIsReportedWithoutAnotherLine) {
   EXPECT_EQ(log.lines_containing("burst lines: 4 more not logged").size(), 1u);
 }
 
+// At a stop no later call comes: the final report takes the current second's count too.
+TEST(LogLimiterTest, TheFinalReportIncludesTheCurrentSecond) {
+  testing::LogCapture log;
+  const int64_t second = now_steady_ns() / 1000000000;
+  while (now_steady_ns() / 1000000000 == second) std::this_thread::yield();
+  LogLimiter limiter(1, "last lines");
+  for (int i = 0; i < 3; ++i) (void)limiter.allow();  // 1 allowed, 2 suppressed
+  LogLimiter::report_suppressed(/*final=*/true);
+  EXPECT_EQ(log.lines_containing("last lines: 2 more not logged").size(), 1u);
+}
+
 TEST(LogLimiterTest, OnePerNameSharedAcrossCallers) {
   LogLimiter& a = log_limiter_for("log_test a", 5);
   EXPECT_EQ(&a, &log_limiter_for("log_test a", 5));
