@@ -677,7 +677,7 @@ ConfigResult load_root(const YAML::Node& root, const std::string& file,
     if (explicit_dirs) cfg.hooks.directories_where = hooks.pos("directories");
     read_hooks(std::move(hooks), cfg.hooks);
   }
-  if (r.has("extensions")) {
+  if (r.node("extensions").IsDefined()) {  // node(): a known key, named in the unknown-key hint
     MapReader ext = r.section("extensions", "extensions");
     if (ext.has("directories")) cfg.hooks.directories_where = ext.pos("directories");
     explicit_dirs = explicit_dirs || ext.has("directories");

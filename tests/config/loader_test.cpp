@@ -200,6 +200,10 @@ TEST(ConfigLoaderTest, UnknownKeyReportedAtItsPosition) {
   EXPECT_NE(first_error(cfg).find("unknown key 'bnid' in bus"), std::string::npos);
   auto top = load("webhook: []\n");
   EXPECT_NE(first_error(top).find("test.yaml:1:1: unknown key 'webhook'"), std::string::npos);
+  // The seed design's `extensions:` is a known key too (the hint left it out).
+  auto alias = load("extension: {}\n");
+  EXPECT_NE(first_error(alias).find("admin, bus, extensions, hooks"), std::string::npos)
+      << first_error(alias);
   // Optional sections are in the hint too, set or not.
   auto typo = load("webhooks:\n  - name: a\n    url: https://x/\n    tsl: {}\n");
   EXPECT_NE(first_error(typo).find("tls, url)"), std::string::npos) << first_error(typo);
