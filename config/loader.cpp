@@ -77,8 +77,9 @@ void register_secret_parts(const YAML::Node& value) {
 // Header names whose values are credentials: never logged.
 bool is_sensitive_header(std::string name) {
   name = ascii_lower(std::move(name));
+  // "auth" and "pass" for the names a shorter list missed (X-Auth, X-Api-Pass: a security pass).
   for (const char* word :
-       {"authorization", "token", "secret", "key", "cookie", "signature", "password"})
+       {"auth", "token", "secret", "key", "cookie", "signature", "pass", "credential", "session"})
     if (name.find(word) != std::string::npos) return true;
   return false;
 }
@@ -246,12 +247,52 @@ void read_hooks(MapReader r, HooksConfig& hooks) {
   r.finish();
 }
 
+// A credential in a URL is one too (found in a security pass: a collector that authenticates by
+// URL, HEC's `?token=` or a secret path, had its token in every hook's environment): the
+// userinfo, a query parameter named like a credential, and each ${VAR} of 8 bytes or more that
+// lands past the host (the path, query or fragment) or in the userinfo. A ${VAR} naming the host
+// or port is where, not a credential: it stays in the logs.
+void register_url_secrets(const YAML::Node& raw, const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return;
+  const size_t authority = scheme + 3;
+  const size_t host_end = std::min(url.find_first_of("/?#", authority), url.size());
+  const size_t at = url.rfind('@', host_end == 0 ? 0 : host_end - 1);
+  const bool has_userinfo = at != std::string::npos && at >= authority;
+  if (has_userinfo) {
+    const std::string userinfo = url.substr(authority, at - authority);
+    const size_t colon = userinfo.find(':');
+    register_secret(colon == std::string::npos ? userinfo : userinfo.substr(colon + 1));
+  }
+  if (const size_t query = url.find('?', host_end); query != std::string::npos) {
+    const size_t query_end = std::min(url.find('#', query), url.size());
+    for (size_t start = query + 1; start < query_end;) {
+      const size_t end = std::min(url.find('&', start), query_end);
+      const std::string pair = url.substr(start, end - start);
+      if (const size_t equals = pair.find('='); equals != std::string::npos)
+        if (is_sensitive_header(pair.substr(0, equals))) register_secret(pair.substr(equals + 1));
+      start = end + 1;
+    }
+  }
+  constexpr size_t kMinSecretPart = 8;  // as in register_secret_parts
+  if (!raw.IsScalar()) return;
+  for (const auto& part : substituted_values(raw.Scalar())) {
+    if (part.size() < kMinSecretPart) continue;
+    for (size_t pos = url.find(part); pos != std::string::npos; pos = url.find(part, pos + 1))
+      if (pos >= host_end || (has_userinfo && pos < at)) {
+        register_secret(part);
+        break;
+      }
+  }
+}
+
 // A webhook's URL as read: a scheme is case-insensitive (RFC 3986 3.1), so `HTTPS://` is https
 // for every check and for the name an alias derives from it. The rest stays as written.
 void read_url(MapReader& r, std::string& url) {
   r.get("url", url);
   if (const size_t end = url.find("://"); end != std::string::npos && end <= 5)
     url = ascii_lower(url.substr(0, end)) + url.substr(end);
+  register_url_secrets(r.node("url"), url);
 }
 
 // `timeout_key` is the key the timeout was read from (`timeout` in `extensions.webhooks`).

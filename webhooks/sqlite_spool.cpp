@@ -599,7 +599,14 @@ void yield_write_lock(std::chrono::steady_clock::time_point chunk_started) {
 // Opens one connection with the settings every connection needs.
 Status open_db(const std::string& path, bool create, int busy_ms, sqlite3** out) {
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX;  // our own mutexes guard each handle
-  if (create) flags |= SQLITE_OPEN_CREATE;
+  if (create) {
+    flags |= SQLITE_OPEN_CREATE;
+    // Owner-only: the spool holds every event body (found in a security pass: 0644 under the
+    // usual umask, an auth failure's fields readable by every local user). SQLite gives its -wal
+    // and -shm the database's mode; an existing file keeps the mode its owner chose.
+    if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0)
+      ::close(fd);
+  }
   const int rc = sqlite3_open_v2(path.c_str(), out, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string why = *out != nullptr ? sqlite3_errmsg(*out) : sqlite3_errstr(rc);

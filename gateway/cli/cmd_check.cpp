@@ -159,6 +159,18 @@ int cmd_check(const std::vector<std::string>& argv) {
     // A plain secret works (it is keyed on its bytes), but the Standard Webhooks libraries
     // base64-decode any secret they are given: say how receivers must pass it. Never the value.
     for (const auto& secret : w.secrets) {
+      // A short key can be found offline from one signed delivery (found in a security pass:
+      // `whsec_AA==`, one byte, passed without a word). Standard Webhooks asks for 24 to 64.
+      constexpr size_t kMinKeyBytes = 16;
+      if (auto key = webhooks::standard_webhooks_key(secret); key && key->size() < kMinKeyBytes) {
+        ++warnings;
+        std::fprintf(stderr,
+                     "%s: warning: webhook %s: a secret of %zu key byte%s can be guessed from "
+                     "one signed delivery; use 24 random bytes or more (`hookgate keygen "
+                     "--webhook-secret`)\n",
+                     w.secrets_where.str().c_str(), w.name.c_str(), key->size(),
+                     key->size() == 1 ? "" : "s");
+      }
       if (secret.starts_with(webhooks::kStandardWebhooksSecretPrefix)) continue;
       ++warnings;
       std::fprintf(stderr,

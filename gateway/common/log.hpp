@@ -18,9 +18,10 @@ void setup_logging(std::string_view level, std::string_view format);
 // Whether `level` is one of the names above (spdlog reads any other name as "off").
 bool is_log_level(std::string_view level);
 // Registers values that must never appear in logs (webhook secrets, header values marked secret,
-// and the ${VAR} values the config put into them: config/loader.cpp).
+// a URL's credentials, and the ${VAR} values the config put into them: config/loader.cpp).
 void register_secret(std::string_view secret);
-// Replaces every registered secret in `text` with "[REDACTED]", and strips userinfo from URLs.
+// Replaces every registered secret of 4 bytes or more in `text` with "[REDACTED]", and strips
+// userinfo from URLs.
 std::string redact_secrets(std::string_view text);
 // Whether `value` is a registered secret, or contains one of 16 characters or more (shorter ones
 // would match ordinary text, such as a PATH). Hook children do not inherit such variables.

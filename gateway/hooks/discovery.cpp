@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <system_error>
 
@@ -138,6 +140,20 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
   if (const YAML::Node library = member("library"); library.IsScalar()) take({expanded(library)});
 }
 
+// Why a hook file (or its folder, or a file its descriptor runs) must not load: anyone may write
+// it, and so put code of their own, or a veto that blinds the SIEM, into what runs as this
+// gateway (found in a security pass: a hook written into a 1777 folder by `nobody` ran as root).
+// sshd and cron refuse such files too. Group-writable ones are the operator's to decide.
+std::optional<std::string> writable_by_anyone(const fs::path& path, const char* what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & S_IWOTH) == 0) return std::nullopt;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  return std::string(what) + " " + display_text(path.string()) +
+         " is writable by every user (mode " + mode +
+         "): anyone could change what runs as this gateway; not loaded (chmod o-w it)";
+}
+
 }  // namespace
 
 fs::path normalized_directory(const std::string& configured) {
@@ -163,6 +179,7 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
                                       std::vector<HookFile>* not_executable_out) {
   std::vector<Candidate> out;
   std::vector<HookFile> not_executable;
+  const std::optional<std::string> open_folder = writable_by_anyone(dir, "hooks directory");
   std::error_code ec;
   fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
   if (ec) {
@@ -209,6 +226,12 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
       f.name = stem;
       f.error = "hook file name '" + file_name + "' has no name after its numeric prefix";
     }
+    if (f.error.empty()) {
+      if (open_folder)
+        f.error = *open_folder;
+      else if (auto open_file = writable_by_anyone(f.path, "hook file"))
+        f.error = std::move(*open_file);
+    }
     if (broken_link) {
       if (f.error.empty()) f.error = std::move(*broken_link);
     } else if (f.form == HookForm::Program && !is_executable(it->status(ec))) {
@@ -219,11 +242,17 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
   }
   std::set<std::string> targets;    // run:, library: and command:'s program: part of a descriptor
   std::set<std::string> mentioned;  // and every word of command: (a script an interpreter runs)
-  for (const auto& c : out) {
+  for (auto& c : out) {
     if (c.file.form != HookForm::Declarative) continue;
     try {
+      std::set<std::string> own;  // what this descriptor runs, which must be as safe as it is
+      collect_descriptor_targets(c.file.path, dir, own, true);
       collect_descriptor_targets(c.file.path, dir, targets);
-      collect_descriptor_targets(c.file.path, dir, mentioned, true);
+      mentioned.insert(own.begin(), own.end());
+      for (const auto& target : own)
+        if (auto open_file = writable_by_anyone(target, "the file");
+            open_file && c.file.error.empty())
+          c.file.error = *open_file + " (" + c.file.name + " runs it)";
     } catch (const std::exception&) {
       // Not a readable descriptor: the loader reports the file itself.
     }
@@ -401,8 +430,10 @@ std::string hook_files_fingerprint(const std::vector<std::string>& directories,
       out += "missing\n";
       continue;
     }
-    // Only which directory it is: its mtime moves with every file a hook writes into it.
-    out += std::to_string(dir_st.st_dev) + ':' + std::to_string(dir_st.st_ino) + '\n';
+    // Which directory it is and its mode (a folder writable by every user loads nothing), not its
+    // mtime: that moves with every file a hook writes into it.
+    out += std::to_string(dir_st.st_dev) + ':' + std::to_string(dir_st.st_ino) + ':' +
+           std::to_string(dir_st.st_mode) + '\n';
     std::set<std::string> files;  // sorted: the fingerprint must not depend on readdir order
     std::error_code ec;
     for (fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end;

@@ -418,6 +418,43 @@ TEST(ConfigLoaderTest, AVariableThatIsPartOfASecretHeaderIsASecretToo) {
   EXPECT_FALSE(holds_secret("w0rd-for-hec"));
 }
 
+// Found in a security pass: a collector that authenticates by URL (HEC's ?token=, a secret path,
+// user:pass@) had its credential in every hook's environment, and so did headers whose names the
+// word list missed (X-Auth, X-Api-Pass). A ${VAR} naming the host stays ordinary text.
+TEST(ConfigLoaderTest, AUrlsCredentialsAreSecrets) {
+  const std::vector<std::pair<const char*, const char*>> vars = {
+      {"HG_T_URL_TOKEN", "urltok-1111-2222-3333"},
+      {"HG_T_URL_PASS", "urlpass-4444-5555"},
+      {"HG_T_URL_HOST", "collector.internal.example"},
+      {"HG_T_URL_PATH", "ZaVnC4dhaV2-secret-path"},
+      {"HG_T_XAUTH", "xauth-value-6666"},
+      {"HG_T_XPASS", "xpass-value-7777"}};
+  for (const auto& [name, value] : vars) setenv(name, value, 1);
+  auto cfg = load(
+      "webhooks:\n"
+      "  - { name: hec, events: ['*'], url: 'https://${HG_T_URL_HOST}:8088/c?channel=chan-0000-1111"
+      "&token=${HG_T_URL_TOKEN}' }\n"
+      "  - { name: basic, events: ['*'], url: 'https://svc:${HG_T_URL_PASS}@${HG_T_URL_HOST}/x' }\n"
+      "  - { name: sumo, events: ['*'], url: "
+      "'https://sumo.example/receiver/v1/http/${HG_T_URL_PATH}' }\n"
+      "  - { name: literal, events: ['*'], url: 'https://k.example/?api_key=literal-key-8888' }\n"
+      "  - name: hdr\n    events: ['*']\n    url: https://h.example/\n"
+      "    headers: { X-Auth: '${HG_T_XAUTH}', X-Api-Pass: '${HG_T_XPASS}' }\n"
+      "  - { name: short, events: ['*'], url: 'https://s.example/', secret: abc }\n");
+  for (const auto& [name, value] : vars) unsetenv(name);
+  ASSERT_TRUE(cfg) << first_error(cfg);
+  for (const char* secret :
+       {"urltok-1111-2222-3333", "urlpass-4444-5555", "ZaVnC4dhaV2-secret-path", "literal-key-8888",
+        "xauth-value-6666", "xpass-value-7777", "abc"})
+    EXPECT_TRUE(holds_secret(secret)) << secret;
+  EXPECT_FALSE(holds_secret("collector.internal.example"));  // where, not a credential
+  EXPECT_FALSE(holds_secret("chan-0000-1111"));              // a parameter not named like one
+  EXPECT_EQ(
+      redact_secrets("to collector.internal.example with abc"),
+      "to collector.internal.example with abc");  // too short to redact, still kept from hooks
+  EXPECT_EQ(redact_secrets("token urltok-1111-2222-3333"), "token [REDACTED]");
+}
+
 // Found in review: secrets were redacted in text order, so a registered part of a longer secret
 // went first and left the rest of it in the line; and a short ${VAR} part (an environment name)
 // blanked that word everywhere in the logs.

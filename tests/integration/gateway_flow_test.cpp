@@ -373,11 +373,17 @@ TEST(GatewayFlowTest, CheckWarnsAboutPlainSecretsAndRefusesFramingHeaders) {
   std::string path = dir.write("hookgate.yaml",
                                "webhooks:\n  - name: a\n    url: http://127.0.0.1:9/\n"
                                "    secret: plain-shared-secret-value\n"
-                               "    headers: { Content-Length: \"5\" }\n");
+                               "    headers: { Content-Length: \"5\" }\n"
+                               "  - { name: b, url: 'http://127.0.0.1:9/', secret: whsec_AA== }\n");
   auto r = run_hookgate({"check", "--config", path});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("warning: webhook a: a secret without the whsec_ prefix"), std::string::npos)
       << r.err;
+  // A one-byte key (found in a security pass: it passed without a word); a 25-byte one does not.
+  EXPECT_NE(r.err.find("warning: webhook b: a secret of 1 key byte can be guessed"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("webhook a: a secret of"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("header Content-Length describes the HTTP message itself"),
             std::string::npos)
       << r.err;

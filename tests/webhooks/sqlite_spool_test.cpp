@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -136,6 +137,28 @@ TEST_F(SqliteSpoolTest, AddClaimCompleteRoundTrip) {
   EXPECT_EQ(spool->list(DeliveryState::Pending, "", 0).size(), 2u);
   EXPECT_EQ(spool->list(std::nullopt, "siem", 0).size(), 2u);
   EXPECT_EQ(spool->list(std::nullopt, "", 1).size(), 1u);
+}
+
+// Found in a security pass: the spool (every event body) was 0644 under the usual umask. A new
+// file and its -wal are the owner's alone, whatever the umask; an existing file keeps its mode.
+TEST_F(SqliteSpoolTest, ANewSpoolFileIsReadableByItsOwnerOnly) {
+  const mode_t before = ::umask(022);
+  auto spool = open();
+  ::umask(before);
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("a1", "siem", "a password")}));
+  ASSERT_TRUE(spool->flush());
+  for (const char* suffix : {"", "-wal"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((cfg_.path + suffix).c_str(), &st), 0) << suffix;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << cfg_.path << suffix;
+  }
+  spool.reset();
+  ASSERT_EQ(::chmod(cfg_.path.c_str(), 0640), 0);  // its owner's choice, say for a group's tools
+  ASSERT_TRUE(open());
+  struct stat st {};
+  ASSERT_EQ(::stat(cfg_.path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0640u);
 }
 
 // Found in review: nothing stopped two gateways from running on one spool, each claiming and

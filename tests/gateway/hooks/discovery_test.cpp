@@ -163,6 +163,43 @@ TEST(DiscoverHookFiles, ProgramsNamedByADescriptorAreNotHooksThemselves) {
   EXPECT_EQ(files[0].path, dir + "/_10_gate.yaml");
 }
 
+// Found in a security pass: a hook that `nobody` wrote into a 1777 folder ran as root. A hook
+// file, its folder or a file its descriptor runs that every user may write does not load (an
+// error entry, so a closed hook stands in), and the chmod that fixes it is a change hot reload
+// sees.
+TEST(DiscoverHookErrors, AHookEveryUserMayWriteDoesNotLoad) {
+  namespace fs = std::filesystem;
+  TempDir tmp;
+  std::string dir = tmp.dir("hooks");
+  write_file(dir, "_10_ok.yaml", "kind: observe\n");
+  write_file(dir, "_20_open.yaml", "kind: veto\n");
+  fs::permissions(fs::path(dir) / "_20_open.yaml", fs::perms::others_write, fs::perm_options::add);
+  write_file(dir, "_30_runs.yaml", "kind: veto\nrun: ./gate.sh\n");
+  write_file(dir, "gate.sh", "#!/bin/sh\n", true);
+  fs::permissions(fs::path(dir) / "gate.sh", fs::perms::others_write, fs::perm_options::add);
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  ASSERT_EQ(names(files), (std::vector<std::string>{"ok", "open", "runs"}));
+  EXPECT_TRUE(files[0].error.empty()) << files[0].error;
+  EXPECT_EQ(files[1].error,
+            "hook file " + dir +
+                "/_20_open.yaml is writable by every user (mode 0642): anyone "
+                "could change what runs as this gateway; not loaded (chmod o-w it)");
+  EXPECT_NE(files[2].error.find("gate.sh is writable by every user (mode 0753)"), std::string::npos)
+      << files[2].error;
+  EXPECT_NE(files[2].error.find("(runs runs it)"), std::string::npos) << files[2].error;
+
+  const std::string closed = hook_files_fingerprint({dir});
+  fs::permissions(dir, fs::perms::others_write | fs::perms::others_exec | fs::perms::sticky_bit,
+                  fs::perm_options::add);
+  EXPECT_NE(hook_files_fingerprint({dir}), closed);
+  files = discover_hooks({dir}, errors);
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_NE(files[0].error.find("hooks directory " + dir + " is writable by every user"),
+            std::string::npos)
+      << files[0].error;
+}
+
 // Found in review: the loader expands ${VAR} in run:, but discovery matched the raw text, so
 // `run: ${ENRICH_DIR:-.}/enricher.py` left enricher.py a hook of its own as well: it ran twice.
 TEST(DiscoverHookFiles, ProgramsADescriptorNamesThroughAVariableAreNotHooksThemselves) {
