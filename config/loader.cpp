@@ -60,6 +60,8 @@ std::string resolve_path(const std::string& path, const std::string& base_dir) {
   return (fs::path(base_dir) / p).lexically_normal().string();
 }
 
+constexpr size_t kMaxWebhookNameBytes = 128;
+
 bool valid_webhook_name(const std::string& name) {
   return !name.empty() && std::all_of(name.begin(), name.end(), is_name_char);
 }
@@ -306,7 +308,12 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
   if (w.name.empty()) {
     r.error(r.pos(), r.context() + ": `name` is required");
   } else if (!valid_webhook_name(w.name)) {
-    r.error(r.pos("name"), r.context() + ".name: use letters, digits, '_', '-' and '.' only");
+    r.error(r.pos("name"), r.context() + ".name: use ASCII letters, digits, '_', '-' and '.' only");
+  } else if (w.name.size() > kMaxWebhookNameBytes) {
+    // It labels every series of the webhook: a Prometheus with label_value_length_limit set
+    // fails the whole scrape on one long name (found in a scale pass: 5,000 characters passed).
+    r.error(r.pos("name"), r.context() + ".name: at most " + std::to_string(kMaxWebhookNameBytes) +
+                               " characters (it labels the webhook's metrics)");
   }
   if (w.url.empty()) {
     r.error(r.pos(), r.context() + ": `url` is required");

@@ -1,6 +1,7 @@
 #include "webhooks/dispatcher.hpp"
 
 #include <curl/curl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -266,7 +267,24 @@ struct Dispatcher::Impl {
     // transfers queue another webhook's behind them on a shared host.
     curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
     waker = std::make_shared<Waker>(multi);
+    plain.set_max_idle(idle_sockets_per_client());
   }
+
+  // Sockets for webhooks: the open-file limit less the reserve. Half of them for requests in
+  // flight, across all webhooks, and a quarter for each client's idle keep-alive connections
+  // (found in a scale pass: 1,000 webhooks under a limit of 1,024 took every descriptor, and the
+  // spool then refused events and the admin port hung). Read once: `run` sets the limit first.
+  static size_t socket_budget() {
+    rlimit limit{};
+    int64_t open_files = 1024;
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+      open_files = static_cast<int64_t>(std::min<rlim_t>(limit.rlim_cur, 1 << 30));
+    else if (limit.rlim_cur == RLIM_INFINITY)
+      open_files = 1 << 30;
+    return static_cast<size_t>(std::max<int64_t>(open_files - kOpenFilesReserve, 64));
+  }
+  const size_t max_total_in_flight = socket_budget() / 2;
+  static size_t idle_sockets_per_client() { return socket_budget() / 4; }
 
   ~Impl() {
     waker->detach();
@@ -465,7 +483,10 @@ struct Dispatcher::Impl {
       status_order = order;
     }
     // Enough cached connections for every slot to keep its connection alive between attempts.
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, std::clamp<long>(total_slots, 8, 4096));
+    curl_multi_setopt(
+        multi, CURLMOPT_MAXCONNECTS,
+        std::clamp<long>(total_slots, 8,
+                         std::max<long>(8, std::min<long>(4096, idle_sockets_per_client()))));
   }
 
   // Connections opened under one SSRF policy must never be reused under a laxer one, so each
@@ -495,7 +516,12 @@ struct Dispatcher::Impl {
   }
 
   void start_due_transfers(int64_t now_ms) {
-    for (const auto& name : order) {
+    // From a webhook one further on each pass: when the socket budget binds, the first in the
+    // config must not take every socket.
+    const size_t count = order.size();
+    first_to_start = count == 0 ? 0 : (first_to_start + 1) % count;
+    for (size_t i = 0; i < count; ++i) {
+      const std::string& name = order[(first_to_start + i) % count];
       auto& webhook = *webhooks.at(name);
       if (webhook.removed || webhook.paused || webhook.held_until_ms > now_ms) continue;
       if (!webhook.maybe_ready) {
@@ -504,7 +530,21 @@ struct Dispatcher::Impl {
       }
       const int free_slots = webhook.max_in_flight() - webhook.in_flight;
       if (free_slots <= 0) continue;
-      size_t limit = static_cast<size_t>(free_slots);
+      if (total_in_flight >= max_total_in_flight) {
+        budget_waits->inc();
+        if (const int64_t now_ns = now_steady_ns(); now_ns - budget_said_ns >= 60'000'000'000) {
+          budget_said_ns = now_ns;
+          spdlog::warn(
+              "webhooks: {} requests are in flight across all webhooks, the most this process's "
+              "open-file limit leaves for them: due deliveries wait for a socket (raise the limit, "
+              "LimitNOFILE= or ulimit -n, or lower max_in_flight; "
+              "hookgate_webhook_socket_budget_waits_total)",
+              total_in_flight);
+        }
+        break;  // a completion wakes the loop
+      }
+      size_t limit =
+          std::min(static_cast<size_t>(free_slots), max_total_in_flight - total_in_flight);
       if (webhook.bucket.limited())
         limit = std::min(limit, webhook.bucket.available(now_steady_ns()));
       if (limit == 0) continue;
@@ -553,6 +593,7 @@ struct Dispatcher::Impl {
       auto& webhook = *webhooks.at(name);
       if (webhook.removed || webhook.paused) continue;
       if (webhook.in_flight >= webhook.max_in_flight()) continue;  // a completion wakes us
+      if (total_in_flight >= max_total_in_flight) continue;        // so it does here
       if (webhook.held_until_ms > now_ms) {
         timeout = std::min(timeout, webhook.held_until_ms - now_ms);
         continue;
@@ -709,6 +750,7 @@ struct Dispatcher::Impl {
     transfer->delivery = std::move(delivery);
     transfer->started_ns = now_steady_ns();
     ++webhook.in_flight;
+    ++total_in_flight;
 
     // The spool found no body for it (its payload row is gone: the file was edited or damaged).
     // Sending an empty body would be wrong; a dead letter says what happened.
@@ -880,6 +922,7 @@ struct Dispatcher::Impl {
       decision.outcome.error = redact_secrets(decision.outcome.error);
     store.complete(delivery, decision.outcome);
     --webhook.in_flight;
+    --total_in_flight;
 
     webhook.duration->observe_ns(now_steady_ns() - transfer->started_ns);
     webhook.attempt_results[attempt_result(result)]->inc();
@@ -1013,6 +1056,7 @@ struct Dispatcher::Impl {
       }
       store.release(transfer->delivery);
       --transfer->webhook->in_flight;
+      --total_in_flight;
       // Memory mode keeps nothing for a next start (found in an exploratory run: "it stays
       // pending", then "dropped" on the next line).
       if (drain_on_stop)
@@ -1086,6 +1130,13 @@ struct Dispatcher::Impl {
   std::shared_ptr<Waker> waker;
   PlainHttpClient plain;
   uint64_t next_plain_pool = 1;
+  size_t total_in_flight = 0;  // requests of every webhook, against max_total_in_flight
+  size_t first_to_start = 0;   // where start_due_transfers() begins, one further each pass
+  int64_t budget_said_ns = INT64_MIN / 2;  // the last "wait for a socket" line (steady clock)
+  metrics::Counter* budget_waits = &metrics::counter(
+      "hookgate_webhook_socket_budget_waits_total",
+      "Passes in which due deliveries waited because the requests in flight across all webhooks "
+      "reached half the open-file limit left after the reserve");
   std::vector<PlainHttpClient::Completion> plain_done;
   std::thread thread;
   std::mutex stop_mu;

@@ -35,6 +35,10 @@ namespace hookgate::webhooks {
 // digest of the URL, which may hold a token.
 std::string webhook_hold_receiver(const std::string& url);
 
+// Open files kept for the bus, the spool, the admin listener, hook processes and logs: webhook
+// sockets get the rest of the process's limit (the dispatcher caps itself to it).
+inline constexpr int64_t kOpenFilesReserve = 256;
+
 class Dispatcher {
  public:
   struct WebhookStatus {

@@ -957,7 +957,9 @@ void PlainHttpClient::complete(Connection& connection, AttemptResult result, boo
   deadlines_.erase({connection.deadline_ns, &connection});
   const size_t max_idle = request.max_idle;
   connection.request.reset();
-  if (reuse && closed_pools_.count(connection.pool) == 0) {
+  // Every connection without a request is idle: this one is counted among them already.
+  const size_t idle_total = connections_.size() - by_user_.size();
+  if (reuse && closed_pools_.count(connection.pool) == 0 && idle_total <= max_idle_total_) {
     auto& idle = idle_[connection.pool];
     if (idle.size() < max_idle) {
       connection.state = Connection::State::Idle;

@@ -116,6 +116,9 @@ class PlainHttpClient {
   void close_pool(uint64_t pool);
 
   size_t open_connections() const { return connections_.size(); }
+  // Idle keep-alive connections kept across all pools at most (each pool keeps its max_idle
+  // too): past it a finished connection closes, so the open-file limit is not spent on idle ones.
+  void set_max_idle(size_t max_idle) { max_idle_total_ = max_idle; }
 
  private:
   struct Connection;
@@ -154,6 +157,7 @@ class PlainHttpClient {
   uint64_t next_serial_ = 1;
   std::unordered_map<uint64_t, std::unique_ptr<Connection>> connections_;  // by serial
   std::unordered_map<uint64_t, std::vector<Connection*>> idle_;            // by pool; newest last
+  size_t max_idle_total_ = SIZE_MAX;
   std::unordered_map<void*, Connection*> by_user_;
   std::unordered_map<uint64_t, Connection*> resolving_;  // by connection serial
   // Lookups under way, by "host\nport": the connections waiting for each.

@@ -12,6 +12,7 @@
 #include "gateway/common/malloc_tuning.hpp"
 #include "gateway/common/text.hpp"
 #include "gateway/gateway.hpp"
+#include "webhooks/dispatcher.hpp"
 
 namespace hookgate::cli {
 namespace {
@@ -24,8 +25,6 @@ constexpr std::chrono::seconds kForceAfterRepeat{2};
 // webhooks, publishers, the admin port and hook processes without one. The hard limit is the
 // administrator's; the soft one is ours to raise (as nginx's worker_rlimit_nofile does).
 constexpr rlim_t kWantedOpenFiles = 65536;
-// Kept for the bus, the spool, the admin listener, hook processes and logs.
-constexpr int64_t kOpenFilesReserve = 256;
 
 void raise_open_file_limit(const config::Config& cfg) {
   rlimit limit{};
@@ -39,14 +38,15 @@ void raise_open_file_limit(const config::Config& cfg) {
     else
       limit.rlim_cur = before;
   }
-  int64_t needed = kOpenFilesReserve;
+  int64_t needed = webhooks::kOpenFilesReserve;
   for (const auto& w : cfg.webhooks) needed += w.max_in_flight;
   if (static_cast<uint64_t>(needed) > limit.rlim_cur)
     spdlog::warn(
         "open files: the webhooks' max_in_flight with a reserve of {} come to {}, above this "
         "process's limit of {}: raise it (LimitNOFILE= in a systemd unit, ulimit -n) or lower "
-        "max_in_flight, or a hung endpoint can leave the others without sockets",
-        kOpenFilesReserve, needed, limit.rlim_cur);
+        "max_in_flight; until then requests wait for a socket across all webhooks (half the "
+        "limit left after the reserve), so a hung endpoint can hold the others up",
+        webhooks::kOpenFilesReserve, needed, limit.rlim_cur);
 }
 
 }  // namespace

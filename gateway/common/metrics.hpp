@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,7 +85,8 @@ class Registry {
 
   mutable std::mutex mu_;
   std::map<std::string, Family> families_;
-  std::vector<std::string> hidden_labels_;  // rendered key="value" pairs, see hide_label()
+  // Rendered key="value" pairs, see hide_label().
+  std::set<std::string, std::less<>> hidden_labels_;
 };
 
 // Shorthands for the global registry.

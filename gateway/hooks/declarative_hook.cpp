@@ -979,8 +979,8 @@ LoadResult load_yaml_hook_unguarded(const HookFile& file, const config::HooksCon
     if (r.has("reason")) r.error(r.pos("reason"), "hook.reason: only veto hooks have a reason");
     YAML::Node list = r.node("actions");
     if (!list.IsDefined() || list.IsNull()) {
-      r.error(r.pos(),
-              std::string("hook.actions: a ") + to_string(*kind) + " hook needs a list of actions");
+      r.error(r.pos(), std::string("hook.actions: ") + (*kind == HookKind::Observe ? "an " : "a ") +
+                           to_string(*kind) + " hook needs a list of actions");
     } else if (!list.IsSequence() || list.size() == 0) {
       r.error(r.pos("actions"), "hook.actions: expected a non-empty list of actions");
     } else {

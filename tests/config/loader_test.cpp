@@ -194,6 +194,21 @@ log: { level: debug, format: json }
   EXPECT_EQ(cfg->log.format, "json");
 }
 
+// Found in a scale pass: a 5,000-character name passed, and it labels every series of the
+// webhook (a Prometheus with label_value_length_limit fails the whole scrape); `sïem` was told
+// to use letters.
+TEST(ConfigLoaderTest, AWebhookNameIsShortAsciiText) {
+  auto long_name =
+      load("webhooks:\n  - { name: " + std::string(129, 'a') + ", url: 'http://x/' }\n");
+  EXPECT_NE(first_error(long_name).find("test.yaml:2:13: webhooks[0].name: at most 128 characters"),
+            std::string::npos)
+      << first_error(long_name);
+  EXPECT_TRUE(load("webhooks:\n  - { name: " + std::string(128, 'a') + ", url: 'http://x/' }\n"));
+  auto accented = load("webhooks:\n  - { name: s\xC3\xAFem, url: 'http://x/' }\n");
+  EXPECT_NE(first_error(accented).find("use ASCII letters"), std::string::npos)
+      << first_error(accented);
+}
+
 TEST(ConfigLoaderTest, UnknownKeyReportedAtItsPosition) {
   auto cfg = load("bus:\n  bind: tcp://127.0.0.1:1\n  bnid: x\n");
   EXPECT_EQ(first_error(cfg).substr(0, 16), "test.yaml:3:3: u");

@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -1081,6 +1082,43 @@ TEST_P(DispatcherTest, MaxInFlightBoundsConcurrentRequests) {
   EXPECT_EQ(status_of(dispatcher, name)->in_flight, 2);
   ASSERT_TRUE(store_.wait_for_completions(5));
   dispatcher.stop(milliseconds(0));
+  for (const auto& completion : store_.completions())
+    EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Delivered);
+}
+
+// Found in a scale pass: 1,000 webhooks under an open-file limit of 1,024 took every descriptor
+// (the spool then refused events). Requests in flight across all webhooks stop at half of what
+// the limit leaves after the reserve; the rest wait for a socket and are all delivered.
+TEST_P(DispatcherTest, RequestsInFlightAcrossWebhooksStayWithinTheOpenFileLimit) {
+  rlimit before{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &before), 0);
+  rlimit lowered = before;
+  lowered.rlim_cur = static_cast<rlim_t>(kOpenFilesReserve) + 64;  // a budget of 32 in flight
+  ASSERT_LE(lowered.rlim_cur, before.rlim_max);
+  receiver_.set_handler([](const HttpReceiver::Request&) {
+    HttpReceiver::Response response;
+    response.delay = milliseconds(400);
+    return response;
+  });
+  std::vector<config::WebhookConfig> configs;
+  for (int i = 0; i < 3; ++i) {
+    configs.push_back(webhook(unique_name("_" + std::to_string(i)), receiver_.url()));
+    configs.back().max_in_flight = 20;  // 60 in all
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
+  auto dispatcher = std::make_unique<Dispatcher>(store_, diagnostics_.sink());
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &before), 0);  // read at construction
+  dispatcher->set_webhooks(configs);
+  dispatcher->start();
+  for (const auto& w : configs)
+    for (int i = 0; i < 20; ++i) add(w.name);
+  ASSERT_TRUE(receiver_.wait_for(32, kWait));
+  EXPECT_FALSE(receiver_.wait_for(33, milliseconds(200)));  // the first 32 are still answering
+  int in_flight = 0;
+  for (const auto& w : configs) in_flight += status_of(*dispatcher, w.name)->in_flight;
+  EXPECT_EQ(in_flight, 32);
+  ASSERT_TRUE(store_.wait_for_completions(60));
+  dispatcher->stop(milliseconds(0));
   for (const auto& completion : store_.completions())
     EXPECT_EQ(completion.outcome.kind, AttemptOutcome::Kind::Delivered);
 }

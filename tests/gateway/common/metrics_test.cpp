@@ -61,6 +61,7 @@ TEST(RegistryTest, AHiddenLabelLeavesTheRenderingUntilLookedUpAgain) {
   registry.histogram("t_seconds", "t", {{"webhook", "a"}}).observe_ns(1000);
   registry.counter("t_total", "t", {{"webhook", "ab"}, {"outcome", "ok"}}).inc();
   registry.counter("t_total", "t", {{"note", "x,webhook=\"a\""}}).inc();
+  registry.counter("t_total", "t", {{"path", "c:\\"}, {"webhook", "a"}}).inc();  // ends in `\`
   registry.hide_label("webhook", "a");
   std::string text = registry.render_prometheus();
   EXPECT_EQ(text.find("webhook=\"a\""), std::string::npos) << text;
