@@ -20,7 +20,6 @@ Result<std::unique_ptr<Subscriber>> Subscriber::open(zmq::context_t& ctx,
     // 8 KiB each, up to 160 MiB at the default receive_hwm; measured 28 MiB against 9 MiB for
     // 20,000 queued 300-byte events). Read by the socket at its creation. A libzmq without the
     // option (it is a draft one: ZMQ_ZERO_COPY_RECV) refuses it and keeps zero-copy.
-    constexpr int kZmqZeroCopyRecv = 10;
     (void)zmq_ctx_set(ctx.handle(), kZmqZeroCopyRecv, 0);
     zmq::socket_t sock(ctx, zmq::socket_type::sub);
     // Frames up to twice the limit are received and rejected by the decoder (a diagnostic, a

@@ -24,6 +24,10 @@
 
 namespace hookgate::bus {
 
+// libzmq's context option ZMQ_ZERO_COPY_RECV (a draft one, so not in every zmq.h): 0 makes a
+// received message a copy of its own rather than a share of the 8 KiB buffer it was read into.
+inline constexpr int kZmqZeroCopyRecv = 10;
+
 // The socket's own limit (ZMQ_MAXMSGSIZE) is this many times bus.max_message_bytes: messages over
 // max_message_bytes but under the cap reach the decoder and are rejected one by one; beyond the
 // cap ZeroMQ disconnects the peer before buffering the frame (a guard against memory abuse).

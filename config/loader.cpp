@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+#include <string_view>
 
 #include "config/yaml_reader.hpp"
 #include "gateway/common/diagnostic_type.hpp"
@@ -69,20 +71,35 @@ bool valid_webhook_name(const std::string& name) {
 // A ${VAR} that is only part of a secret value (`Splunk ${HEC_TOKEN}`) holds a secret as well.
 // Not a short one: in `${ENV}-${KEY}` an ENV of `prod` would blank every "prod" in the logs (a
 // webhook named siem-prod), and the whole value is registered anyway.
+constexpr size_t kMinSecretPart = 8;
+
 void register_secret_parts(const YAML::Node& value) {
-  constexpr size_t kMinSecretPart = 8;
   if (value.IsScalar())
     for (const auto& part : substituted_values(value.Scalar()))
       if (part.size() >= kMinSecretPart) register_secret(part);
 }
 
-// Header names whose values are credentials: never logged.
+// A value taken for a credential by its name (a header's, a query parameter's): not a short one,
+// which would keep `DEBUG=true` from every hook for an `X-Session-Debug: true`. Values that are
+// credentials by their key (`secret`, the admin token, a URL's password) count at any length.
+void register_named_secret(const std::string& value) {
+  if (value.size() >= 4) register_secret(value);
+}
+
+// Header (and query parameter) names whose values are credentials: never logged. Whole words of
+// the name, split at '-', '_' and '.': X-Api-Key and access_token, not X-Bypass-Cache or author.
 bool is_sensitive_header(std::string name) {
+  static const std::set<std::string, std::less<>> kWords = {
+      "auth",      "authorization", "authentication", "token",   "accesstoken", "apitoken",
+      "authtoken", "secret",        "clientsecret",   "key",     "apikey",      "cookie",
+      "signature", "sig",           "pass",           "passwd",  "password",    "passphrase",
+      "pwd",       "credential",    "credentials",    "session", "sessionid",   "sid"};
   name = ascii_lower(std::move(name));
-  // "auth" and "pass" for the names a shorter list missed (X-Auth, X-Api-Pass: a security pass).
-  for (const char* word :
-       {"auth", "token", "secret", "key", "cookie", "signature", "pass", "credential", "session"})
-    if (name.find(word) != std::string::npos) return true;
+  for (size_t start = 0; start <= name.size();) {
+    const size_t end = std::min(name.find_first_of("-_.", start), name.size());
+    if (kWords.count(std::string_view(name).substr(start, end - start))) return true;
+    start = end + 1;
+  }
   return false;
 }
 
@@ -255,6 +272,7 @@ void read_hooks(MapReader r, HooksConfig& hooks) {
 // lands past the host (the path, query or fragment) or in the userinfo. A ${VAR} naming the host
 // or port is where, not a credential: it stays in the logs.
 void register_url_secrets(const YAML::Node& raw, const std::string& url) {
+  // As written: the scheme is lowercased only after this, and a ${VAR} may hold it.
   const size_t scheme = url.find("://");
   if (scheme == std::string::npos) return;
   const size_t authority = scheme + 3;
@@ -263,8 +281,12 @@ void register_url_secrets(const YAML::Node& raw, const std::string& url) {
   const bool has_userinfo = at != std::string::npos && at >= authority;
   if (has_userinfo) {
     const std::string userinfo = url.substr(authority, at - authority);
-    const size_t colon = userinfo.find(':');
-    register_secret(colon == std::string::npos ? userinfo : userinfo.substr(colon + 1));
+    // A password at any length; a bare user name (`https://hookgate@host/`) only when long enough
+    // to be a token, or from a ${VAR} (below): a short one would blank that word in every log.
+    if (const size_t colon = userinfo.find(':'); colon != std::string::npos)
+      register_secret(userinfo.substr(colon + 1));
+    else if (userinfo.size() >= 16)
+      register_secret(userinfo);
   }
   if (const size_t query = url.find('?', host_end); query != std::string::npos) {
     const size_t query_end = std::min(url.find('#', query), url.size());
@@ -272,16 +294,17 @@ void register_url_secrets(const YAML::Node& raw, const std::string& url) {
       const size_t end = std::min(url.find('&', start), query_end);
       const std::string pair = url.substr(start, end - start);
       if (const size_t equals = pair.find('='); equals != std::string::npos)
-        if (is_sensitive_header(pair.substr(0, equals))) register_secret(pair.substr(equals + 1));
+        if (is_sensitive_header(pair.substr(0, equals)))
+          register_named_secret(pair.substr(equals + 1));
       start = end + 1;
     }
   }
-  constexpr size_t kMinSecretPart = 8;  // as in register_secret_parts
   if (!raw.IsScalar()) return;
   for (const auto& part : substituted_values(raw.Scalar())) {
     if (part.size() < kMinSecretPart) continue;
+    // One that reaches past the host counts: `url: ${SLACK_WEBHOOK_URL}` holds its secret path.
     for (size_t pos = url.find(part); pos != std::string::npos; pos = url.find(part, pos + 1))
-      if (pos >= host_end || (has_userinfo && pos < at)) {
+      if (pos + part.size() > host_end || (has_userinfo && pos < at)) {
         register_secret(part);
         break;
       }
@@ -292,9 +315,9 @@ void register_url_secrets(const YAML::Node& raw, const std::string& url) {
 // for every check and for the name an alias derives from it. The rest stays as written.
 void read_url(MapReader& r, std::string& url) {
   r.get("url", url);
+  register_url_secrets(r.node("url"), url);
   if (const size_t end = url.find("://"); end != std::string::npos && end <= 5)
     url = ascii_lower(url.substr(0, end)) + url.substr(end);
-  register_url_secrets(r.node("url"), url);
 }
 
 // `timeout_key` is the key the timeout was read from (`timeout` in `extensions.webhooks`).
@@ -359,7 +382,7 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
     register_secret(s);
   }
   for (const auto& [name, value] : w.headers)
-    if (is_sensitive_header(name)) register_secret(value);
+    if (is_sensitive_header(name)) register_named_secret(value);
   register_secret_parts(r.node("secret"));
 }
 

@@ -485,10 +485,12 @@ struct Dispatcher::Impl {
       status_order = order;
     }
     // Enough cached connections for every slot to keep its connection alive between attempts.
+    // libcurl counts busy connections in this cap too: the requests in flight plus the idle ones.
     curl_multi_setopt(
         multi, CURLMOPT_MAXCONNECTS,
         std::clamp<long>(total_slots, 8,
-                         std::max<long>(8, std::min<long>(4096, idle_sockets_per_client()))));
+                         static_cast<long>(std::min<size_t>(
+                             4096, max_total_in_flight + idle_sockets_per_client()))));
   }
 
   // Connections opened under one SSRF policy must never be reused under a laxer one, so each
@@ -518,12 +520,16 @@ struct Dispatcher::Impl {
   }
 
   void start_due_transfers(int64_t now_ms) {
-    // From a webhook one further on each pass: when the socket budget binds, the first in the
-    // config must not take every socket.
+    // When the socket budget binds, the next pass begins after the last webhook that got a
+    // socket, so webhooks take turns: the first in the config must not take every socket.
     const size_t count = order.size();
-    first_to_start = count == 0 ? 0 : (first_to_start + 1) % count;
+    if (count == 0) return;
+    first_to_start %= count;  // a reload may have shortened the list
+    size_t after_last_started = first_to_start;
+    bool bound = false;
     for (size_t i = 0; i < count; ++i) {
-      const std::string& name = order[(first_to_start + i) % count];
+      const size_t index = (first_to_start + i) % count;
+      const std::string& name = order[index];
       auto& webhook = *webhooks.at(name);
       if (webhook.removed || webhook.paused || webhook.held_until_ms > now_ms) continue;
       if (!webhook.maybe_ready) {
@@ -533,7 +539,8 @@ struct Dispatcher::Impl {
       const int free_slots = webhook.max_in_flight() - webhook.in_flight;
       if (free_slots <= 0) continue;
       if (total_in_flight >= max_total_in_flight) {
-        budget_waits->inc();
+        bound = true;
+        if (!budget_bound) budget_waits->inc();
         if (const int64_t now_ns = now_steady_ns(); now_ns - budget_said_ns >= 60'000'000'000) {
           budget_said_ns = now_ns;
           spdlog::warn(
@@ -560,11 +567,14 @@ struct Dispatcher::Impl {
         if (webhook.next_due_ms && *webhook.next_due_ms <= now_ms)
           webhook.next_due_ms = now_ms + 50;
       }
+      if (!batch.empty()) after_last_started = (index + 1) % count;
       for (auto& delivery : batch) {
         if (webhook.bucket.limited()) webhook.bucket.take();
         start_transfer(webhook, std::move(delivery));
       }
     }
+    if (bound) first_to_start = after_last_started;
+    budget_bound = bound;
   }
 
   // Whether some webhook may have a delivery to start before the steady-clock `deadline_ns`.
@@ -998,13 +1008,13 @@ struct Dispatcher::Impl {
         diagnostic->event_id = delivery.event_id;
         diagnostic->event_type = delivery.event_type;
         diagnostic->reason = reason;
-        if (failed_notice) {
-          webhook.failed_notice_second = second;
-          if (webhook.failed_notices_left_out > 0)
-            diagnostic->reason += " (and " + std::to_string(webhook.failed_notices_left_out) +
-                                  " more failed attempts of this webhook since the last notice)";
-          webhook.failed_notices_left_out = 0;
-        }
+        // The count goes with the next notice, a dead letter's too, so a burst's is not held
+        // back until the webhook's next failure.
+        if (failed_notice) webhook.failed_notice_second = second;
+        if (webhook.failed_notices_left_out > 0)
+          diagnostic->reason += " (and " + std::to_string(webhook.failed_notices_left_out) +
+                                " more failed attempts of this webhook since the last notice)";
+        webhook.failed_notices_left_out = 0;
         diagnostic->delivery_id = delivery.id;
         diagnostic->attempts = attempt;
       }
@@ -1148,8 +1158,9 @@ struct Dispatcher::Impl {
   std::shared_ptr<Waker> waker;
   PlainHttpClient plain;
   uint64_t next_plain_pool = 1;
-  size_t total_in_flight = 0;  // requests of every webhook, against max_total_in_flight
-  size_t first_to_start = 0;   // where start_due_transfers() begins, one further each pass
+  size_t total_in_flight = 0;              // requests of every webhook, against max_total_in_flight
+  size_t first_to_start = 0;               // where start_due_transfers() begins (see there)
+  bool budget_bound = false;               // the last pass stopped at the socket budget
   int64_t budget_said_ns = INT64_MIN / 2;  // the last "wait for a socket" line (steady clock)
   metrics::Counter* failed_notices_left_out = &metrics::counter(
       "hookgate_diagnostics_left_out_total",
@@ -1157,8 +1168,8 @@ struct Dispatcher::Impl {
       "how many were left out");
   metrics::Counter* budget_waits = &metrics::counter(
       "hookgate_webhook_socket_budget_waits_total",
-      "Passes in which due deliveries waited because the requests in flight across all webhooks "
-      "reached half the open-file limit left after the reserve");
+      "Times due deliveries began waiting for a socket: the requests in flight across all "
+      "webhooks reached half the open-file limit left after the reserve");
   std::vector<PlainHttpClient::Completion> plain_done;
   std::thread thread;
   std::mutex stop_mu;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace hookgate {
@@ -263,13 +264,14 @@ void LogLimiter::report_suppressed(bool final) {
   {
     auto& registry = limiter_registry();
     std::lock_guard lock(registry.mu);
-    // A final report counts as a second later: the current second's count is taken too.
-    const int64_t now = now_steady_ns() / 1000000000 + (final ? 1 : 0);
+    const int64_t now = now_steady_ns() / 1000000000;
     for (LogLimiter* limiter : registry.limiters) {
       std::lock_guard limiter_lock(limiter->mu_);
       if (limiter->suppressed_ == 0) continue;
-      if (const uint64_t n = limiter->take_report_locked(now); n > 0)
-        reports.emplace_back(limiter->what_, n);
+      // A final report takes the current second's count too, and leaves its window as it is.
+      const uint64_t n =
+          final ? std::exchange(limiter->suppressed_, 0) : limiter->take_report_locked(now);
+      if (n > 0) reports.emplace_back(limiter->what_, n);
     }
   }
   for (const auto& [what, n] : reports) spdlog::warn("{}: {} more not logged", what, n);

@@ -16,6 +16,7 @@
 #include <system_error>
 
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "config/yaml_reader.hpp"
 #include "gateway/common/text.hpp"
@@ -144,9 +145,14 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
 // it, and so put code of their own, or a veto that blinds the SIEM, into what runs as this
 // gateway (found in a security pass: a hook written into a 1777 folder by `nobody` ran as root).
 // sshd and cron refuse such files too. Group-writable ones are the operator's to decide.
+// On a read-only file system the mode says nothing: Kubernetes mounts ConfigMap and Secret volumes
+// read-only with the folder at 0777 (found in review).
 std::optional<std::string> writable_by_anyone(const fs::path& path, const char* what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || (st.st_mode & S_IWOTH) == 0) return std::nullopt;
+  if (struct statvfs fs_info{};
+      ::statvfs(path.c_str(), &fs_info) == 0 && (fs_info.f_flag & ST_RDONLY) != 0)
+    return std::nullopt;
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
   return std::string(what) + " " + display_text(path.string()) +
@@ -245,10 +251,12 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
   for (auto& c : out) {
     if (c.file.form != HookForm::Declarative) continue;
     try {
-      std::set<std::string> own;  // what this descriptor runs, which must be as safe as it is
-      collect_descriptor_targets(c.file.path, dir, own, true);
-      collect_descriptor_targets(c.file.path, dir, targets);
-      mentioned.insert(own.begin(), own.end());
+      // The files of its folder this descriptor runs (its run: words, command:'s program, its
+      // library), which must be as safe as it is; not command:'s other words, data it may write.
+      std::set<std::string> own;
+      collect_descriptor_targets(c.file.path, dir, own);
+      targets.insert(own.begin(), own.end());
+      collect_descriptor_targets(c.file.path, dir, mentioned, true);
       for (const auto& target : own)
         if (auto open_file = writable_by_anyone(target, "the file");
             open_file && c.file.error.empty())

@@ -24,7 +24,8 @@ void ignore_signal(int) {}
 // decoding), about 8 KiB per event while hooks were slow. The subscriber's context copies.
 TEST(SubscriberTest, QueuedMessagesAreCopiedOutOfTheReadBuffer) {
   zmq::context_t ctx;
-  constexpr int kZmqZeroCopyRecv = 10;                        // a draft option of libzmq's context
+  if (zmq_ctx_get(ctx.handle(), kZmqZeroCopyRecv) < 0)
+    GTEST_SKIP() << "this libzmq has no ZMQ_ZERO_COPY_RECV (the subscriber then keeps zero-copy)";
   ASSERT_EQ(zmq_ctx_get(ctx.handle(), kZmqZeroCopyRecv), 1);  // libzmq's default
   config::BusConfig cfg;
   cfg.bind = "tcp://127.0.0.1:*";

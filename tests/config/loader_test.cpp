@@ -204,7 +204,9 @@ TEST(ConfigLoaderTest, AWebhookNameIsShortAsciiText) {
             std::string::npos)
       << first_error(long_name);
   EXPECT_TRUE(load("webhooks:\n  - { name: " + std::string(128, 'a') + ", url: 'http://x/' }\n"));
-  auto accented = load("webhooks:\n  - { name: s\xC3\xAFem, url: 'http://x/' }\n");
+  auto accented = load(
+      "webhooks:\n  - { name: s\xC3\xAF"
+      "em, url: 'http://x/' }\n");
   EXPECT_NE(first_error(accented).find("use ASCII letters"), std::string::npos)
       << first_error(accented);
 }
@@ -443,7 +445,8 @@ TEST(ConfigLoaderTest, AUrlsCredentialsAreSecrets) {
       {"HG_T_URL_HOST", "collector.internal.example"},
       {"HG_T_URL_PATH", "ZaVnC4dhaV2-secret-path"},
       {"HG_T_XAUTH", "xauth-value-6666"},
-      {"HG_T_XPASS", "xpass-value-7777"}};
+      {"HG_T_XPASS", "xpass-value-7777"},
+      {"HG_T_WHOLE_URL", "HTTPS://hooks.slack.example/services/T0/B0/whole-url-path-9999"}};
   for (const auto& [name, value] : vars) setenv(name, value, 1);
   auto cfg = load(
       "webhooks:\n"
@@ -455,13 +458,21 @@ TEST(ConfigLoaderTest, AUrlsCredentialsAreSecrets) {
       "  - { name: literal, events: ['*'], url: 'https://k.example/?api_key=literal-key-8888' }\n"
       "  - name: hdr\n    events: ['*']\n    url: https://h.example/\n"
       "    headers: { X-Auth: '${HG_T_XAUTH}', X-Api-Pass: '${HG_T_XPASS}' }\n"
-      "  - { name: short, events: ['*'], url: 'https://s.example/', secret: abc }\n");
+      "  - { name: short, events: ['*'], url: 'https://s.example/', secret: abc }\n"
+      "  - { name: whole, events: ['*'], url: '${HG_T_WHOLE_URL}' }\n"
+      "  - name: words\n    events: ['*']\n    url: 'https://hookgate@w.example/?passive=true'\n"
+      "    headers: { X-Bypass-Cache: 'bypass-cache-1', Author: 'author-name-2' }\n");
   for (const auto& [name, value] : vars) unsetenv(name);
   ASSERT_TRUE(cfg) << first_error(cfg);
   for (const char* secret :
        {"urltok-1111-2222-3333", "urlpass-4444-5555", "ZaVnC4dhaV2-secret-path", "literal-key-8888",
         "xauth-value-6666", "xpass-value-7777", "abc"})
     EXPECT_TRUE(holds_secret(secret)) << secret;
+  // A URL held whole in one ${VAR} (its secret path), matched as written (its scheme upper-case).
+  EXPECT_TRUE(holds_secret("HTTPS://hooks.slack.example/services/T0/B0/whole-url-path-9999"));
+  // Names are matched by whole words, and a bare user name is no token.
+  for (const char* ordinary : {"true", "bypass-cache-1", "author-name-2", "hookgate"})
+    EXPECT_FALSE(holds_secret(ordinary)) << ordinary;
   EXPECT_FALSE(holds_secret("collector.internal.example"));  // where, not a credential
   EXPECT_FALSE(holds_secret("chan-0000-1111"));              // a parameter not named like one
   EXPECT_EQ(
