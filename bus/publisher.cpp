@@ -95,6 +95,12 @@ void Publisher::follow_handshakes() {
       refusal_.clear();
       continue;
     }
+    // A close without detail (a redial the bus dropped) does not replace a reason already known:
+    // the mismatch or the refused key says more.
+    if (e->event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && !refusal_.empty()) {
+      if (configured) redials_.schedule(*configured);
+      continue;
+    }
     // The mismatch is said when libzmq reports it on this side; when the bus closes first (seen
     // behind a proxy now and then) only the close is known.
     if (!options_.client_keys && e->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
