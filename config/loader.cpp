@@ -88,7 +88,7 @@ void register_named_secret(const std::string& value) {
 
 // Header (and query parameter) names whose values are credentials: never logged. Whole words of
 // the name, split at '-', '_' and '.': X-Api-Key and access_token, not X-Bypass-Cache or author.
-bool is_sensitive_header(std::string name) {
+bool is_credential_name(std::string name) {
   static const std::set<std::string, std::less<>> kWords = {
       "auth",      "authorization", "authentication", "token",   "accesstoken", "apitoken",
       "authtoken", "secret",        "clientsecret",   "key",     "apikey",      "cookie",
@@ -294,7 +294,7 @@ void register_url_secrets(const YAML::Node& raw, const std::string& url) {
       const size_t end = std::min(url.find('&', start), query_end);
       const std::string pair = url.substr(start, end - start);
       if (const size_t equals = pair.find('='); equals != std::string::npos)
-        if (is_sensitive_header(pair.substr(0, equals)))
+        if (is_credential_name(pair.substr(0, equals)))
           register_named_secret(pair.substr(equals + 1));
       start = end + 1;
     }
@@ -382,7 +382,7 @@ void validate_webhook(MapReader& r, WebhookConfig& w, const char* timeout_key = 
     register_secret(s);
   }
   for (const auto& [name, value] : w.headers)
-    if (is_sensitive_header(name)) register_named_secret(value);
+    if (is_credential_name(name)) register_named_secret(value);
   register_secret_parts(r.node("secret"));
 }
 
@@ -547,7 +547,7 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   if (YAML::Node headers = r.node("headers"); headers.IsMap())
     for (const auto& entry : headers) {
       w.header_where.push_back(position_of(entry.first, file));
-      if (entry.first.IsScalar() && is_sensitive_header(entry.first.Scalar()))
+      if (entry.first.IsScalar() && is_credential_name(entry.first.Scalar()))
         register_secret_parts(entry.second);
     }
   r.finish();

@@ -269,7 +269,7 @@ struct Dispatcher::Impl {
     // transfers queue another webhook's behind them on a shared host.
     curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, 0L);
     waker = std::make_shared<Waker>(multi);
-    plain.set_max_idle(idle_sockets_per_client());
+    plain.set_max_idle(max_idle_per_client);
   }
 
   // Sockets for webhooks: the open-file limit less the reserve. Half of them for requests in
@@ -278,15 +278,15 @@ struct Dispatcher::Impl {
   // spool then refused events and the admin port hung). Read once: `run` sets the limit first.
   static size_t socket_budget() {
     rlimit limit{};
-    int64_t open_files = 1024;
-    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
-      open_files = static_cast<int64_t>(std::min<rlim_t>(limit.rlim_cur, 1 << 30));
-    else if (limit.rlim_cur == RLIM_INFINITY)
-      open_files = 1 << 30;
-    return static_cast<size_t>(std::max<int64_t>(open_files - kOpenFilesReserve, 64));
+    const rlim_t open_files = ::getrlimit(RLIMIT_NOFILE, &limit) == 0
+                                  ? std::min<rlim_t>(limit.rlim_cur, rlim_t{1} << 30)
+                                  : 1024;
+    return static_cast<size_t>(
+        std::max<int64_t>(static_cast<int64_t>(open_files) - kOpenFilesReserve, 64));
   }
-  const size_t max_total_in_flight = socket_budget() / 2;
-  static size_t idle_sockets_per_client() { return socket_budget() / 4; }
+  const size_t sockets_for_webhooks = socket_budget();
+  const size_t max_total_in_flight = sockets_for_webhooks / 2;
+  const size_t max_idle_per_client = sockets_for_webhooks / 4;
 
   ~Impl() {
     waker->detach();
@@ -486,11 +486,10 @@ struct Dispatcher::Impl {
     }
     // Enough cached connections for every slot to keep its connection alive between attempts.
     // libcurl counts busy connections in this cap too: the requests in flight plus the idle ones.
-    curl_multi_setopt(
-        multi, CURLMOPT_MAXCONNECTS,
-        std::clamp<long>(total_slots, 8,
-                         static_cast<long>(std::min<size_t>(
-                             4096, max_total_in_flight + idle_sockets_per_client()))));
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS,
+                      std::clamp<long>(total_slots, 8,
+                                       static_cast<long>(std::min<size_t>(
+                                           4096, max_total_in_flight + max_idle_per_client))));
   }
 
   // Connections opened under one SSRF policy must never be reused under a laxer one, so each
