@@ -43,6 +43,37 @@ struct AttemptOutcome {
   std::string error;            // for Retry/Dead: the reason, never containing secrets
 };
 
+// What a store answers take_ready_webhooks() with: the webhooks named since the last take, or
+// every webhook. Each webhook's `listed` flag lives with the store's own per-webhook state, so a
+// webhook named again before the take costs no lookup (a store names one per claimable
+// delivery). Not thread-safe: the store's lock guards it.
+class ReadyWebhooks {
+ public:
+  void name(bool& listed, const std::string& webhook) {
+    if (listed || all_) return;
+    listed = true;
+    names_.push_back(webhook);
+  }
+  void name_all() { all_ = true; }  // an event that concerns every webhook
+  // `listed_flag(name)` finds a named webhook's flag (null: gone) to clear it.
+  template <class ListedFlag>
+  std::optional<std::vector<std::string>> take(ListedFlag listed_flag) {
+    std::vector<std::string> names;
+    names.swap(names_);
+    for (const auto& webhook : names)
+      if (bool* listed = listed_flag(webhook)) *listed = false;
+    if (all_) {
+      all_ = false;
+      return std::nullopt;
+    }
+    return names;
+  }
+
+ private:
+  std::vector<std::string> names_;
+  bool all_ = true;  // until the first take: whatever came before
+};
+
 // A receiver's Retry-After, which holds its whole webhook (the dispatcher).
 struct WebhookHold {
   // Which receiver asked: a digest of the URL (never the URL, which may hold a token), so a
@@ -80,6 +111,10 @@ class DeliveryStore {
   virtual size_t pending_count() = 0;
   // Called (from any thread) whenever new deliveries become claimable; the dispatcher wakes up.
   virtual void set_on_ready(std::function<void()> on_ready) = 0;
+  // The webhooks that got claimable deliveries (or an earlier due time) since the last call, so
+  // a wake-up claims from those, not from every webhook. nullopt: any webhook may have some (a
+  // store that does not keep track, or an event that concerns them all).
+  virtual std::optional<std::vector<std::string>> take_ready_webhooks() { return std::nullopt; }
 
   // Operator views (hookgate deliveries ...). list() may leave bodies out; get() has them.
   virtual std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,

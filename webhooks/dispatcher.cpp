@@ -202,6 +202,7 @@ struct Dispatcher::Impl {
   };
 
   struct Webhook {
+    std::string name;
     std::shared_ptr<const config::WebhookConfig> config;
     int64_t failed_notice_second = -1;     // of the last hookgate.delivery.failed (steady clock)
     uint64_t failed_notices_left_out = 0;  // failed attempts since, not reported one by one
@@ -339,7 +340,17 @@ struct Dispatcher::Impl {
         last_pending_ms = now_ms;
         refresh_pending();
       }
-      if (waker->take_store_ready() || now_ms - last_rescan_ms >= kRescanIntervalMs) {
+      // Only the webhooks the store names: a pass that claims from every webhook after each
+      // answer kept the thread busy at a thousand webhooks.
+      if (waker->take_store_ready()) {
+        if (auto ready = store.take_ready_webhooks()) {
+          for (const auto& name : *ready)
+            if (auto it = webhooks.find(name); it != webhooks.end()) it->second->maybe_ready = true;
+        } else {
+          for (auto& [name, webhook] : webhooks) webhook->maybe_ready = true;
+        }
+      }
+      if (now_ms - last_rescan_ms >= kRescanIntervalMs) {
         last_rescan_ms = now_ms;
         for (auto& [name, webhook] : webhooks) webhook->maybe_ready = true;
       }
@@ -383,17 +394,19 @@ struct Dispatcher::Impl {
 
   void apply_config(std::vector<config::WebhookConfig> configs) {
     order.clear();
+    std::vector<std::string> names;
     std::map<std::string, bool> seen;
     long total_slots = 0;
     for (auto& cfg : configs) {
       const std::string name = cfg.name;
       if (seen.count(name) > 0) continue;  // the loader rejects duplicates; never run one twice
       seen[name] = true;
-      order.push_back(name);
+      names.push_back(name);
       auto& slot = webhooks[name];
       const bool is_new = slot == nullptr;
       if (is_new) {
         slot = std::make_unique<Webhook>();
+        slot->name = name;
         const metrics::Labels labels{{"webhook", name}};
         auto outcome = [&](const char* value) {
           return &metrics::counter("hookgate_deliveries_total",
@@ -426,6 +439,7 @@ struct Dispatcher::Impl {
         store.register_webhook_metrics(name);
       }
       Webhook& webhook = *slot;
+      order.push_back(&webhook);
       // The loader registers these too; a config built in code must not leak them either.
       for (const auto& secret : cfg.secrets) register_secret(secret);
       const bool changed = is_new || webhook.removed || !same_settings(*webhook.config, cfg);
@@ -474,6 +488,7 @@ struct Dispatcher::Impl {
     for (auto& [name, webhook] : webhooks) {
       if (seen.count(name) == 0 && !webhook->removed) {
         webhook->removed = true;
+        any_removed = true;
         webhook->paused_gauge->set(0);   // a removed webhook is not waiting for anyone
         webhook->pending_gauge->set(0);  // nor counted: a re-add starts at 0, not the old count
         // Its status stays, out of status_order: added back, its counts go on, as its
@@ -482,7 +497,7 @@ struct Dispatcher::Impl {
     }
     {
       std::lock_guard lock(status_mu);
-      status_order = order;
+      status_order = std::move(names);
     }
     // Enough cached connections for every slot to keep its connection alive between attempts.
     // libcurl counts busy connections in this cap too: the requests in flight plus the idle ones.
@@ -528,8 +543,8 @@ struct Dispatcher::Impl {
     bool bound = false;
     for (size_t i = 0; i < count; ++i) {
       const size_t index = (first_to_start + i) % count;
-      const std::string& name = order[index];
-      auto& webhook = *webhooks.at(name);
+      Webhook& webhook = *order[index];
+      const std::string& name = webhook.name;
       if (webhook.removed || webhook.paused || webhook.held_until_ms > now_ms) continue;
       if (!webhook.maybe_ready) {
         if (!webhook.next_due_ms || *webhook.next_due_ms > now_ms) continue;
@@ -580,13 +595,13 @@ struct Dispatcher::Impl {
   bool due_before(int64_t deadline_ns) {
     const int64_t now_ns = now_steady_ns();
     const int64_t deadline_ms = schedule_now_ms() + (deadline_ns - now_ns) / 1000000;
-    for (const auto& name : order) {
-      auto& webhook = *webhooks.at(name);
+    for (Webhook* entry : order) {
+      Webhook& webhook = *entry;
       if (webhook.removed || webhook.paused || webhook.held_until_ms > deadline_ms) continue;
       if (webhook.bucket.limited()) {
         // It may sit maybe_ready without claiming while it waits for a token: ask the store,
         // and count it only if a token comes in time.
-        const auto next = store.next_due(name);
+        const auto next = store.next_due(webhook.name);
         if (next && *next <= deadline_ms &&
             now_ns + webhook.bucket.ms_until_token(now_ns) * 1000000 <= deadline_ns)
           return true;
@@ -600,8 +615,8 @@ struct Dispatcher::Impl {
 
   int poll_timeout_ms(int64_t now_ms) {
     int64_t timeout = kMaxPollMs;
-    for (const auto& name : order) {
-      auto& webhook = *webhooks.at(name);
+    for (Webhook* entry : order) {
+      Webhook& webhook = *entry;
       if (webhook.removed || webhook.paused) continue;
       if (webhook.in_flight >= webhook.max_in_flight()) continue;  // a completion wakes us
       if (total_in_flight >= max_total_in_flight) continue;        // so it does here
@@ -1061,12 +1076,15 @@ struct Dispatcher::Impl {
   // Removed webhooks go once their last transfer has finished, and so do their series from
   // /metrics (a dashboard would otherwise show them forever; added back, they continue).
   void purge_removed() {
+    if (!any_removed) return;
+    any_removed = false;
     for (auto it = webhooks.begin(); it != webhooks.end();) {
       if (it->second->removed && it->second->in_flight == 0) {
         plain.close_pool(it->second->plain_pool);
         metrics::Registry::global().hide_label("webhook", it->first);
         it = webhooks.erase(it);
       } else {
+        any_removed |= it->second->removed;  // until its last answer arrives
         ++it;
       }
     }
@@ -1188,7 +1206,8 @@ struct Dispatcher::Impl {
 
   // Loop-thread state.
   std::map<std::string, std::unique_ptr<Webhook>> webhooks;
-  std::vector<std::string> order;
+  std::vector<Webhook*> order;  // the configured ones, in config order (into `webhooks`)
+  bool any_removed = false;     // some webhook waits for its last answer to be purged
   std::map<Transfer*, std::unique_ptr<Transfer>> transfers;
   std::map<std::string, CURLSH*> shares;
 

@@ -99,6 +99,14 @@ void MemoryDeliveryStore::retire_locked(const std::string& id, DeliveryState sta
   }
 }
 
+std::optional<std::vector<std::string>> MemoryDeliveryStore::take_ready_webhooks() {
+  std::lock_guard lock(mu_);
+  return ready_.take([&](const std::string& webhook) -> bool* {
+    auto it = queues_.find(webhook);
+    return it == queues_.end() ? nullptr : &it->second.listed_ready;
+  });
+}
+
 void MemoryDeliveryStore::notify_ready() {
   std::function<void()> callback;
   {
@@ -138,6 +146,7 @@ Status MemoryDeliveryStore::add(std::vector<Delivery> batch) {
         ++queue->pending;
         any_pending = true;
         enqueue_locked(record, ready);
+        ready_.name(queue->listed_ready, record.delivery.webhook);
       } else {
         auto& order =
             record.delivery.state == DeliveryState::Delivered ? delivered_order_ : dead_order_;
@@ -240,6 +249,7 @@ uint64_t MemoryDeliveryStore::dropped_count() {
 void MemoryDeliveryStore::set_on_ready(std::function<void()> on_ready) {
   std::lock_guard lock(mu_);
   on_ready_ = std::move(on_ready);
+  ready_.name_all();  // a new listener: whatever is pending
 }
 
 std::vector<Delivery> MemoryDeliveryStore::list(std::optional<DeliveryState> state,
@@ -274,8 +284,10 @@ size_t MemoryDeliveryStore::replay(const std::vector<std::string>& ids) {
       delivery.attempts = 0;
       delivery.next_attempt_ms = 0;
       ++pending_;
-      ++queues_[delivery.webhook].pending;
+      auto& queue = queues_[delivery.webhook];
+      ++queue.pending;
       enqueue_locked(it->second, /*ready=*/true);
+      ready_.name(queue.listed_ready, delivery.webhook);
       ++moved;
     }
     // Off the dead list: dying again lists it anew, and a stale entry would count against

@@ -38,6 +38,7 @@ class MemoryDeliveryStore final : public DeliveryStore {
   size_t pending_count() override;
   void register_webhook_metrics(const std::string& webhook) override;
   void set_on_ready(std::function<void()> on_ready) override;
+  std::optional<std::vector<std::string>> take_ready_webhooks() override;
   // Deliveries dropped by the per-webhook bound since the start.
   uint64_t dropped_count();
 
@@ -80,6 +81,7 @@ class MemoryDeliveryStore final : public DeliveryStore {
     uint64_t dropped_while_full = 0;
     // Looked up on the webhook's first delivery: the series shows at 0 before the first drop.
     metrics::Counter* dropped_counter = nullptr;
+    bool listed_ready = false;  // named in ready_
   };
 
   // Puts a pending, unclaimed record in its webhook's ready FIFO (or delayed heap).
@@ -104,6 +106,7 @@ class MemoryDeliveryStore final : public DeliveryStore {
   size_t pending_ = 0;
   uint64_t dropped_ = 0;
   uint64_t sequence_ = 0;
+  ReadyWebhooks ready_;  // take_ready_webhooks()
   std::function<void()> on_ready_;
 };
 

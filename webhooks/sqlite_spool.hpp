@@ -49,7 +49,9 @@ struct SqliteSpoolTuning {
   size_t max_cached_deliveries = 5000;  // in-memory claimable copies, all webhooks together
   size_t max_cached_bytes = 64u << 20;  // body bytes of those copies (bodies may be 1 MiB)
   size_t refill_limit = 256;            // a drained disk-mode webhook with at most this many
-                                        // (future) rows left is loaded back into memory
+                                        // (future) rows left is loaded back into memory, if
+                                        // the lanes hold under 3/4 of both caps (see
+                                        // enforce_cap_locked)
   size_t read_ahead_rows = 512;         // due rows a disk-mode claim reads beyond its own,
   size_t read_ahead_bytes = 4u << 20;   // up to this many body bytes, for the next claims
   size_t max_page_bytes = 16u << 20;    // read-ahead held by all disk-mode lanes together
@@ -119,6 +121,7 @@ class SqliteSpool final : public DeliveryStore {
   // callback may claim, complete and release; a blocking call (add, flush, replay, prune) from
   // it on the writer thread fails instead of deadlocking.
   void set_on_ready(std::function<void()> on_ready) override;
+  std::optional<std::vector<std::string>> take_ready_webhooks() override;
 
   // Ordered by id (time-ordered, so oldest first); limit 0 = no limit; webhook "" = all. Bodies
   // are not read (body stays null): get() has them.
@@ -205,6 +208,8 @@ class SqliteSpool final : public DeliveryStore {
     size_t in_flight = 0;            // claimed, outcome not committed yet
     size_t unrecorded_outcomes = 0;  // outcomes the writer failed to record and will retry
     uint64_t disk_reads = 0;         // claims that read the file (not served from memory)
+    uint64_t moved_to_disk = 0;      // lanes left to the file to keep within the caps
+    uint64_t moved_to_memory = 0;    // disk-mode lanes loaded back into memory
     uint64_t commits = 0;            // writer transactions
     uint64_t batches_taken = 0;      // batches the writer took up (before it begins: a test's
                                      // way to know what the next batch cannot hold)
@@ -241,6 +246,7 @@ class SqliteSpool final : public DeliveryStore {
     // Ids of this lane's deliveries in in_flight_: a disk-mode claim skips them without walking
     // every webhook's claims (thousands when endpoints hang).
     std::unordered_set<std::string> claimed;
+    bool listed_ready = false;  // named in ready_
   };
   struct InFlight {
     std::string webhook;
@@ -335,6 +341,9 @@ class SqliteSpool final : public DeliveryStore {
   // Makes a pending delivery claimable; false if it already was (cached or in flight).
   bool cache_locked(Lane& lane, Delivery delivery, int64_t rowid);
   void enforce_cap_locked();
+  // How many deliveries a drained disk-mode lane may bring back into memory now (0: stay on disk
+  // unless nothing is left).
+  size_t refill_room_locked() const;
   void drop_page_locked(Lane& lane);  // forgets the lane's read-ahead (its rows stay in the file)
   // Drops the pages of lanes other than `except` that sat unused for tuning_.idle_page_ms.
   void drop_idle_pages_locked(const std::string& except);
@@ -388,6 +397,9 @@ class SqliteSpool final : public DeliveryStore {
   int64_t held_backoff_ms_ = 0;
   std::atomic<size_t> unrecorded_outcomes_{0};
   std::atomic<uint64_t> disk_reads_{0};
+  ReadyWebhooks ready_;           // guarded by mu_: take_ready_webhooks()
+  uint64_t moved_to_disk_ = 0;    // guarded by mu_
+  uint64_t moved_to_memory_ = 0;  // guarded by mu_
   size_t cached_ = 0;
   size_t cached_bytes_ = 0;
   size_t pending_ = 0;

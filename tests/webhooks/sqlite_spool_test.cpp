@@ -944,6 +944,51 @@ TEST_F(SqliteSpoolTest, BoundedCachePagesFiftyThousandInOrder) {
   EXPECT_FALSE(spool->next_due("backlog"));
 }
 
+// Found at scale: with more failing webhooks' retries than the memory cap holds, a lane evicted
+// to the file came back as soon as its due rows were claimed, which pushed the next one out: 1,400
+// moves a second with 700 failing webhooks, each reading its rows back. Eviction now goes down to
+// 3/4 of the cap and a backlog comes back only if all of it fits below that, so the lanes settle.
+TEST_F(SqliteSpoolTest, FailingWebhooksRetriesDoNotMoveBetweenMemoryAndTheFile) {
+  constexpr int kWebhooks = 10;
+  constexpr int kEach = 8;  // 80 pending retries against a cap of 40
+  constexpr int kSteps = 400;
+  SqliteSpoolTuning tuning;
+  tuning.max_cached_deliveries = 40;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  int64_t now_ms = now_unix_ms();
+  std::vector<Delivery> batch;
+  for (int w = 0; w < kWebhooks; ++w) {
+    for (int i = 0; i < kEach; ++i) {
+      batch.push_back(make(seq_id(w * kEach + i), "failing" + std::to_string(w)));
+      batch.back().next_attempt_ms = now_ms + 10 * (i + 1);  // their retries, spread out
+    }
+  }
+  ASSERT_TRUE(spool->add(std::move(batch)));
+  SqliteSpool::Stats settled{};
+  size_t attempts = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    now_ms += 5;
+    for (int w = 0; w < kWebhooks; ++w) {
+      for (const auto& d : spool->claim_due("failing" + std::to_string(w), now_ms, 100)) {
+        ++attempts;  // fails, and is due again in 80 ms
+        spool->complete(d, {AttemptOutcome::Kind::Retry, now_ms + 80, "HTTP 500"});
+      }
+    }
+    ASSERT_TRUE(spool->flush());
+    ASSERT_LE(spool->stats().cached, tuning.max_cached_deliveries);
+    if (step == kSteps / 4) settled = spool->stats();
+  }
+  // Every retry came due every 80 ms (16 steps) and was claimed.
+  EXPECT_GE(attempts, static_cast<size_t>(kWebhooks * kEach * (kSteps / 16 - 1)));
+  const auto s = spool->stats();
+  EXPECT_GE(s.moved_to_disk, 1u);  // the cap did bind
+  EXPECT_LE(s.moved_to_disk + s.moved_to_memory, settled.moved_to_disk + settled.moved_to_memory)
+      << "after settling: to the file " << s.moved_to_disk - settled.moved_to_disk
+      << ", back to memory " << s.moved_to_memory - settled.moved_to_memory;
+  EXPECT_EQ(spool->pending_count(), static_cast<size_t>(kWebhooks * kEach));
+}
+
 // Checkpoints run on the checkpointer thread, not inside commits, and the WAL stays bounded:
 // writing ~100 MB of rows leaves a -wal file near the 16,000-page (~64 MiB) inline limit at
 // most, not one that grew with everything written.
