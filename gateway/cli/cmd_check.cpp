@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <map>
 
 #include "bus/curve.hpp"
 #include "bus/wire.hpp"
@@ -10,6 +11,7 @@
 #include "gateway/cli/cli.hpp"
 #include "gateway/common/file_folder.hpp"
 #include "gateway/common/log.hpp"
+#include "gateway/common/text.hpp"
 #include "gateway/hooks/chain.hpp"
 #include "webhooks/settings_check.hpp"
 #include "webhooks/signing.hpp"
@@ -180,6 +182,21 @@ int cmd_check(const std::vector<std::string>& argv) {
                    "--webhook-secret`\n",
                    w.secrets_where.str().c_str(), w.name.c_str());
     }
+  }
+  // Two webhooks whose names differ only in case are two webhooks, each with its spool rows,
+  // /status entry and series; `deliveries --webhook siem` leaves SIEM's out. Allowed (a rename
+  // would lose neither), but easily taken for one another.
+  std::map<std::string, const config::WebhookConfig*> by_lower_name;
+  for (const auto& w : cfg->webhooks) {
+    auto [first, fresh] = by_lower_name.try_emplace(ascii_lower(w.name), &w);
+    if (fresh) continue;
+    ++warnings;
+    std::fprintf(stderr,
+                 "%s: warning: webhook %s: its name differs from webhook %s's (%s) only in case: "
+                 "they are two webhooks, which `hookgate deliveries --webhook`, /status and "
+                 "/metrics tell apart by case\n",
+                 w.where.str().c_str(), w.name.c_str(), first->second->name.c_str(),
+                 first->second->where.str().c_str());
   }
   config::Diagnostics errors;
   config::Diagnostics hook_warnings;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <system_error>
+#include <utility>
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -87,9 +88,12 @@ std::optional<std::string> unfollowable_hook_link(const fs::directory_entry& ent
 // words after it: those are arguments, such as a state file the hook writes (found in review: a
 // hook appending to `state/trace.json`, passed as its argument, reloaded itself in a loop).
 // ${VAR}s are expanded as the loader expands them (`run: ${DIR:-.}/enrich.py` names enrich.py);
-// an expansion error is the loader's to report.
+// an expansion error is the loader's to report. `outside`, if given, gets the program (the first
+// word of run: or command:) and library: where they name an existing file outside `dir` and its
+// sub-folders: those run as this gateway too. Not the words after it, which may be data files.
 void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
-                                std::set<std::string>& out, bool every_word = false) {
+                                std::set<std::string>& out, bool every_word = false,
+                                std::set<std::string>* outside = nullptr) {
   auto parsed = config::parse_yaml_file(yaml.string());
   if (!parsed) return;
   const YAML::Node root = parsed.value();
@@ -108,8 +112,10 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
   // One source's words: run:, command: or library:.
   auto take = [&](const std::vector<std::string>& words) {
     bool program_found = false;  // a word naming an existing file of the folder or below
+    bool first = true;
     for (const auto& w : words) {
       if (w.empty() || w.front() == '-') continue;
+      const bool program = std::exchange(first, false);
       fs::path p = fs::path(w).is_absolute() ? fs::path(w) : dir / w;
       p = p.lexically_normal();
       std::error_code ec;
@@ -121,6 +127,7 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
       }
       const fs::path below = p.lexically_relative(dir);
       const bool in_sub_folder = !below.empty() && *below.begin() != ".." && *below.begin() != ".";
+      if (outside != nullptr && program && !in_sub_folder && exists) outside->insert(p.string());
       if (every_word && in_sub_folder && exists && !program_found) out.insert(p.string());
       program_found |= in_sub_folder && exists;
     }
@@ -254,13 +261,28 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
       // The files of its folder this descriptor runs (its run: words, command:'s program, its
       // library), which must be as safe as it is; not command:'s other words, data it may write.
       std::set<std::string> own;
-      collect_descriptor_targets(c.file.path, dir, own);
+      std::set<std::string> outside;
+      collect_descriptor_targets(c.file.path, dir, own, false, &outside);
       targets.insert(own.begin(), own.end());
       collect_descriptor_targets(c.file.path, dir, mentioned, true);
       for (const auto& target : own)
         if (auto open_file = writable_by_anyone(target, "the file");
             open_file && c.file.error.empty())
           c.file.error = *open_file + " (" + c.file.name + " runs it)";
+      // A program elsewhere (`run: /opt/tools/enrich`): the file, and its folder unless that is
+      // sticky (/tmp: nobody may replace another user's file there).
+      for (const auto& program : outside) {
+        if (!c.file.error.empty()) break;
+        auto open = writable_by_anyone(program, "the program");
+        if (!open) {
+          const fs::path folder = fs::path(program).parent_path();
+          struct stat st {};
+          if (::stat(folder.c_str(), &st) == 0 && (st.st_mode & S_ISVTX) == 0)
+            open = writable_by_anyone(folder, "the folder of the program");
+        }
+        if (open)
+          c.file.error = *open + " (" + c.file.name + " runs " + display_text(program) + ")";
+      }
     } catch (const std::exception&) {
       // Not a readable descriptor: the loader reports the file itself.
     }

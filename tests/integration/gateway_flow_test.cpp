@@ -374,7 +374,9 @@ TEST(GatewayFlowTest, CheckWarnsAboutPlainSecretsAndRefusesFramingHeaders) {
                                "webhooks:\n  - name: a\n    url: http://127.0.0.1:9/\n"
                                "    secret: plain-shared-secret-value\n"
                                "    headers: { Content-Length: \"5\" }\n"
-                               "  - { name: b, url: 'http://127.0.0.1:9/', secret: whsec_AA== }\n");
+                               "  - { name: b, url: 'http://127.0.0.1:9/', secret: whsec_AA== }\n"
+                               "  - { name: A, url: 'http://127.0.0.1:9/',\n"
+                               "      secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw }\n");
   auto r = run_hookgate({"check", "--config", path});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("warning: webhook a: a secret without the whsec_ prefix"), std::string::npos)
@@ -384,6 +386,11 @@ TEST(GatewayFlowTest, CheckWarnsAboutPlainSecretsAndRefusesFramingHeaders) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("webhook a: a secret of"), std::string::npos) << r.err;
+  // Two names that differ only in case: allowed, with a warning that points at both.
+  EXPECT_NE(r.err.find(":7:5: warning: webhook A: its name differs from webhook a's (" + path +
+                       ":2:5) only in case"),
+            std::string::npos)
+      << r.err;
   EXPECT_NE(r.err.find("header Content-Length describes the HTTP message itself"),
             std::string::npos)
       << r.err;

@@ -200,6 +200,48 @@ TEST(DiscoverHookErrors, AHookEveryUserMayWriteDoesNotLoad) {
       << files[0].error;
 }
 
+// A descriptor may run a program kept elsewhere (`run: /opt/tools/enrich`); every user may
+// write the program, or its folder when that is not sticky: it does not load either. A folder
+// such as /tmp (sticky) with a program nobody else may write loads, and so does a data file
+// passed as an argument whatever its mode.
+TEST(DiscoverHookErrors, AProgramOutsideTheFolderThatEveryUserMayWriteDoesNotLoad) {
+  namespace fs = std::filesystem;
+  TempDir tmp;
+  const std::string dir = tmp.dir("hooks");
+  const std::string tools = tmp.dir("tools");
+  const std::string open_tools = tmp.dir("open-tools");
+  const std::string sticky_tools = tmp.dir("sticky-tools");
+  write_file(tools, "open.sh", "#!/bin/sh\n", true);
+  fs::permissions(fs::path(tools) / "open.sh", fs::perms::others_write, fs::perm_options::add);
+  write_file(tools, "safe.sh", "#!/bin/sh\n", true);
+  write_file(tools, "state.json", "{}");
+  fs::permissions(fs::path(tools) / "state.json", fs::perms::others_write, fs::perm_options::add);
+  write_file(open_tools, "in-open-folder.sh", "#!/bin/sh\n", true);
+  fs::permissions(open_tools, fs::perms::others_write, fs::perm_options::add);
+  write_file(sticky_tools, "in-sticky-folder.sh", "#!/bin/sh\n", true);
+  fs::permissions(sticky_tools, fs::perms::others_write | fs::perms::sticky_bit,
+                  fs::perm_options::add);
+  write_file(dir, "_10_open.yaml", "kind: veto\nrun: " + tools + "/open.sh\n");
+  write_file(dir, "_20_folder.yaml", "kind: veto\ncommand: " + open_tools + "/in-open-folder.sh\n");
+  write_file(dir, "_30_safe.yaml",
+             "kind: veto\nrun: [" + tools + "/safe.sh, " + tools + "/state.json]\n");
+  write_file(dir, "_40_sticky.yaml", "kind: veto\nrun: " + sticky_tools + "/in-sticky-folder.sh\n");
+  config::Diagnostics errors;
+  auto files = discover_hooks({dir}, errors);
+  ASSERT_EQ(names(files), (std::vector<std::string>{"open", "folder", "safe", "sticky"}));
+  EXPECT_NE(files[0].error.find("the program " + tools + "/open.sh is writable by every user"),
+            std::string::npos)
+      << files[0].error;
+  EXPECT_NE(files[0].error.find("(open runs " + tools + "/open.sh)"), std::string::npos)
+      << files[0].error;
+  EXPECT_NE(
+      files[1].error.find("the folder of the program " + open_tools + " is writable by every user"),
+      std::string::npos)
+      << files[1].error;
+  EXPECT_TRUE(files[2].error.empty()) << files[2].error;
+  EXPECT_TRUE(files[3].error.empty()) << files[3].error;
+}
+
 // Found in review: the loader expands ${VAR} in run:, but discovery matched the raw text, so
 // `run: ${ENRICH_DIR:-.}/enricher.py` left enricher.py a hook of its own as well: it ran twice.
 TEST(DiscoverHookFiles, ProgramsADescriptorNamesThroughAVariableAreNotHooksThemselves) {
