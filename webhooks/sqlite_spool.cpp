@@ -39,6 +39,12 @@ constexpr int64_t kPruneChunk = 5000;  // rows per prune transaction: keeps the 
 constexpr int64_t kEarlyPruneChunk = 500;
 // Accounting for one cached delivery beyond its body (strings, map node): an estimate is enough.
 constexpr size_t kCachedOverhead = 256;
+// A disk-mode lane's disk_next_due when nothing of it is pending but its claims.
+constexpr int64_t kNothingDue = std::numeric_limits<int64_t>::max();
+// Where eviction stops and below which a backlog left to the file may come back: 3/4 of a cap.
+constexpr size_t low_water(size_t cap) {
+  return cap / 4 * 3;
+}
 // The spool whose writer runs on this thread, if any (see enqueue()).
 thread_local const void* tls_writer_of = nullptr;
 
@@ -152,9 +158,12 @@ constexpr const char* kPrunePayload =
 constexpr const char* kClaimDue = HG_COLUMNS
     "WHERE d.state = 0 AND d.webhook = ?1 AND d.next_attempt_ms <= ?2 "
     "ORDER BY d.next_attempt_ms, d.rowid LIMIT ?3";
+// With what each would take in memory (cached_size() less its overhead); length() of a blob
+// reads its size, not its bytes.
 constexpr const char* kPendingKeys =
-    "SELECT rowid, id, next_attempt_ms FROM deliveries WHERE state = 0 AND webhook = ?1 "
-    "ORDER BY next_attempt_ms, rowid LIMIT ?2";
+    "SELECT d.rowid, d.id, d.next_attempt_ms, length(p.body) + length(d.last_error) "
+    "FROM deliveries AS d LEFT JOIN payloads AS p ON p.rowid = d.payload "
+    "WHERE d.state = 0 AND d.webhook = ?1 ORDER BY d.next_attempt_ms, d.rowid LIMIT ?2";
 constexpr const char* kByRowid = HG_COLUMNS "WHERE d.rowid = ?1 AND d.state = 0";
 constexpr const char* kById = HG_COLUMNS "WHERE d.id = ?1";
 constexpr const char* kHeadById = HG_SELECT("NULL", "") "WHERE d.id = ?1";  // no body
@@ -1609,15 +1618,28 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         continue;
       }
       if (op.kind == Op::Kind::Complete) {
+        Lane* claim_lane = nullptr;
         if (auto it = in_flight_.find(op.delivery.id); it != in_flight_.end()) {
-          if (auto lane = lanes_.find(it->second.webhook); lane != lanes_.end())
+          if (auto lane = lanes_.find(it->second.webhook); lane != lanes_.end()) {
             lane->second.claimed.erase(op.delivery.id);
+            claim_lane = &lane->second;
+          }
           if (it->second.completing) --completing_;
           in_flight_.erase(it);
         }
         if (!failure.empty() || !op.applied) continue;
         if (op.outcome.kind != AttemptOutcome::Kind::Retry) {
           if (pending_ > 0) --pending_;
+          // A disk-mode lane whose last claim ended with nothing else pending holds nothing:
+          // back to memory, at no cost. Otherwise a healthy webhook evicted in a burst stayed
+          // in disk mode while other backlogs kept the memory above 3/4 of the cap: its claims,
+          // counted against that room, never let it return (found in review).
+          if (claim_lane != nullptr && claim_lane->disk && claim_lane->claimed.empty() &&
+              claim_lane->page.empty() && claim_lane->disk_next_due == kNothingDue) {
+            claim_lane->disk = false;
+            ++moved_to_memory_;
+            spool_metrics().to_memory.inc();
+          }
           continue;
         }
         Delivery d = std::move(op.delivery);
@@ -2050,29 +2072,31 @@ std::optional<std::vector<std::string>> SqliteSpool::take_ready_webhooks() {
 bool SqliteSpool::cache_locked(Lane& lane, Delivery delivery, int64_t rowid) {
   // Already handed out (add() published it, or a disk-mode claim saw the commit first).
   if (in_flight_.count(delivery.id) > 0) return false;
-  ready_.name(lane.listed_ready, delivery.webhook);
   if (lane.disk) {
     lane.disk_next_due = std::min(lane.disk_next_due, delivery.next_attempt_ms);
+    ready_.name(lane.listed_ready, delivery.webhook);
     return true;
   }
   const size_t bytes = cached_size(delivery);
   const auto key = std::make_pair(delivery.next_attempt_ms, rowid);
   // Already cached: published by add(), or loaded by a refill.
-  if (!lane.cached.try_emplace(key, std::move(delivery)).second) return false;
+  auto [cached, fresh] = lane.cached.try_emplace(key, std::move(delivery));
+  if (!fresh) return false;
+  ready_.name(lane.listed_ready, cached->second.webhook);
   lane.cached_bytes += bytes;
   ++cached_;
   cached_bytes_ += bytes;
   return true;
 }
 
-void SqliteSpool::to_disk_mode_locked(Lane& lane) {
+void SqliteSpool::to_disk_mode_locked(Lane& lane, bool counted) {
   if (!lane.cached.empty()) {
     lane.disk_next_due = lane.disk ? std::min(lane.disk_next_due, lane.cached.begin()->first.first)
                                    : lane.cached.begin()->first.first;
   } else if (!lane.disk) {
     lane.disk_next_due = std::numeric_limits<int64_t>::min();  // unknown: look on the next claim
   }
-  if (!lane.disk) {
+  if (!lane.disk && counted) {
     ++moved_to_disk_;
     spool_metrics().to_file.inc();
   }
@@ -2099,15 +2123,6 @@ void SqliteSpool::drop_idle_pages_locked(const std::string& except) {
   }
 }
 
-namespace {
-// A disk-mode lane's disk_next_due when nothing of it is pending but its claims.
-constexpr int64_t kNothingDue = std::numeric_limits<int64_t>::max();
-// Where eviction stops and below which a backlog left to the file may come back: 3/4 of a cap.
-constexpr size_t low_water(size_t cap) {
-  return cap / 4 * 3;
-}
-}  // namespace
-
 void SqliteSpool::enforce_cap_locked() {
   // Evict the biggest lane: the webhook with the backlog (typically a slow or dead endpoint)
   // pages from disk, and the healthy ones keep their hot path in memory. Down to 3/4 of the caps,
@@ -2116,21 +2131,25 @@ void SqliteSpool::enforce_cap_locked() {
   // with 700 failing webhooks moved 1,400 lanes a second, the dispatcher's thread busy reading
   // them back and the healthy webhooks' p99 at 170 ms).
   if (cached_ <= tuning_.max_cached_deliveries && cached_bytes_ <= tuning_.max_cached_bytes) return;
-  while (cached_ > low_water(tuning_.max_cached_deliveries) ||
-         cached_bytes_ > low_water(tuning_.max_cached_bytes)) {
-    Lane* biggest = nullptr;
-    for (auto& [name, lane] : lanes_) {
-      if (biggest == nullptr || lane.cached_bytes > biggest->cached_bytes) biggest = &lane;
-    }
-    if (biggest == nullptr || biggest->cached.empty()) break;
-    to_disk_mode_locked(*biggest);
+  // Sorted once: going down to 3/4 may take hundreds of small lanes, and this runs under mu_.
+  std::vector<Lane*> biggest_first;
+  for (auto& [name, lane] : lanes_)
+    if (!lane.cached.empty()) biggest_first.push_back(&lane);
+  std::sort(biggest_first.begin(), biggest_first.end(),
+            [](const Lane* a, const Lane* b) { return a->cached_bytes > b->cached_bytes; });
+  for (Lane* lane : biggest_first) {
+    if (cached_ <= low_water(tuning_.max_cached_deliveries) &&
+        cached_bytes_ <= low_water(tuning_.max_cached_bytes))
+      break;
+    to_disk_mode_locked(*lane);
   }
 }
 
-size_t SqliteSpool::refill_room_locked() const {
+SqliteSpool::RefillRoom SqliteSpool::refill_room_locked() const {
   const size_t low_count = low_water(tuning_.max_cached_deliveries);
-  if (cached_ >= low_count || cached_bytes_ >= low_water(tuning_.max_cached_bytes)) return 0;
-  return std::min(tuning_.refill_limit, low_count - cached_);
+  const size_t low_bytes = low_water(tuning_.max_cached_bytes);
+  if (cached_ >= low_count || cached_bytes_ >= low_bytes) return {};
+  return {std::min(tuning_.refill_limit, low_count - cached_), low_bytes - cached_bytes_};
 }
 
 bool SqliteSpool::resync_locked() {
@@ -2155,7 +2174,7 @@ bool SqliteSpool::resync_locked() {
   });
   if (!read) {
     spdlog::warn("spool {}: cannot read pending deliveries: {}", path_, writer_->error());
-    for (auto& [name, lane] : lanes_) to_disk_mode_locked(lane);
+    for (auto& [name, lane] : lanes_) to_disk_mode_locked(lane, /*counted=*/false);
     return false;
   }
   pending_ = pending;
@@ -2335,7 +2354,8 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
   std::lock_guard disk_lock(disk_mu_);
   std::unordered_set<std::string> busy;  // this lane's claims (release waits for disk_mu_)
   size_t ahead_budget = 0;               // read-ahead bytes this claim may add to the pages
-  size_t refill_room = 0;                // rows a drained lane may bring back into memory
+  RefillRoom refill_room;                // what a drained lane may bring back into memory
+  size_t page_bytes = 0;                 // of this lane's page (its rows come back too)
   {
     std::lock_guard lock(mu_);
     auto it = lanes_.find(webhook);
@@ -2352,6 +2372,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
     ahead_budget = std::min(tuning_.read_ahead_bytes,
                             tuning_.max_page_bytes - std::min(tuning_.max_page_bytes, page_bytes_));
     refill_room = refill_room_locked();
+    page_bytes = it->second.page_bytes;
   }
 
   std::vector<std::pair<int64_t, Delivery>> due;
@@ -2397,8 +2418,11 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
       sqlite3_stmt* k = c.stmt(kPendingKeys);
       ok = k != nullptr;
       std::vector<std::pair<int64_t, int64_t>> keys;  // (rowid, next_attempt_ms)
-      // The lane's whole backlog must fit: what is in flight comes back to it on a retry.
-      const size_t room_for_keys = refill_room - std::min(refill_room, busy.size());
+      // The lane's whole backlog must fit, in count and in bytes: what is in flight comes back
+      // to it on a retry (the bytes of claims before this one are not known here).
+      const size_t room_for_keys = refill_room.count - std::min(refill_room.count, busy.size());
+      size_t backlog_bytes = page_bytes;
+      for (const auto& r : due) backlog_bytes += cached_size(r.second);
       if (ok) {
         StmtScope scope(k);
         bind_text(k, 1, webhook);
@@ -2406,14 +2430,16 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
         sqlite3_bind_int64(k, 2, static_cast<int64_t>(busy.size() + room_for_keys + 1));
         int rc;
         while ((rc = sqlite3_step(k)) == SQLITE_ROW) {
-          if (busy.count(column_text(k, 1)) == 0)
-            keys.emplace_back(sqlite3_column_int64(k, 0), sqlite3_column_int64(k, 2));
+          if (busy.count(column_text(k, 1)) != 0) continue;
+          keys.emplace_back(sqlite3_column_int64(k, 0), sqlite3_column_int64(k, 2));
+          backlog_bytes += kCachedOverhead + static_cast<size_t>(sqlite3_column_int64(k, 3));
         }
         ok = rc == SQLITE_DONE;
       }
       if (ok && !keys.empty()) next_due = keys.front().second;
       none_left = ok && keys.empty();
-      if (ok && busy.size() + keys.size() <= refill_room) {
+      if (ok && busy.size() + keys.size() <= refill_room.count &&
+          backlog_bytes <= refill_room.bytes) {
         drained = true;
         sqlite3_stmt* r = c.stmt(kByRowid);
         ok = r != nullptr;

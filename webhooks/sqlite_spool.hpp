@@ -341,13 +341,18 @@ class SqliteSpool final : public DeliveryStore {
   // Makes a pending delivery claimable; false if it already was (cached or in flight).
   bool cache_locked(Lane& lane, Delivery delivery, int64_t rowid);
   void enforce_cap_locked();
-  // How many deliveries a drained disk-mode lane may bring back into memory now (0: stay on disk
-  // unless nothing is left).
-  size_t refill_room_locked() const;
+  // What a drained disk-mode lane may bring back into memory now, in deliveries and in
+  // cached_size() bytes (0: stay on disk unless nothing is left).
+  struct RefillRoom {
+    size_t count = 0;
+    size_t bytes = 0;
+  };
+  RefillRoom refill_room_locked() const;
   void drop_page_locked(Lane& lane);  // forgets the lane's read-ahead (its rows stay in the file)
   // Drops the pages of lanes other than `except` that sat unused for tuning_.idle_page_ms.
   void drop_idle_pages_locked(const std::string& except);
-  void to_disk_mode_locked(Lane& lane);
+  // `counted`: an eviction (the move counters), not a resync that could not read the file.
+  void to_disk_mode_locked(Lane& lane, bool counted = true);
   bool resync_locked();  // every lane back to what the file says; false if the file is unreadable
   void claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms, size_t limit,
                            std::vector<Delivery>& out);

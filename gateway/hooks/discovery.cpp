@@ -15,9 +15,11 @@
 #include <set>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "config/yaml_reader.hpp"
 #include "gateway/common/text.hpp"
@@ -78,6 +80,13 @@ std::optional<std::string> unfollowable_hook_link(const fs::directory_entry& ent
          ", which cannot be followed: " + ec.message();
 }
 
+// Programs that run the file named after them (a script), so that file runs as this gateway too.
+bool is_interpreter(const std::string& name) {
+  static const std::set<std::string> kInterpreters = {
+      "sh", "bash", "dash", "zsh", "ksh", "env", "node", "nodejs", "perl", "ruby", "php", "lua"};
+  return kInterpreters.count(name) != 0 || name.starts_with("python");
+}
+
 // Files of `dir` that the YAML descriptor `yaml` names in run:, library: or as the first word of
 // command:. They are part of that hook, not hooks of their own: without this, a script kept
 // beside its descriptor would also load (and run) as a separate program hook. A descriptor that
@@ -88,12 +97,13 @@ std::optional<std::string> unfollowable_hook_link(const fs::directory_entry& ent
 // words after it: those are arguments, such as a state file the hook writes (found in review: a
 // hook appending to `state/trace.json`, passed as its argument, reloaded itself in a loop).
 // ${VAR}s are expanded as the loader expands them (`run: ${DIR:-.}/enrich.py` names enrich.py);
-// an expansion error is the loader's to report. `outside`, if given, gets the program (the first
-// word of run: or command:) and library: where they name an existing file outside `dir` and its
-// sub-folders: those run as this gateway too. Not the words after it, which may be data files.
+// an expansion error is the loader's to report. `programs`, if given, gets what runs as this
+// gateway from a sub-folder or from outside `dir`: the program (the first word of run: or
+// command:), an interpreter's script (`python3 /opt/hooks/enrich.py`, after `env` too), and
+// library:, where they name an existing file. Not other words, which may be data files.
 void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
                                 std::set<std::string>& out, bool every_word = false,
-                                std::set<std::string>* outside = nullptr) {
+                                std::set<std::string>* programs = nullptr) {
   auto parsed = config::parse_yaml_file(yaml.string());
   if (!parsed) return;
   const YAML::Node root = parsed.value();
@@ -113,13 +123,17 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
   auto take = [&](const std::vector<std::string>& words) {
     bool program_found = false;  // a word naming an existing file of the folder or below
     bool first = true;
+    bool script_next = false;  // an interpreter came before: the next existing file is its script
     for (const auto& w : words) {
       if (w.empty() || w.front() == '-') continue;
-      const bool program = std::exchange(first, false);
+      if (script_next && w.find('=') != std::string::npos) continue;  // env NAME=value
+      const bool program = std::exchange(first, false) || script_next;
       fs::path p = fs::path(w).is_absolute() ? fs::path(w) : dir / w;
       p = p.lexically_normal();
       std::error_code ec;
       const bool exists = fs::exists(p, ec);
+      // An option's argument (`python3 -W ignore x.py`) names no file: look on for the script.
+      if (program) script_next = is_interpreter(p.filename().string()) || (script_next && !exists);
       if (p.parent_path() == dir) {
         out.insert(p.string());
         program_found |= exists;
@@ -127,7 +141,7 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
       }
       const fs::path below = p.lexically_relative(dir);
       const bool in_sub_folder = !below.empty() && *below.begin() != ".." && *below.begin() != ".";
-      if (outside != nullptr && program && !in_sub_folder && exists) outside->insert(p.string());
+      if (programs != nullptr && program && exists) programs->insert(p.string());
       if (every_word && in_sub_folder && exists && !program_found) out.insert(p.string());
       program_found |= in_sub_folder && exists;
     }
@@ -165,6 +179,44 @@ std::optional<std::string> writable_by_anyone(const fs::path& path, const char* 
   return std::string(what) + " " + display_text(path.string()) +
          " is writable by every user (mode " + mode +
          "): anyone could change what runs as this gateway; not loaded (chmod o-w it)";
+}
+
+// A program a descriptor runs from a sub-folder or from elsewhere: the file must not be writable
+// by every user, nor the folders that lead to it from the hook directory (from elsewhere: its own
+// folder, and the folder a symlink leads to). In a sticky folder every user may write (/tmp),
+// anyone may have put the file, or a link, there first: it must belong to root or to this user.
+std::optional<std::string> program_open_to_anyone(const fs::path& program, const fs::path& dir) {
+  if (auto open = writable_by_anyone(program, "the program")) return open;
+  const fs::path below = program.lexically_relative(dir);
+  const bool in_sub_folder = !below.empty() && *below.begin() != "..";
+  std::vector<fs::path> folders;
+  for (fs::path f = program.parent_path(); !f.empty() && f != dir; f = f.parent_path()) {
+    folders.push_back(f);
+    if (!in_sub_folder || f == f.root_path()) break;
+  }
+  std::error_code ec;
+  if (const fs::path real = fs::canonical(program, ec);
+      !ec && real.parent_path() != program.parent_path())
+    folders.push_back(real.parent_path());
+  for (const auto& folder : folders) {
+    struct stat st {};
+    if (::stat(folder.c_str(), &st) != 0 || (st.st_mode & S_IWOTH) == 0) continue;
+    if ((st.st_mode & S_ISVTX) == 0) {
+      if (auto open = writable_by_anyone(folder, "the folder of the program")) return open;
+      continue;
+    }
+    struct stat entry {};
+    if (::lstat(program.c_str(), &entry) != 0 || entry.st_uid == 0 || entry.st_uid == ::geteuid())
+      continue;
+    if (struct statvfs fs_info{};
+        ::statvfs(folder.c_str(), &fs_info) == 0 && (fs_info.f_flag & ST_RDONLY) != 0)
+      continue;
+    return "the program " + display_text(program.string()) + " belongs to uid " +
+           std::to_string(entry.st_uid) + " in " + display_text(folder.string()) +
+           ", a folder every user may write: anyone could have put it there; not loaded (chown "
+           "it to root or to this gateway's user, or move it)";
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -261,26 +313,18 @@ std::vector<Candidate> scan_directory(const fs::path& dir, config::Diagnostics& 
       // The files of its folder this descriptor runs (its run: words, command:'s program, its
       // library), which must be as safe as it is; not command:'s other words, data it may write.
       std::set<std::string> own;
-      std::set<std::string> outside;
-      collect_descriptor_targets(c.file.path, dir, own, false, &outside);
+      std::set<std::string> programs;
+      collect_descriptor_targets(c.file.path, dir, own, false, &programs);
       targets.insert(own.begin(), own.end());
       collect_descriptor_targets(c.file.path, dir, mentioned, true);
       for (const auto& target : own)
         if (auto open_file = writable_by_anyone(target, "the file");
             open_file && c.file.error.empty())
           c.file.error = *open_file + " (" + c.file.name + " runs it)";
-      // A program elsewhere (`run: /opt/tools/enrich`): the file, and its folder unless that is
-      // sticky (/tmp: nobody may replace another user's file there).
-      for (const auto& program : outside) {
+      for (const auto& program : programs) {
         if (!c.file.error.empty()) break;
-        auto open = writable_by_anyone(program, "the program");
-        if (!open) {
-          const fs::path folder = fs::path(program).parent_path();
-          struct stat st {};
-          if (::stat(folder.c_str(), &st) == 0 && (st.st_mode & S_ISVTX) == 0)
-            open = writable_by_anyone(folder, "the folder of the program");
-        }
-        if (open)
+        if (fs::path(program).parent_path() == dir) continue;  // checked above
+        if (auto open = program_open_to_anyone(program, dir))
           c.file.error = *open + " (" + c.file.name + " runs " + display_text(program) + ")";
       }
     } catch (const std::exception&) {

@@ -100,6 +100,53 @@ class SqliteSpoolTest : public ::testing::Test {
     return spool.add(std::move(batch));
   }
 
+  // `webhooks` failing webhooks with `each` pending deliveries apiece (due 10, 20, ... ms from
+  // now), claimed every 5 ms for kFailingSteps steps; every attempt fails and is due again
+  // `retry_ms` later. The stats a quarter of the way through are the settled ones.
+  static constexpr int kFailingSteps = 400;
+  struct FailingRun {
+    SqliteSpool::Stats settled{};
+    size_t attempts = 0;
+  };
+  static FailingRun run_failing_webhooks(SqliteSpool& spool, const SqliteSpoolTuning& tuning,
+                                         int webhooks, int each, const std::string& body,
+                                         int64_t retry_ms) {
+    FailingRun run;
+    int64_t now_ms = now_unix_ms();
+    std::vector<Delivery> batch;
+    for (int w = 0; w < webhooks; ++w) {
+      for (int i = 0; i < each; ++i) {
+        batch.push_back(make(seq_id(w * each + i), "failing" + std::to_string(w), body));
+        batch.back().next_attempt_ms = now_ms + 10 * (i + 1);  // their retries, spread out
+      }
+    }
+    EXPECT_TRUE(spool.add(std::move(batch)));
+    for (int step = 0; step < kFailingSteps; ++step) {
+      now_ms += 5;
+      for (int w = 0; w < webhooks; ++w) {
+        for (const auto& d : spool.claim_due("failing" + std::to_string(w), now_ms, 100)) {
+          ++run.attempts;
+          spool.complete(d, {AttemptOutcome::Kind::Retry, now_ms + retry_ms, "HTTP 500"});
+        }
+      }
+      EXPECT_TRUE(spool.flush());
+      const auto stats = spool.stats();
+      EXPECT_LE(stats.cached, tuning.max_cached_deliveries);
+      EXPECT_LE(stats.cached_bytes, tuning.max_cached_bytes);
+      if (step == kFailingSteps / 4) run.settled = stats;
+    }
+    return run;
+  }
+  // The cap did bind, and no lane moved after the run settled.
+  static void expect_settled(SqliteSpool& spool, const FailingRun& run) {
+    const auto s = spool.stats();
+    EXPECT_GE(s.moved_to_disk, 1u);
+    EXPECT_LE(s.moved_to_disk + s.moved_to_memory,
+              run.settled.moved_to_disk + run.settled.moved_to_memory)
+        << "after settling: to the file " << s.moved_to_disk - run.settled.moved_to_disk
+        << ", back to memory " << s.moved_to_memory - run.settled.moved_to_memory;
+  }
+
   // What the file's rows take, as hookgate_spool_used_bytes measures it.
   int64_t used_bytes() const;
 
@@ -949,44 +996,96 @@ TEST_F(SqliteSpoolTest, BoundedCachePagesFiftyThousandInOrder) {
 // moves a second with 700 failing webhooks, each reading its rows back. Eviction now goes down to
 // 3/4 of the cap and a backlog comes back only if all of it fits below that, so the lanes settle.
 TEST_F(SqliteSpoolTest, FailingWebhooksRetriesDoNotMoveBetweenMemoryAndTheFile) {
-  constexpr int kWebhooks = 10;
-  constexpr int kEach = 8;  // 80 pending retries against a cap of 40
-  constexpr int kSteps = 400;
+  SqliteSpoolTuning tuning;
+  tuning.max_cached_deliveries = 40;  // against 10 webhooks' 8 pending retries each
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  const FailingRun run = run_failing_webhooks(*spool, tuning, 10, 8, "", 80);
+  // Every retry came due every 80 ms (16 steps) and was claimed.
+  EXPECT_GE(run.attempts, static_cast<size_t>(10 * 8 * (kFailingSteps / 16 - 1)));
+  expect_settled(*spool, run);
+  EXPECT_EQ(spool->pending_count(), 80u);
+}
+
+// The same in bytes (found in review): a failing webhook's few retries with large bodies came
+// back whenever their count fitted, though their bodies went over the bytes cap, and were
+// evicted again at once.
+TEST_F(SqliteSpoolTest, RetriesWithLargeBodiesDoNotMoveBetweenMemoryAndTheFile) {
+  SqliteSpoolTuning tuning;
+  tuning.max_cached_bytes = 64 * 1024;  // 4 webhooks' 6 bodies of 8 KiB: three times the cap
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  const FailingRun run = run_failing_webhooks(*spool, tuning, 4, 6, std::string(8192, 'b'), 60);
+  expect_settled(*spool, run);
+  EXPECT_EQ(spool->pending_count(), 24u);
+}
+
+// Found in review: a healthy webhook evicted in a burst stayed in disk mode while failing
+// webhooks kept the memory above 3/4 of the cap (its own claims counted against the room), and
+// each of its new deliveries then waited for the commit and a file read. Once its last claim is
+// delivered with nothing else pending, it is back in memory: a new delivery is claimable before
+// its commit again, and named to the dispatcher.
+TEST_F(SqliteSpoolTest, AnEvictedWebhookReturnsToMemoryOnceItsLastClaimIsDelivered) {
   SqliteSpoolTuning tuning;
   tuning.max_cached_deliveries = 40;
   auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
-  int64_t now_ms = now_unix_ms();
+  const int64_t later = now_unix_ms() + 3'600'000;
   std::vector<Delivery> batch;
-  for (int w = 0; w < kWebhooks; ++w) {
-    for (int i = 0; i < kEach; ++i) {
-      batch.push_back(make(seq_id(w * kEach + i), "failing" + std::to_string(w)));
-      batch.back().next_attempt_ms = now_ms + 10 * (i + 1);  // their retries, spread out
-    }
+  for (int i = 0; i < 36; ++i) {  // failing webhooks' retries, due later: 3/4 of the cap and more
+    batch.push_back(make(seq_id(i), "failing" + std::to_string(i % 6)));
+    batch.back().next_attempt_ms = later;
   }
+  for (int i = 0; i < 10; ++i) batch.push_back(make(seq_id(100 + i), "healthy"));  // a burst
   ASSERT_TRUE(spool->add(std::move(batch)));
-  SqliteSpool::Stats settled{};
-  size_t attempts = 0;
-  for (int step = 0; step < kSteps; ++step) {
-    now_ms += 5;
-    for (int w = 0; w < kWebhooks; ++w) {
-      for (const auto& d : spool->claim_due("failing" + std::to_string(w), now_ms, 100)) {
-        ++attempts;  // fails, and is due again in 80 ms
-        spool->complete(d, {AttemptOutcome::Kind::Retry, now_ms + 80, "HTTP 500"});
-      }
-    }
-    ASSERT_TRUE(spool->flush());
-    ASSERT_LE(spool->stats().cached, tuning.max_cached_deliveries);
-    if (step == kSteps / 4) settled = spool->stats();
-  }
-  // Every retry came due every 80 ms (16 steps) and was claimed.
-  EXPECT_GE(attempts, static_cast<size_t>(kWebhooks * kEach * (kSteps / 16 - 1)));
-  const auto s = spool->stats();
-  EXPECT_GE(s.moved_to_disk, 1u);  // the cap did bind
-  EXPECT_LE(s.moved_to_disk + s.moved_to_memory, settled.moved_to_disk + settled.moved_to_memory)
-      << "after settling: to the file " << s.moved_to_disk - settled.moved_to_disk
-      << ", back to memory " << s.moved_to_memory - settled.moved_to_memory;
-  EXPECT_EQ(spool->pending_count(), static_cast<size_t>(kWebhooks * kEach));
+  ASSERT_TRUE(spool->flush());
+  (void)spool->take_ready_webhooks();
+  const uint64_t moved_before = spool->stats().moved_to_memory;
+  auto burst = spool->claim_due("healthy", now_unix_ms(), 100);
+  ASSERT_EQ(burst.size(), 10u);  // from the file: the burst made it the biggest lane
+  EXPECT_GE(spool->stats().disk_reads, 1u);
+  for (const auto& d : burst) spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->stats().moved_to_memory, moved_before + 1);
+
+  const uint64_t reads = spool->stats().disk_reads;
+  ASSERT_TRUE(spool->add({make("fresh", "healthy")}));
+  const auto ready = spool->take_ready_webhooks();
+  ASSERT_TRUE(ready.has_value());
+  EXPECT_EQ(*ready, std::vector<std::string>{"healthy"});
+  EXPECT_EQ(ids_of(spool->claim_due("healthy", now_unix_ms(), 10)),
+            std::vector<std::string>{"fresh"});
+  EXPECT_EQ(spool->stats().disk_reads, reads);  // from memory
+}
+
+// The spool names the webhooks that got claimable deliveries, so the dispatcher asks only those;
+// an event that concerns them all (a replay, another process's change, a new listener) names none
+// and says "all" (nullopt).
+TEST_F(SqliteSpoolTest, NamesTheWebhooksThatGotClaimableDeliveries) {
+  auto spool = open();
+  ASSERT_TRUE(spool);
+  EXPECT_FALSE(spool->take_ready_webhooks().has_value());  // at first: whatever is pending
+  ASSERT_TRUE(spool->add({make("a1", "a"), make("a2", "a"), make("b1", "b")}));
+  auto ready = spool->take_ready_webhooks();
+  ASSERT_TRUE(ready.has_value());
+  std::sort(ready->begin(), ready->end());
+  EXPECT_EQ(*ready, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(spool->take_ready_webhooks(), std::vector<std::string>{});  // taken
+
+  auto claimed = spool->claim_due("a", now_unix_ms(), 1);
+  ASSERT_EQ(claimed.size(), 1u);
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Retry, now_unix_ms() + 60000, "HTTP 500"});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->take_ready_webhooks(), std::vector<std::string>{"a"});  // its retry
+
+  claimed = spool->claim_due("b", now_unix_ms(), 1);
+  ASSERT_EQ(claimed.size(), 1u);
+  spool->complete(claimed[0], {AttemptOutcome::Kind::Dead, 0, "HTTP 500"});
+  ASSERT_TRUE(spool->flush());
+  EXPECT_EQ(spool->take_ready_webhooks(), std::vector<std::string>{});  // nothing claimable
+  EXPECT_EQ(spool->replay({"b1"}), 1u);
+  ASSERT_TRUE(spool->flush());
+  EXPECT_FALSE(spool->take_ready_webhooks().has_value());  // a replay: every webhook
 }
 
 // Checkpoints run on the checkpointer thread, not inside commits, and the WAL stays bounded:

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -200,10 +201,11 @@ TEST(DiscoverHookErrors, AHookEveryUserMayWriteDoesNotLoad) {
       << files[0].error;
 }
 
-// A descriptor may run a program kept elsewhere (`run: /opt/tools/enrich`); every user may
-// write the program, or its folder when that is not sticky: it does not load either. A folder
-// such as /tmp (sticky) with a program nobody else may write loads, and so does a data file
-// passed as an argument whatever its mode.
+// A descriptor may run a program kept elsewhere (`run: /opt/tools/enrich`), an interpreter's
+// script (`python3 /opt/hooks/enrich.py`) or a program in a sub-folder (`bin/tool`). Every user
+// may write the program, or a folder on the way to it that is not sticky: it does not load
+// either. In a sticky folder such as /tmp, a program must belong to root or to this user. A data
+// file passed as an argument loads whatever its mode.
 TEST(DiscoverHookErrors, AProgramOutsideTheFolderThatEveryUserMayWriteDoesNotLoad) {
   namespace fs = std::filesystem;
   TempDir tmp;
@@ -211,24 +213,42 @@ TEST(DiscoverHookErrors, AProgramOutsideTheFolderThatEveryUserMayWriteDoesNotLoa
   const std::string tools = tmp.dir("tools");
   const std::string open_tools = tmp.dir("open-tools");
   const std::string sticky_tools = tmp.dir("sticky-tools");
+  const auto add_write = [](const std::string& path, fs::perms extra = fs::perms::none) {
+    fs::permissions(path, fs::perms::others_write | extra, fs::perm_options::add);
+  };
   write_file(tools, "open.sh", "#!/bin/sh\n", true);
-  fs::permissions(fs::path(tools) / "open.sh", fs::perms::others_write, fs::perm_options::add);
+  add_write(tools + "/open.sh");
   write_file(tools, "safe.sh", "#!/bin/sh\n", true);
   write_file(tools, "state.json", "{}");
-  fs::permissions(fs::path(tools) / "state.json", fs::perms::others_write, fs::perm_options::add);
+  add_write(tools + "/state.json");
+  write_file(tools, "open.py", "print(1)\n");
+  add_write(tools + "/open.py");
   write_file(open_tools, "in-open-folder.sh", "#!/bin/sh\n", true);
-  fs::permissions(open_tools, fs::perms::others_write, fs::perm_options::add);
+  add_write(open_tools);
   write_file(sticky_tools, "in-sticky-folder.sh", "#!/bin/sh\n", true);
-  fs::permissions(sticky_tools, fs::perms::others_write | fs::perms::sticky_bit,
-                  fs::perm_options::add);
+  write_file(sticky_tools, "someone-elses.sh", "#!/bin/sh\n", true);
+  add_write(sticky_tools, fs::perms::sticky_bit);
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    ASSERT_EQ(::chown((sticky_tools + "/someone-elses.sh").c_str(), 65534, 65534), 0);
+  }
+  fs::create_directories(dir + "/bin");
+  write_file(dir + "/bin", "tool", "#!/bin/sh\n", true);
+  add_write(dir + "/bin");
   write_file(dir, "_10_open.yaml", "kind: veto\nrun: " + tools + "/open.sh\n");
   write_file(dir, "_20_folder.yaml", "kind: veto\ncommand: " + open_tools + "/in-open-folder.sh\n");
   write_file(dir, "_30_safe.yaml",
              "kind: veto\nrun: [" + tools + "/safe.sh, " + tools + "/state.json]\n");
   write_file(dir, "_40_sticky.yaml", "kind: veto\nrun: " + sticky_tools + "/in-sticky-folder.sh\n");
+  write_file(
+      dir, "_50_script.yaml",
+      "kind: veto\nrun: /usr/bin/env PYTHONUNBUFFERED=1 python3 -W ignore " + tools + "/open.py\n");
+  write_file(dir, "_60_sub.yaml", "kind: veto\nrun: bin/tool\n");
+  write_file(dir, "_70_owner.yaml", "kind: veto\nrun: " + sticky_tools + "/someone-elses.sh\n");
   config::Diagnostics errors;
   auto files = discover_hooks({dir}, errors);
-  ASSERT_EQ(names(files), (std::vector<std::string>{"open", "folder", "safe", "sticky"}));
+  ASSERT_EQ(names(files), (std::vector<std::string>{"open", "folder", "safe", "sticky", "script",
+                                                    "sub", "owner"}));
   EXPECT_NE(files[0].error.find("the program " + tools + "/open.sh is writable by every user"),
             std::string::npos)
       << files[0].error;
@@ -240,6 +260,17 @@ TEST(DiscoverHookErrors, AProgramOutsideTheFolderThatEveryUserMayWriteDoesNotLoa
       << files[1].error;
   EXPECT_TRUE(files[2].error.empty()) << files[2].error;
   EXPECT_TRUE(files[3].error.empty()) << files[3].error;
+  EXPECT_NE(files[4].error.find("the program " + tools + "/open.py is writable by every user"),
+            std::string::npos)
+      << files[4].error;
+  EXPECT_NE(files[5].error.find("the folder of the program " + dir + "/bin is writable"),
+            std::string::npos)
+      << files[5].error;
+  if (root) {
+    EXPECT_NE(files[6].error.find("someone-elses.sh belongs to uid 65534 in " + sticky_tools),
+              std::string::npos)
+        << files[6].error;
+  }
 }
 
 // Found in review: the loader expands ${VAR} in run:, but discovery matched the raw text, so
