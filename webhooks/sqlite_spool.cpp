@@ -158,10 +158,15 @@ constexpr const char* kPrunePayload =
 constexpr const char* kClaimDue = HG_COLUMNS
     "WHERE d.state = 0 AND d.webhook = ?1 AND d.next_attempt_ms <= ?2 "
     "ORDER BY d.next_attempt_ms, d.rowid LIMIT ?3";
-// With what each would take in memory (cached_size() less its overhead); length() of a blob
-// reads its size, not its bytes.
 constexpr const char* kPendingKeys =
-    "SELECT d.rowid, d.id, d.next_attempt_ms, length(p.body) + length(d.last_error) "
+    "SELECT rowid, id, next_attempt_ms, 0 FROM deliveries WHERE state = 0 AND webhook = ?1 "
+    "ORDER BY next_attempt_ms, rowid LIMIT ?2";
+// The same with what each would take in memory (cached_size() less its overhead), for a lane that
+// may come back: a join per row, which the lanes that may not are spared. length() of a blob
+// reads its size, not its bytes.
+constexpr const char* kPendingKeysSized =
+    "SELECT d.rowid, d.id, d.next_attempt_ms, CASE typeof(p.body) WHEN 'blob' THEN "
+    "length(p.body) ELSE length(CAST(p.body AS BLOB)) END + length(CAST(d.last_error AS BLOB)) "
     "FROM deliveries AS d LEFT JOIN payloads AS p ON p.rowid = d.payload "
     "WHERE d.state = 0 AND d.webhook = ?1 ORDER BY d.next_attempt_ms, d.rowid LIMIT ?2";
 constexpr const char* kByRowid = HG_COLUMNS "WHERE d.rowid = ?1 AND d.state = 0";
@@ -997,6 +1002,7 @@ void SqliteSpool::close() {
   std::lock_guard lock(mu_);
   lanes_.clear();
   in_flight_.clear();
+  claimed_bytes_ = 0;
   completing_ = 0;
   cached_ = cached_bytes_ = 0;
 }
@@ -1625,21 +1631,26 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
             claim_lane = &lane->second;
           }
           if (it->second.completing) --completing_;
+          claimed_bytes_ -= it->second.bytes;
           in_flight_.erase(it);
+        }
+        // A disk-mode lane whose last claim ended, and does not come back as a retry, with
+        // nothing else pending holds nothing: back to memory, at no cost. Otherwise a healthy
+        // webhook evicted in a burst stayed in disk mode while other backlogs kept the memory
+        // above 3/4 of the cap: its claims, counted against that room, never let it return
+        // (found in review). (A failed transaction resyncs every lane below.)
+        const bool comes_back =
+            failure.empty() && op.applied && op.outcome.kind == AttemptOutcome::Kind::Retry;
+        if (!comes_back && claim_lane != nullptr && claim_lane->disk &&
+            claim_lane->claimed.empty() && claim_lane->page.empty() &&
+            claim_lane->disk_next_due == kNothingDue) {
+          claim_lane->disk = false;
+          ++moved_to_memory_;
+          spool_metrics().to_memory.inc();
         }
         if (!failure.empty() || !op.applied) continue;
         if (op.outcome.kind != AttemptOutcome::Kind::Retry) {
           if (pending_ > 0) --pending_;
-          // A disk-mode lane whose last claim ended with nothing else pending holds nothing:
-          // back to memory, at no cost. Otherwise a healthy webhook evicted in a burst stayed
-          // in disk mode while other backlogs kept the memory above 3/4 of the cap: its claims,
-          // counted against that room, never let it return (found in review).
-          if (claim_lane != nullptr && claim_lane->disk && claim_lane->claimed.empty() &&
-              claim_lane->page.empty() && claim_lane->disk_next_due == kNothingDue) {
-            claim_lane->disk = false;
-            ++moved_to_memory_;
-            spool_metrics().to_memory.inc();
-          }
           continue;
         }
         Delivery d = std::move(op.delivery);
@@ -2146,10 +2157,14 @@ void SqliteSpool::enforce_cap_locked() {
 }
 
 SqliteSpool::RefillRoom SqliteSpool::refill_room_locked() const {
+  // Claims count as held: a retry brings each back to its lane (found in review: lanes that came
+  // back while other lanes' requests were out went over the cap when those returned).
+  const size_t held = cached_ + in_flight_.size();
+  const size_t held_bytes = cached_bytes_ + claimed_bytes_;
   const size_t low_count = low_water(tuning_.max_cached_deliveries);
   const size_t low_bytes = low_water(tuning_.max_cached_bytes);
-  if (cached_ >= low_count || cached_bytes_ >= low_bytes) return {};
-  return {std::min(tuning_.refill_limit, low_count - cached_), low_bytes - cached_bytes_};
+  if (held >= low_count || held_bytes >= low_bytes) return {};
+  return {std::min(tuning_.refill_limit, low_count - held), low_bytes - held_bytes};
 }
 
 bool SqliteSpool::resync_locked() {
@@ -2341,7 +2356,9 @@ void SqliteSpool::hand_out_locked(Lane& lane, const std::string& webhook, int64_
   // An id already in flight is not handed out twice. Only a copy add() published for an id that
   // is already spooled can get here (its savepoint will refuse it): it must not go out beside
   // the real delivery. One hash lookup serves both the check and the claim.
-  if (!in_flight_.try_emplace(delivery.id, InFlight{webhook, rowid}).second) return;
+  const size_t bytes = cached_size(delivery);
+  if (!in_flight_.try_emplace(delivery.id, InFlight{webhook, rowid, false, bytes}).second) return;
+  claimed_bytes_ += bytes;
   lane.claimed.insert(delivery.id);
   out.push_back(std::move(delivery));
 }
@@ -2355,7 +2372,8 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
   std::unordered_set<std::string> busy;  // this lane's claims (release waits for disk_mu_)
   size_t ahead_budget = 0;               // read-ahead bytes this claim may add to the pages
   RefillRoom refill_room;                // what a drained lane may bring back into memory
-  size_t page_bytes = 0;                 // of this lane's page (its rows come back too)
+  size_t page_bytes = 0;                 // of this lane's page
+  size_t claimed_before = 0;             // this lane's claims (counted in refill_room already)
   {
     std::lock_guard lock(mu_);
     auto it = lanes_.find(webhook);
@@ -2373,6 +2391,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
                             tuning_.max_page_bytes - std::min(tuning_.max_page_bytes, page_bytes_));
     refill_room = refill_room_locked();
     page_bytes = it->second.page_bytes;
+    claimed_before = it->second.claimed.size();
   }
 
   std::vector<std::pair<int64_t, Delivery>> due;
@@ -2415,14 +2434,18 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
     // (small) remainder back into memory.
     if (ok && exhausted) {
       for (const auto& r : due) busy.insert(r.second.id);
-      sqlite3_stmt* k = c.stmt(kPendingKeys);
-      ok = k != nullptr;
-      std::vector<std::pair<int64_t, int64_t>> keys;  // (rowid, next_attempt_ms)
-      // The lane's whole backlog must fit, in count and in bytes: what is in flight comes back
-      // to it on a retry (the bytes of claims before this one are not known here).
-      const size_t room_for_keys = refill_room.count - std::min(refill_room.count, busy.size());
+      // The lane's whole backlog must fit, in count and in bytes: its page, this claim's rows
+      // (in flight from now on, and a retry brings each back) and the rest. Its earlier claims
+      // are held already (refill_room_locked).
+      const size_t backlog_count = busy.size() - std::min(busy.size(), claimed_before);
       size_t backlog_bytes = page_bytes;
       for (const auto& r : due) backlog_bytes += cached_size(r.second);
+      const bool may_return =
+          backlog_count <= refill_room.count && backlog_bytes <= refill_room.bytes;
+      const size_t room_for_keys = may_return ? refill_room.count - backlog_count : 0;
+      sqlite3_stmt* k = c.stmt(may_return ? kPendingKeysSized : kPendingKeys);
+      ok = k != nullptr;
+      std::vector<std::pair<int64_t, int64_t>> keys;  // (rowid, next_attempt_ms)
       if (ok) {
         StmtScope scope(k);
         bind_text(k, 1, webhook);
@@ -2438,7 +2461,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
       }
       if (ok && !keys.empty()) next_due = keys.front().second;
       none_left = ok && keys.empty();
-      if (ok && busy.size() + keys.size() <= refill_room.count &&
+      if (ok && may_return && backlog_count + keys.size() <= refill_room.count &&
           backlog_bytes <= refill_room.bytes) {
         drained = true;
         sqlite3_stmt* r = c.stmt(kByRowid);
@@ -2542,6 +2565,7 @@ void SqliteSpool::release(const Delivery& delivery) {
   auto it = in_flight_.find(delivery.id);
   if (it == in_flight_.end() || it->second.completing) return;
   const InFlight claim = it->second;
+  claimed_bytes_ -= claim.bytes;
   in_flight_.erase(it);
   Lane& lane = lanes_[claim.webhook];
   lane.claimed.erase(delivery.id);

@@ -252,6 +252,7 @@ class SqliteSpool final : public DeliveryStore {
     std::string webhook;
     int64_t rowid = 0;
     bool completing = false;  // complete() queued its outcome; the claim ends when it commits
+    size_t bytes = 0;         // cached_size(): what a retry brings back to its lane
   };
   struct Conn;  // one sqlite3 handle and its prepared statements
 
@@ -403,6 +404,7 @@ class SqliteSpool final : public DeliveryStore {
   std::atomic<size_t> unrecorded_outcomes_{0};
   std::atomic<uint64_t> disk_reads_{0};
   ReadyWebhooks ready_;           // guarded by mu_: take_ready_webhooks()
+  size_t claimed_bytes_ = 0;      // guarded by mu_: InFlight::bytes, summed
   uint64_t moved_to_disk_ = 0;    // guarded by mu_
   uint64_t moved_to_memory_ = 0;  // guarded by mu_
   size_t cached_ = 0;

@@ -119,12 +119,16 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
     config::Diagnostics ignored;
     return config::expand_env(scalar.Scalar(), config::Position{}, ignored);
   };
-  // One source's words: run:, command: or library:.
-  auto take = [&](const std::vector<std::string>& words) {
+  // One source's words: run:, command: or library:. With `programs_only`, only the program
+  // (and an interpreter's script) of its folder is part of the hook, not the other words.
+  auto take = [&](const std::vector<std::string>& words, bool programs_only = false) {
     bool program_found = false;  // a word naming an existing file of the folder or below
     bool first = true;
     bool script_next = false;  // an interpreter came before: the next existing file is its script
     for (const auto& w : words) {
+      // Code given inline or a module (`python3 -m pkg`, `sh -c '...'`, `perl -e`): the words
+      // after it are its arguments, not a script.
+      if (script_next && (w == "-m" || w == "-c" || w == "-e" || w == "-E")) script_next = false;
       if (w.empty() || w.front() == '-') continue;
       if (script_next && w.find('=') != std::string::npos) continue;  // env NAME=value
       const bool program = std::exchange(first, false) || script_next;
@@ -135,7 +139,7 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
       // An option's argument (`python3 -W ignore x.py`) names no file: look on for the script.
       if (program) script_next = is_interpreter(p.filename().string()) || (script_next && !exists);
       if (p.parent_path() == dir) {
-        out.insert(p.string());
+        if (!programs_only || program) out.insert(p.string());
         program_found |= exists;
         continue;
       }
@@ -155,9 +159,7 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
     take(words);
   }
   if (const YAML::Node command = member("command"); command.IsScalar()) {
-    auto words = split_words(expanded(command));
-    if (!every_word && words.size() > 1) words.resize(1);
-    take(words);
+    take(split_words(expanded(command)), /*programs_only=*/!every_word);
   }
   if (const YAML::Node library = member("library"); library.IsScalar()) take({expanded(library)});
 }
@@ -184,35 +186,39 @@ std::optional<std::string> writable_by_anyone(const fs::path& path, const char* 
 // A program a descriptor runs from a sub-folder or from elsewhere: the file must not be writable
 // by every user, nor the folders that lead to it from the hook directory (from elsewhere: its own
 // folder, and the folder a symlink leads to). In a sticky folder every user may write (/tmp),
-// anyone may have put the file, or a link, there first: it must belong to root or to this user.
+// anyone may have put what is in it first: the entry on the way to the program (the file, its
+// link, or a folder holding it) must belong to root or to this user.
 std::optional<std::string> program_open_to_anyone(const fs::path& program, const fs::path& dir) {
   if (auto open = writable_by_anyone(program, "the program")) return open;
   const fs::path below = program.lexically_relative(dir);
   const bool in_sub_folder = !below.empty() && *below.begin() != "..";
-  std::vector<fs::path> folders;
-  for (fs::path f = program.parent_path(); !f.empty() && f != dir; f = f.parent_path()) {
-    folders.push_back(f);
-    if (!in_sub_folder || f == f.root_path()) break;
+  std::vector<std::pair<fs::path, fs::path>> steps;  // (folder, its entry on the way)
+  for (fs::path entry = program; entry.has_parent_path() && entry.parent_path() != dir;) {
+    const fs::path folder = entry.parent_path();
+    steps.emplace_back(folder, entry);
+    if (!in_sub_folder || folder == folder.root_path()) break;
+    entry = folder;
   }
   std::error_code ec;
   if (const fs::path real = fs::canonical(program, ec);
       !ec && real.parent_path() != program.parent_path())
-    folders.push_back(real.parent_path());
-  for (const auto& folder : folders) {
+    steps.emplace_back(real.parent_path(), real);
+  for (const auto& [folder, entry] : steps) {
     struct stat st {};
     if (::stat(folder.c_str(), &st) != 0 || (st.st_mode & S_IWOTH) == 0) continue;
     if ((st.st_mode & S_ISVTX) == 0) {
       if (auto open = writable_by_anyone(folder, "the folder of the program")) return open;
       continue;
     }
-    struct stat entry {};
-    if (::lstat(program.c_str(), &entry) != 0 || entry.st_uid == 0 || entry.st_uid == ::geteuid())
+    struct stat owner {};
+    if (::lstat(entry.c_str(), &owner) != 0 || owner.st_uid == 0 || owner.st_uid == ::geteuid())
       continue;
     if (struct statvfs fs_info{};
         ::statvfs(folder.c_str(), &fs_info) == 0 && (fs_info.f_flag & ST_RDONLY) != 0)
       continue;
-    return "the program " + display_text(program.string()) + " belongs to uid " +
-           std::to_string(entry.st_uid) + " in " + display_text(folder.string()) +
+    return display_text(entry.string()) + " (on the way to the program " +
+           display_text(program.string()) + ") belongs to uid " + std::to_string(owner.st_uid) +
+           " in " + display_text(folder.string()) +
            ", a folder every user may write: anyone could have put it there; not loaded (chown "
            "it to root or to this gateway's user, or move it)";
   }

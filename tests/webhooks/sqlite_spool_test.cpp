@@ -15,6 +15,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -23,6 +24,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "gateway/common/clock.hpp"
 #include "gateway/common/metrics.hpp"
@@ -102,7 +104,8 @@ class SqliteSpoolTest : public ::testing::Test {
 
   // `webhooks` failing webhooks with `each` pending deliveries apiece (due 10, 20, ... ms from
   // now), claimed every 5 ms for kFailingSteps steps; every attempt fails and is due again
-  // `retry_ms` later. The stats a quarter of the way through are the settled ones.
+  // `retry_ms` later; with `answers_late`, each attempt's outcome comes 4 steps (20 ms) after its
+  // claim, in flight meanwhile. The stats a quarter of the way through are the settled ones.
   static constexpr int kFailingSteps = 400;
   struct FailingRun {
     SqliteSpool::Stats settled{};
@@ -110,8 +113,9 @@ class SqliteSpoolTest : public ::testing::Test {
   };
   static FailingRun run_failing_webhooks(SqliteSpool& spool, const SqliteSpoolTuning& tuning,
                                          int webhooks, int each, const std::string& body,
-                                         int64_t retry_ms) {
+                                         int64_t retry_ms, bool answers_late = false) {
     FailingRun run;
+    std::deque<std::pair<int, Delivery>> in_flight;  // (the step its answer comes, the claim)
     int64_t now_ms = now_unix_ms();
     std::vector<Delivery> batch;
     for (int w = 0; w < webhooks; ++w) {
@@ -123,10 +127,17 @@ class SqliteSpoolTest : public ::testing::Test {
     EXPECT_TRUE(spool.add(std::move(batch)));
     for (int step = 0; step < kFailingSteps; ++step) {
       now_ms += 5;
+      for (; !in_flight.empty() && in_flight.front().first <= step; in_flight.pop_front())
+        spool.complete(in_flight.front().second,
+                       {AttemptOutcome::Kind::Retry, now_ms + retry_ms, "HTTP 500"});
       for (int w = 0; w < webhooks; ++w) {
-        for (const auto& d : spool.claim_due("failing" + std::to_string(w), now_ms, 100)) {
+        for (auto& d : spool.claim_due("failing" + std::to_string(w), now_ms, 100)) {
           ++run.attempts;
-          spool.complete(d, {AttemptOutcome::Kind::Retry, now_ms + retry_ms, "HTTP 500"});
+          if (answers_late) {
+            in_flight.emplace_back(step + 4, std::move(d));
+          } else {
+            spool.complete(d, {AttemptOutcome::Kind::Retry, now_ms + retry_ms, "HTTP 500"});
+          }
         }
       }
       EXPECT_TRUE(spool.flush());
@@ -1016,6 +1027,19 @@ TEST_F(SqliteSpoolTest, RetriesWithLargeBodiesDoNotMoveBetweenMemoryAndTheFile) 
   auto spool = open(false, tuning);
   ASSERT_TRUE(spool);
   const FailingRun run = run_failing_webhooks(*spool, tuning, 4, 6, std::string(8192, 'b'), 60);
+  expect_settled(*spool, run);
+  EXPECT_EQ(spool->pending_count(), 24u);
+}
+
+// And with answers that take a while (found in review): the bytes of a lane's requests in flight
+// count too, since each comes back to it as a retry.
+TEST_F(SqliteSpoolTest, RetriesInFlightWithLargeBodiesDoNotMoveBetweenMemoryAndTheFile) {
+  SqliteSpoolTuning tuning;
+  tuning.max_cached_bytes = 64 * 1024;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  const FailingRun run =
+      run_failing_webhooks(*spool, tuning, 8, 3, std::string(8192, 'b'), 30, /*answers_late=*/true);
   expect_settled(*spool, run);
   EXPECT_EQ(spool->pending_count(), 24u);
 }

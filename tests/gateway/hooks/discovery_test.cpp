@@ -245,10 +245,17 @@ TEST(DiscoverHookErrors, AProgramOutsideTheFolderThatEveryUserMayWriteDoesNotLoa
       "kind: veto\nrun: /usr/bin/env PYTHONUNBUFFERED=1 python3 -W ignore " + tools + "/open.py\n");
   write_file(dir, "_60_sub.yaml", "kind: veto\nrun: bin/tool\n");
   write_file(dir, "_70_owner.yaml", "kind: veto\nrun: " + sticky_tools + "/someone-elses.sh\n");
+  // A root-owned link whose target another user put in a sticky folder first.
+  fs::create_symlink(sticky_tools + "/someone-elses.sh", tools + "/linked.sh");
+  write_file(dir, "_80_link.yaml", "kind: veto\nrun: " + tools + "/linked.sh\n");
+  // command:'s interpreter script counts; after -m or -c the words are arguments (data files).
+  write_file(dir, "_90_command.yaml", "kind: veto\ncommand: python3 " + tools + "/open.py\n");
+  write_file(dir, "_95_module.yaml",
+             "kind: veto\nrun: python3 -m json.tool " + tools + "/state.json\n");
   config::Diagnostics errors;
   auto files = discover_hooks({dir}, errors);
   ASSERT_EQ(names(files), (std::vector<std::string>{"open", "folder", "safe", "sticky", "script",
-                                                    "sub", "owner"}));
+                                                    "sub", "owner", "link", "command", "module"}));
   EXPECT_NE(files[0].error.find("the program " + tools + "/open.sh is writable by every user"),
             std::string::npos)
       << files[0].error;
@@ -267,10 +274,16 @@ TEST(DiscoverHookErrors, AProgramOutsideTheFolderThatEveryUserMayWriteDoesNotLoa
             std::string::npos)
       << files[5].error;
   if (root) {
-    EXPECT_NE(files[6].error.find("someone-elses.sh belongs to uid 65534 in " + sticky_tools),
+    EXPECT_NE(files[6].error.find("someone-elses.sh) belongs to uid 65534 in " + sticky_tools),
               std::string::npos)
         << files[6].error;
+    EXPECT_NE(files[7].error.find("belongs to uid 65534 in " + sticky_tools), std::string::npos)
+        << files[7].error;
   }
+  EXPECT_NE(files[8].error.find("the program " + tools + "/open.py is writable by every user"),
+            std::string::npos)
+      << files[8].error;
+  EXPECT_TRUE(files[9].error.empty()) << files[9].error;
 }
 
 // Found in review: the loader expands ${VAR} in run:, but discovery matched the raw text, so
