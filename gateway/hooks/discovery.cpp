@@ -164,6 +164,12 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
   if (const YAML::Node library = member("library"); library.IsScalar()) take({expanded(library)});
 }
 
+// On a read-only file system the mode says nothing: nobody can write there, whatever it says.
+bool on_read_only_file_system(const fs::path& path) {
+  struct statvfs fs_info {};
+  return ::statvfs(path.c_str(), &fs_info) == 0 && (fs_info.f_flag & ST_RDONLY) != 0;
+}
+
 // Why a hook file (or its folder, or a file its descriptor runs) must not load: anyone may write
 // it, and so put code of their own, or a veto that blinds the SIEM, into what runs as this
 // gateway (found in a security pass: a hook written into a 1777 folder by `nobody` ran as root).
@@ -173,9 +179,7 @@ void collect_descriptor_targets(const fs::path& yaml, const fs::path& dir,
 std::optional<std::string> writable_by_anyone(const fs::path& path, const char* what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || (st.st_mode & S_IWOTH) == 0) return std::nullopt;
-  if (struct statvfs fs_info{};
-      ::statvfs(path.c_str(), &fs_info) == 0 && (fs_info.f_flag & ST_RDONLY) != 0)
-    return std::nullopt;
+  if (on_read_only_file_system(path)) return std::nullopt;
   char mode[8];
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
   return std::string(what) + " " + display_text(path.string()) +
@@ -213,9 +217,7 @@ std::optional<std::string> program_open_to_anyone(const fs::path& program, const
     struct stat owner {};
     if (::lstat(entry.c_str(), &owner) != 0 || owner.st_uid == 0 || owner.st_uid == ::geteuid())
       continue;
-    if (struct statvfs fs_info{};
-        ::statvfs(folder.c_str(), &fs_info) == 0 && (fs_info.f_flag & ST_RDONLY) != 0)
-      continue;
+    if (on_read_only_file_system(folder)) continue;
     return display_text(entry.string()) + " (on the way to the program " +
            display_text(program.string()) + ") belongs to uid " + std::to_string(owner.st_uid) +
            " in " + display_text(folder.string()) +
