@@ -1644,9 +1644,7 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         if (!comes_back && claim_lane != nullptr && claim_lane->disk &&
             claim_lane->claimed.empty() && claim_lane->page.empty() &&
             claim_lane->disk_next_due == kNothingDue) {
-          claim_lane->disk = false;
-          ++moved_to_memory_;
-          spool_metrics().to_memory.inc();
+          to_memory_mode_locked(*claim_lane);
         }
         if (!failure.empty() || !op.applied) continue;
         if (op.outcome.kind != AttemptOutcome::Kind::Retry) {
@@ -2118,6 +2116,12 @@ void SqliteSpool::to_disk_mode_locked(Lane& lane, bool counted) {
   lane.disk = true;
 }
 
+void SqliteSpool::to_memory_mode_locked(Lane& lane) {
+  lane.disk = false;
+  ++moved_to_memory_;
+  spool_metrics().to_memory.inc();
+}
+
 void SqliteSpool::drop_page_locked(Lane& lane) {
   page_bytes_ -= lane.page_bytes;
   lane.page_bytes = 0;
@@ -2492,9 +2496,7 @@ std::vector<Delivery> SqliteSpool::claim_from_disk(const std::string& webhook, i
   if (drained) {
     // Everything left fits in memory: back to the hot path. The writer's later publishing of
     // commits this snapshot already saw is deduplicated in cache_locked.
-    lane.disk = false;
-    ++moved_to_memory_;
-    spool_metrics().to_memory.inc();
+    to_memory_mode_locked(lane);
     for (auto& [rowid, d] : lane.page) cache_locked(lane, std::move(d), rowid);
     drop_page_locked(lane);
     for (size_t i = claimed; i < due.size(); ++i)

@@ -354,6 +354,8 @@ class SqliteSpool final : public DeliveryStore {
   void drop_idle_pages_locked(const std::string& except);
   // `counted`: an eviction (the move counters), not a resync that could not read the file.
   void to_disk_mode_locked(Lane& lane, bool counted = true);
+  // A disk-mode lane whose rows are all in memory (or gone) again; the caller caches them.
+  void to_memory_mode_locked(Lane& lane);
   bool resync_locked();  // every lane back to what the file says; false if the file is unreadable
   void claim_cached_locked(Lane& lane, const std::string& webhook, int64_t now_ms, size_t limit,
                            std::vector<Delivery>& out);
