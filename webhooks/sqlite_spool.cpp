@@ -628,8 +628,9 @@ Status open_db(const std::string& path, bool create, int busy_ms, sqlite3** out)
     flags |= SQLITE_OPEN_CREATE;
     // Owner-only: the spool holds every event body (found in a security pass: 0644 under the
     // usual umask, an auth failure's fields readable by every local user). SQLite gives its -wal
-    // and -shm the database's mode; an existing file keeps the mode its owner chose.
-    if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); fd >= 0)
+    // and -shm the database's mode; an existing file keeps the mode its owner chose. No O_EXCL:
+    // it refuses a dangling symlink, whose target SQLite would then create under the umask.
+    if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600); fd >= 0)
       ::close(fd);
   }
   const int rc = sqlite3_open_v2(path.c_str(), out, flags, nullptr);

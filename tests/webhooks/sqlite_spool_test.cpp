@@ -217,6 +217,19 @@ TEST_F(SqliteSpoolTest, ANewSpoolFileIsReadableByItsOwnerOnly) {
   struct stat st {};
   ASSERT_EQ(::stat(cfg_.path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0640u);
+  // spool.path a symlink to a file not made yet (a data volume's fixed name): the target is new.
+  const fs::path target = dir_ / "volume" / "spool.db";
+  fs::create_directories(target.parent_path());
+  const fs::path link = dir_ / "linked.db";
+  fs::create_symlink(target, link);
+  config::SpoolConfig via_link = cfg_;
+  via_link.path = link.string();
+  const mode_t umask_before = ::umask(022);
+  auto linked = SqliteSpool::open(via_link, SqliteSpoolTuning{}, false);
+  ::umask(umask_before);
+  ASSERT_TRUE(linked);
+  ASSERT_EQ(::stat(target.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
 }
 
 // Found in review: nothing stopped two gateways from running on one spool, each claiming and
