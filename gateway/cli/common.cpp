@@ -285,13 +285,25 @@ std::optional<int> stay_init_if_pid1() {
   }
 }
 
-void handle_signals(std::function<void(int)> on_signal) {
+namespace {
+sigset_t stop_and_reload_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGHUP);
+  return set;
+}
+}  // namespace
+
+void block_stop_and_reload_signals() {
+  const sigset_t set = stop_and_reload_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+void handle_signals(std::function<void(int)> on_signal) {
+  block_stop_and_reload_signals();
+  const sigset_t set = stop_and_reload_signals();
   signal(SIGPIPE, SIG_IGN);
   // A file size limit (ulimit -f) is a write error like a full disk, which the spool waits out,
   // not a reason to die with what it holds in memory. Hooks start with default dispositions.

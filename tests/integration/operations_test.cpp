@@ -1,7 +1,10 @@
 // Operations: admin endpoint, metrics, log redaction, hostile input, reload — through the binary.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1032,6 +1035,47 @@ TEST(OperationsTest, ASighupDuringStartReloadsOnceTheGatewayRuns) {
   ASSERT_TRUE(started) << gw.log();
   ASSERT_TRUE(gw.wait_for_log("once the gateway has started", 1s)) << gw.log();
   EXPECT_TRUE(gw.wait_for_log("reload: configuration reloaded", 15s)) << gw.log();
+}
+
+// Found in an operator's test: a SIGHUP while the gateway read its config (a `systemctl reload`
+// right after the start) killed it, before it handled signals. Its config is a FIFO here, so the
+// signal lands while the gateway waits to read it; the same FIFO serves the reload.
+TEST(OperationsTest, ASighupWhileTheConfigIsReadWaitsForTheStart) {
+  TempDir dir;
+  HttpReceiver rx;
+  const std::string fifo = (dir / "hookgate.yaml").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string yaml =
+      "bus: { bind: \"tcp://127.0.0.1:0\" }\nadmin: { listen: \"127.0.0.1:0\" }\n"
+      "spool: { path: ./spool.db }\n" +
+      webhook_rx(rx.url());
+  ChildProcess gw({HOOKGATE_BINARY, "run", "--config", fifo}, (dir / "run.log").string());
+  ASSERT_TRUE(gw.started());
+  // A write end opens once the gateway opens the FIFO to read it: then it is inside cmd_run.
+  auto open_writer = [&] {
+    int fd = -1;
+    wait_until([&] { return (fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK)) >= 0; }, 15s);
+    return fd;
+  };
+  ::signal(SIGPIPE, SIG_IGN);  // a gateway gone before reading: a failed write, not this test's end
+  auto feed = [&](int fd) {
+    ASSERT_GE(fd, 0) << gw.log();
+    ASSERT_EQ(::write(fd, yaml.data(), yaml.size()), static_cast<ssize_t>(yaml.size()));
+    ::close(fd);
+  };
+  const int fd = open_writer();
+  gw.signal(SIGHUP);
+  std::this_thread::sleep_for(100ms);  // the signal, had it not been blocked, would have landed
+  feed(fd);
+  ASSERT_TRUE(wait_until(
+      [&] { return gw.log().find("once the gateway has started") != std::string::npos; }, 15s))
+      << gw.log();
+  feed(open_writer());  // the reload reads the config again
+  EXPECT_TRUE(wait_until(
+      [&] { return gw.log().find("reload: configuration reloaded") != std::string::npos; }, 15s))
+      << gw.log();
+  gw.signal(SIGTERM);
+  EXPECT_EQ(gw.wait_exit(20s), 0) << gw.log();
 }
 
 // Found in review: SIGTERM during a reload waited for the whole load, here three hooks that each
