@@ -224,8 +224,9 @@ Result<Event> Publisher::build_event(std::string_view type, std::string_view dat
                                      std::string_view source) const {
   Event ev;
   auto& a = ev.allocator();
-  ev.set_string("type", type);
-  ev.set_string("source", source.empty() ? std::string_view(options_.source) : source);
+  // Top-level members of an object: these sets cannot fail.
+  (void)ev.set_string("type", type);
+  (void)ev.set_string("source", source.empty() ? std::string_view(options_.source) : source);
   if (!data_json.empty()) {
     auto data = parse_data_json(data_json);
     if (!data) return data.error();
@@ -267,8 +268,8 @@ Result<std::vector<zmq::message_t>> Publisher::encode_locked(Event& event) {
     return make_error("type '" + std::string(event.type()) + "': " + kReservedTypeReason);
   if (options_.sequence) {
     if (stream_id_.empty()) stream_id_ = new_uuid_v7();
-    event.set_string(kStreamAttribute, stream_id_);
-    event.set(kSequenceAttribute, JsonValue(next_seq_));
+    (void)event.set_string(kStreamAttribute, stream_id_);  // top-level members: cannot fail
+    (void)event.set(kSequenceAttribute, JsonValue(next_seq_));
   }
   std::vector<zmq::message_t> frames;
   encode_message(event, frames);

@@ -248,7 +248,7 @@ Result<Event, Rejection> decode_message(std::vector<zmq::message_t>& frames,
   auto type_it = ev.doc().FindMember("type");
   if (!topic.empty()) {
     if (type_it == ev.doc().MemberEnd()) {
-      ev.set_string("type", topic);
+      (void)ev.set_string("type", topic);  // a top-level member: cannot fail
     } else if (!type_it->value.IsString() ||
                std::string_view(type_it->value.GetString(), type_it->value.GetStringLength()) !=
                    topic) {

@@ -780,12 +780,4 @@ void MapReader::finish() {
   }
 }
 
-std::string scalar_string(const YAML::Node& node, const std::string& file, Diagnostics& errors) {
-  if (!node.IsScalar()) {
-    errors.push_back({position_of(node, file), "expected a scalar value"});
-    return {};
-  }
-  return expand_env(node.Scalar(), position_of(node, file), errors);
-}
-
 }  // namespace hookgate::config

@@ -128,7 +128,4 @@ class MapReader {
   bool valid_ = true;
 };
 
-// Scalar helpers for code that walks YAML by hand (hook conditions).
-std::string scalar_string(const YAML::Node& node, const std::string& file, Diagnostics& errors);
-
 }  // namespace hookgate::config

@@ -71,8 +71,8 @@ class Event {
   // Sets the value at path, creating intermediate objects. Fails if a non-object is in the way.
   // `changed`, when given, says whether the event differs afterwards (a number of another type,
   // 1 against 1.0, counts: the serialized body shows it).
-  bool set(std::string_view path, const JsonValue& value, bool* changed = nullptr);
-  bool set_string(std::string_view path, std::string_view value);
+  [[nodiscard]] bool set(std::string_view path, const JsonValue& value, bool* changed = nullptr);
+  [[nodiscard]] bool set_string(std::string_view path, std::string_view value);
   // Whether set(path, ...) would succeed on the event as it is now, without changing it.
   bool can_set(std::string_view path) const;
   // Removes the member at path; false if it was not there.

@@ -1105,9 +1105,6 @@ void Gateway::request_stop() {
 void Gateway::request_reload() {
   impl_->reload_config = true;
 }
-void Gateway::request_hooks_reload() {
-  impl_->reload_hooks = true;
-}
 std::string Gateway::bus_endpoint() const {
   return impl_->bus_endpoint;
 }

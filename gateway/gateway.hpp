@@ -27,8 +27,6 @@ class Gateway {
   void request_stop();
   // Re-reads the config file (webhooks, hooks, log level) and the hook directories.
   void request_reload();
-  // Hooks only (inotify).
-  void request_hooks_reload();
 
   std::string bus_endpoint() const;
   int admin_port() const;

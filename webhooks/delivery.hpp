@@ -120,8 +120,9 @@ class DeliveryStore {
   virtual std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,
                                      size_t limit) = 0;
   virtual std::optional<Delivery> get(const std::string& id) = 0;
-  // Moves dead deliveries back to pending with attempts reset; returns how many moved.
-  virtual size_t replay(const std::vector<std::string>& ids) = 0;
+  // Moves dead deliveries back to pending with attempts reset; returns how many moved, or an
+  // error when the move could not be written (a durable store's file locked, read-only, damaged).
+  [[nodiscard]] virtual Result<size_t> replay(const std::vector<std::string>& ids) = 0;
   // Pending deliveries per webhook name (committed ones, for a durable store), so the gateway
   // can name those of webhooks the config no longer has. A store that cannot tell returns none.
   virtual std::map<std::string, size_t> pending_by_webhook() { return {}; }

@@ -54,15 +54,11 @@ bool same_settings(const config::WebhookConfig& a, const config::WebhookConfig& 
          a.deny_cidrs == b.deny_cidrs && a.http_client == b.http_client && a.tls == b.tls;
 }
 
-// The built-in client serves plain http:// unless told not to, or unless a custom header takes
-// over the request framing it writes itself (libcurl lets such headers replace its own).
+// The built-in client serves plain http:// unless told not to. (A custom framing header, which
+// it could not honour, pauses the webhook: check_custom_header refuses it.)
 std::shared_ptr<const PlainHttpClient::Target> plain_http_target(
     const config::WebhookConfig& webhook) {
   if (webhook.http_client != config::WebhookConfig::HttpClient::Auto) return nullptr;
-  for (const auto& [name, value] : webhook.headers) {
-    for (std::string_view framing : {"host", "content-length", "transfer-encoding", "connection"})
-      if (iequals(name, framing)) return nullptr;
-  }
   auto target = PlainHttpClient::target_for(webhook.url);
   if (!target) return nullptr;
   return std::make_shared<const PlainHttpClient::Target>(std::move(*target));
@@ -330,8 +326,6 @@ struct Dispatcher::Impl {
           config_applied = config_requested;
           config_applied_cv.notify_all();
         }
-        for (const auto& name : pending_resumes) resume_paused(name);
-        pending_resumes.clear();
         stopping = stop_requested;
         stop_deadline_ns = stop_deadline;
       }
@@ -772,7 +766,6 @@ struct Dispatcher::Impl {
     transfer->webhook = &webhook;
     transfer->config = webhook.config;
     transfer->policy = webhook.policy;
-    std::shared_ptr<const SigningKeys> keys = webhook.keys;
     transfer->delivery = std::move(delivery);
     transfer->started_ns = now_steady_ns();
     ++webhook.in_flight;
@@ -788,9 +781,9 @@ struct Dispatcher::Impl {
     }
     // Fresh timestamp and signatures on every attempt; the delivery id never changes.
     const int64_t timestamp_s = now_unix_ms() / 1000;
+    // validate_settings pauses a webhook whose secrets do not decode, so one that sends has keys.
     auto headers =
-        keys ? build_attempt_headers(*transfer->config, *keys, transfer->delivery, timestamp_s)
-             : build_attempt_headers(*transfer->config, transfer->delivery, timestamp_s);
+        build_attempt_headers(*transfer->config, *webhook.keys, transfer->delivery, timestamp_s);
     if (!headers) {
       AttemptResult result;
       result.final_error = headers.error().message;
@@ -1197,7 +1190,6 @@ struct Dispatcher::Impl {
   std::optional<std::vector<config::WebhookConfig>> pending_config;
   uint64_t config_requested = 0;
   uint64_t config_applied = 0;
-  std::vector<std::string> pending_resumes;
   bool started = false;
   bool loop_running = false;
   std::thread::id loop_thread;
@@ -1256,24 +1248,6 @@ void Dispatcher::stop(std::chrono::milliseconds grace) {
     impl_->thread.join();
     impl_->store.set_on_ready(nullptr);
   }
-}
-
-bool Dispatcher::resume(const std::string& webhook) {
-  {
-    std::lock_guard lock(impl_->status_mu);
-    const auto& configured = impl_->status_order;
-    if (std::find(configured.begin(), configured.end(), webhook) == configured.end()) return false;
-  }
-  {
-    std::lock_guard lock(impl_->control_mu);
-    if (!impl_->loop_running) {
-      impl_->resume_paused(webhook);  // no loop to hand it to
-      return true;
-    }
-    impl_->pending_resumes.push_back(webhook);
-  }
-  impl_->waker->wake();
-  return true;
 }
 
 std::vector<Dispatcher::WebhookStatus> Dispatcher::status() const {

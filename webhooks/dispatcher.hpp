@@ -78,11 +78,6 @@ class Dispatcher {
   // grace are still sent, and the dispatcher returns as soon as none is left to send.
   void stop(std::chrono::milliseconds grace);
 
-  // A webhook paused by 410 Gone (or a configuration error) stays paused until the next
-  // set_webhooks() (a reload: changed settings are validated afresh, unchanged ones resume) or
-  // this is called. Returns false for an unknown webhook.
-  bool resume(const std::string& webhook);
-
   // One entry per configured webhook, in configuration order.
   std::vector<WebhookStatus> status() const;
 

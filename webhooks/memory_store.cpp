@@ -272,7 +272,7 @@ std::optional<Delivery> MemoryDeliveryStore::get(const std::string& id) {
   return it->second.delivery;
 }
 
-size_t MemoryDeliveryStore::replay(const std::vector<std::string>& ids) {
+Result<size_t> MemoryDeliveryStore::replay(const std::vector<std::string>& ids) {
   size_t moved = 0;
   {
     std::lock_guard lock(mu_);

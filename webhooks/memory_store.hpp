@@ -46,7 +46,7 @@ class MemoryDeliveryStore final : public DeliveryStore {
   std::vector<Delivery> list(std::optional<DeliveryState> state, const std::string& webhook,
                              size_t limit) override;
   std::optional<Delivery> get(const std::string& id) override;
-  size_t replay(const std::vector<std::string>& ids) override;
+  Result<size_t> replay(const std::vector<std::string>& ids) override;
   std::map<std::string, size_t> pending_by_webhook() override;
   [[nodiscard]] bool keeps_pending_across_restarts() const override { return false; }
 

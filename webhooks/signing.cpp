@@ -30,17 +30,6 @@ int base64_value(char c) {
   return -1;
 }
 
-std::string to_hex(std::string_view bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 0xf]);
-  }
-  return out;
-}
-
 // RFC 9110 token characters: what a header name may be made of.
 bool is_token(std::string_view name) {
   if (name.empty()) return false;

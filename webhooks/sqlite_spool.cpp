@@ -2747,10 +2747,8 @@ std::optional<Delivery> SqliteSpool::get_by_id(const char* sql, const std::strin
   return read_row(s).second;
 }
 
-size_t SqliteSpool::replay(const std::vector<std::string>& ids) {
-  auto moved = replay_ids(ids);
-  if (!moved) spdlog::error("{}", moved.error().message);
-  return moved ? *moved : 0;
+Result<size_t> SqliteSpool::replay(const std::vector<std::string>& ids) {
+  return replay_ids(ids);
 }
 
 Result<size_t> SqliteSpool::replay_ids(const std::vector<std::string>& ids, bool delivered_too) {

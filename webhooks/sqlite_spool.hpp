@@ -134,13 +134,12 @@ class SqliteSpool final : public DeliveryStore {
   // (take_read_error() says which).
   size_t count(DeliveryState state, const std::string& webhook);
   // Dead → pending, attempts 0, due now (last_error kept as history). Blocks until committed.
-  // 0 when the replay could not be written (logged); replay_ids() says why.
-  size_t replay(const std::vector<std::string>& ids) override;
-  // As replay(), but an error when the replay could not be written (the file locked beyond
-  // busy_timeout, read-only, damaged), so `hookgate deliveries replay` does not report the ids
-  // as "no dead delivery with that id".
-  // `delivered_too` (tools mode only: `deliveries replay --delivered`) sends delivered ids again
-  // as well, same id, attempts from 1.
+  // An error when the replay could not be written (the file locked beyond busy_timeout,
+  // read-only, damaged), so `hookgate deliveries replay` does not report the ids as "no dead
+  // delivery with that id".
+  Result<size_t> replay(const std::vector<std::string>& ids) override;
+  // As replay(); `delivered_too` (tools mode only: `deliveries replay --delivered`) sends delivered
+  // ids again as well, same id, attempts from 1.
   Result<size_t> replay_ids(const std::vector<std::string>& ids, bool delivered_too = false);
   std::map<std::string, size_t> pending_by_webhook() override;
   // What the checkpointer thread last counted (every pending_snapshot_interval_ms, on its own

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "gateway/common/clock.hpp"
+#include "gateway/common/text.hpp"
 
 namespace hookgate {
 namespace {
@@ -70,15 +71,8 @@ std::string new_uuid_v7() {
 }
 
 std::string new_delivery_id() {
-  static constexpr char hex[] = "0123456789abcdef";
-  auto b = v7_bytes();
-  std::string out = "msg_";
-  out.reserve(36);
-  for (uint8_t c : b) {
-    out.push_back(hex[c >> 4]);
-    out.push_back(hex[c & 0xf]);
-  }
-  return out;
+  const auto b = v7_bytes();
+  return "msg_" + to_hex(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
 }
 
 }  // namespace hookgate

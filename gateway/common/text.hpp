@@ -9,6 +9,18 @@
 
 namespace hookgate {
 
+// Lower-case hex of each byte (digests, ids).
+inline std::string to_hex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 0xf]);
+  }
+  return out;
+}
+
 // `items` with `sep` between them.
 inline std::string join(const std::vector<std::string>& items, std::string_view sep = ",") {
   std::string out;

@@ -159,13 +159,13 @@ TEST(MemoryStoreTest, ReplayMovesDeadBackToPendingWithAttemptsReset) {
   store.complete(claimed[0], kDead);
   store.complete(claimed[1], kDelivered);
 
-  EXPECT_EQ(store.replay({"m1", "m2", "missing"}), 1u);  // only dead ones move
+  EXPECT_EQ(store.replay({"m1", "m2", "missing"}).value(), 1u);  // only dead ones move
   EXPECT_EQ(store.pending_count(), 1u);
   auto replayed = store.claim_due("a", 0, 10);
   ASSERT_EQ(ids(replayed), (std::vector<std::string>{"m1"}));
   EXPECT_EQ(replayed[0].attempts, 0);
   EXPECT_EQ(replayed[0].state, DeliveryState::Pending);
-  EXPECT_EQ(store.replay({"m1"}), 0u);  // pending now, not dead
+  EXPECT_EQ(store.replay({"m1"}).value(), 0u);  // pending now, not dead
 }
 
 TEST(MemoryStoreTest, OnReadyFiresAfterAddAndReplayOnly) {
@@ -183,9 +183,9 @@ TEST(MemoryStoreTest, OnReadyFiresAfterAddAndReplayOnly) {
   auto claimed = store.claim_due("a", 0, 1);
   store.complete(claimed[0], kDead);
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(store.replay({"m1"}), 1u);
+  EXPECT_EQ(store.replay({"m1"}).value(), 1u);
   EXPECT_EQ(calls, 2);
-  EXPECT_EQ(store.replay({"m1"}), 0u);
+  EXPECT_EQ(store.replay({"m1"}).value(), 0u);
   EXPECT_EQ(calls, 2);
   EXPECT_FALSE(store.add({make("m1")}).ok());
   EXPECT_EQ(calls, 2);
@@ -211,7 +211,7 @@ TEST(MemoryStoreTest, AReplayedDeliveryThatDiesAgainKeepsItsNewPlaceAmongTheDead
   MemoryDeliveryStore store(/*keep_delivered=*/10, /*keep_dead=*/2);
   ASSERT_TRUE(store.add({make("x1"), make("x2")}).ok());
   store.complete(store.claim_due("a", 0, 1)[0], kDead);  // x1
-  ASSERT_EQ(store.replay({"x1"}), 1u);
+  ASSERT_EQ(store.replay({"x1"}).value(), 1u);
   auto claimed = store.claim_due("a", 0, 10);  // x2 and x1 again
   ASSERT_EQ(claimed.size(), 2u);
   if (claimed[0].id != "x1") std::swap(claimed[0], claimed[1]);

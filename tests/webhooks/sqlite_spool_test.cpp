@@ -311,8 +311,8 @@ TEST_F(SqliteSpoolTest, DeadLettersAreListedAndReplayed) {
   EXPECT_EQ(dead[0].last_error, "HTTP 404");
   EXPECT_EQ(dead[0].attempts, 1);
 
-  EXPECT_EQ(spool->replay({"d1", "missing"}), 1u);
-  EXPECT_EQ(spool->replay({"d1"}), 0u);  // no longer dead
+  EXPECT_EQ(spool->replay({"d1", "missing"}).value(), 1u);
+  EXPECT_EQ(spool->replay({"d1"}).value(), 0u);  // no longer dead
   EXPECT_EQ(spool->pending_count(), 1u);
   auto back = spool->claim_due("siem", now_unix_ms(), 10);
   ASSERT_EQ(ids_of(back), (std::vector<std::string>{"d1"}));
@@ -373,7 +373,7 @@ TEST_F(SqliteSpoolTest, CliInstanceListsAndReplaysWhileGatewayRuns) {
     std::lock_guard lock(mu);
     seen = wakeups;
   }
-  EXPECT_EQ(cli->replay({"x1"}), 1u);
+  EXPECT_EQ(cli->replay({"x1"}).value(), 1u);
 
   {  // The gateway notices the other process's commit and wakes its dispatcher.
     std::unique_lock lock(mu);
@@ -957,7 +957,7 @@ TEST_F(SqliteSpoolTest, UpgradesAVersionOneFileAndKeepsEveryDelivery) {
   EXPECT_FALSE(spool->get("v1-done"));
   EXPECT_FALSE(spool->get("v1-pending"));
   EXPECT_EQ(count_in(cfg_.path, "SELECT COUNT(*) FROM payloads"), 2);  // v1-dead's, v2-new's
-  EXPECT_EQ(spool->replay({"v1-dead"}), 1u);
+  EXPECT_EQ(spool->replay({"v1-dead"}).value(), 1u);
   ASSERT_TRUE(spool->flush());
   // Due order: v2-new was due when it was added, v1-dead when it was replayed.
   EXPECT_EQ(ids_of(spool->claim_due("siem", now_unix_ms(), 10)),
@@ -1120,7 +1120,7 @@ TEST_F(SqliteSpoolTest, NamesTheWebhooksThatGotClaimableDeliveries) {
   spool->complete(claimed[0], {AttemptOutcome::Kind::Dead, 0, "HTTP 500"});
   ASSERT_TRUE(spool->flush());
   EXPECT_EQ(spool->take_ready_webhooks(), std::vector<std::string>{});  // nothing claimable
-  EXPECT_EQ(spool->replay({"b1"}), 1u);
+  EXPECT_EQ(spool->replay({"b1"}).value(), 1u);
   ASSERT_TRUE(spool->flush());
   EXPECT_FALSE(spool->take_ready_webhooks().has_value());  // a replay: every webhook
 }
@@ -1887,7 +1887,10 @@ TEST_F(SqliteSpoolTest, AReplayThatFailsHalfWayMovesNothing) {
           "CREATE TRIGGER fail_b BEFORE UPDATE ON deliveries WHEN OLD.id = 'b' "
           "BEGIN SELECT RAISE(ABORT, 'injected'); END;");
   ASSERT_TRUE(spool->flush());
-  EXPECT_EQ(spool->replay({"a", "b"}), 0u);
+  auto replayed = spool->replay({"a", "b"});
+  ASSERT_FALSE(replayed);
+  EXPECT_NE(replayed.error().message.find("injected"), std::string::npos)
+      << replayed.error().message;
   EXPECT_EQ(spool->get("a")->state, DeliveryState::Dead);
   EXPECT_EQ(spool->get("b")->state, DeliveryState::Dead);
   EXPECT_EQ(spool->pending_count(), 0u);

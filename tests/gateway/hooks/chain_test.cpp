@@ -84,7 +84,7 @@ reason: health-check noise
 
 TEST(HookChainRun, VetoStopsTheChainAndEmitsADiagnostic) {
   auto first = fake("chain_veto_first", HookKind::Transform, [](Event& ev) {
-    ev.set_string("data.seen", "yes");
+    EXPECT_TRUE(ev.set_string("data.seen", "yes"));
     return answer(Action::Continue);
   });
   auto veto = fake("chain_veto_veto", HookKind::Veto,
@@ -167,13 +167,14 @@ TEST_P(HookChainFailurePolicy, OpenSkipsClosedVetoes) {
   auto broken = fake(
       name, HookKind::Transform,
       [&](Event& ev) {
-        ev.set_string("data.partial", "must not survive");  // a misbehaving hook's half-edit...
-        (void)ev.remove("data.partial");                    // ...that it rolled back
+        EXPECT_TRUE(ev.set_string("data.partial",
+                                  "must not survive"));  // a misbehaving hook's half-edit...
+        (void)ev.remove("data.partial");                 // ...that it rolled back
         return c.timeout ? time_out() : fail("exit status 3");
       },
       c.policy);
   auto next = fake(name + "_next", HookKind::Transform, [](Event& ev) {
-    ev.set_string("data.next", "ran");
+    EXPECT_TRUE(ev.set_string("data.next", "ran"));
     return answer(Action::Continue);
   });
   auto chain = chain_of({broken, next});

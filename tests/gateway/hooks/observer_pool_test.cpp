@@ -307,7 +307,7 @@ TEST(ObserverPool, WorkOutlivesTheChainGenerationThatQueuedIt) {
 
 TEST(ObserverPool, ObserverGetsItsOwnCopyOfTheEvent) {
   auto scribbler = fake("pool_scribbler", HookKind::Observe, [](Event& ev) {
-    ev.set_string("data.scribbled", "yes");
+    EXPECT_TRUE(ev.set_string("data.scribbled", "yes"));
     return answer(Action::Continue);
   });
   auto shared = std::make_shared<const Event>(make_event(R"({"type":"t","data":{}})"));
