@@ -413,6 +413,21 @@ std::string expand_env(std::string_view text, const Position& where, Diagnostics
       errors.push_back({where, "${...} without a variable name"});
       return out;
     }
+    // Other tools' forms (${VAR-x}, ${VAR:?message}, ${ VAR }) must not read as a variable named
+    // "VAR-x". Only the name's valid start is quoted: what follows may be a default's secret.
+    const size_t name_end =
+        var.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_");
+    const bool digit_first = std::isdigit(static_cast<unsigned char>(var[0]));
+    if (name_end != std::string::npos || digit_first) {
+      const std::string what =
+          digit_first            ? "${...}: a variable name cannot start with a digit"
+          : var[name_end] == ' ' ? "${" + var.substr(0, name_end) + "...}: a space"
+                                 : "${" + var.substr(0, name_end) + "...}: '" + var[name_end] + "'";
+      errors.push_back({where, what + (digit_first ? "" : " cannot be in a variable name") +
+                                   "; hookgate expands ${VAR} and ${VAR:-default} only (VAR: "
+                                   "letters, digits and _; $${ is a literal ${)"});
+      return out;
+    }
     const char* value = std::getenv(var.c_str());
     if (value && *value) {
       out += value;

@@ -934,6 +934,26 @@ TEST(ConfigLoaderTest, AnEmptyPatternOrVariableNameIsAnError) {
             "test.yaml:2:10: ${...} without a variable name");
 }
 
+// Found in an operator's test: docker-compose's forms read as a variable named "NOPE-def", and the
+// hint suggested ${NOPE-def:-default}. Nothing after the name's valid start is quoted (a secret).
+TEST(ConfigLoaderTest, AnotherToolsVariableFormIsNamedAsUnsupported) {
+  const std::string hint =
+      "; hookgate expands ${VAR} and ${VAR:-default} only (VAR: letters, digits and _; $${ is a "
+      "literal ${)";
+  const std::string tail = " cannot be in a variable name" + hint;
+  EXPECT_EQ(first_error(load("log:\n  level: ${HG_NOPE-s3cret}\n")),
+            "test.yaml:2:10: ${HG_NOPE...}: '-'" + tail);
+  EXPECT_EQ(first_error(load("log:\n  level: ${HG_NOPE:?must be set}\n")),
+            "test.yaml:2:10: ${HG_NOPE...}: ':'" + tail);
+  EXPECT_EQ(first_error(load("log:\n  level: ${ HG_NOPE }\n")),
+            "test.yaml:2:10: ${...}: a space" + tail);
+  EXPECT_EQ(first_error(load("log:\n  level: ${1X}\n")),
+            "test.yaml:2:10: ${...}: a variable name cannot start with a digit" + hint);
+  ::setenv("HG_TEST_LEVEL_9", "debug", 1);
+  EXPECT_TRUE(load("log:\n  level: ${HG_TEST_LEVEL_9}\n"));
+  ::unsetenv("HG_TEST_LEVEL_9");
+}
+
 // Found in review: errors named `timeout_ms` for the `extensions.webhooks` form's `timeout`, and
 // a bad initial backoff was reported at max_backoff_ms.
 TEST(ConfigLoaderTest, AnErrorPointsAtTheKeyThatIsWrong) {
