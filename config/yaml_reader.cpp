@@ -194,6 +194,37 @@ std::pair<int, int> end_of_last_text_line(std::string_view text) {
   }
 }
 
+// yaml-cpp names what broke ("illegal map value"), not why: the usual causes of the messages
+// hand-written configs get. `line` is 0-based, the error's.
+std::string syntax_hint(std::string_view text, int line, const std::string& msg) {
+  auto line_text = [&](int wanted) -> std::string_view {
+    size_t start = 0;
+    for (int l = 0; l < wanted; ++l) {
+      start = text.find('\n', start);
+      if (start == std::string_view::npos) return {};
+      ++start;
+    }
+    return text.substr(start, text.find('\n', start) - start);
+  };
+  for (int l : {line, line - 1}) {
+    if (l < 0) continue;
+    const std::string_view indent = line_text(l).substr(0, line_text(l).find_first_not_of(" \t"));
+    if (indent.find('\t') != std::string_view::npos)
+      return " (line " + std::to_string(l + 1) +
+             " is indented with a tab: YAML indents with spaces only)";
+  }
+  if (msg == YAML::ErrorMsg::END_OF_MAP_FLOW || msg == YAML::ErrorMsg::END_OF_SEQ_FLOW ||
+      msg == YAML::ErrorMsg::FLOW_END)
+    return " (inside { } or [ ], quote a value that holds { } [ ] or a comma, \"${VAR}\" "
+           "included, and close each bracket)";
+  if (msg == YAML::ErrorMsg::MAP_VALUE || msg == YAML::ErrorMsg::MAP_KEY ||
+      msg == YAML::ErrorMsg::END_OF_MAP || msg == YAML::ErrorMsg::BLOCK_ENTRY ||
+      msg == YAML::ErrorMsg::END_OF_SEQ)
+    return " (check this line's indentation against the lines above: the keys of one map start "
+           "in the same column, and a value's own keys further in)";
+  return "";
+}
+
 int line_count(std::string_view text) {
   return static_cast<int>(std::count(text.begin(), text.end(), '\n')) +
          (!text.empty() && text.back() != '\n' ? 1 : 0);
@@ -354,9 +385,11 @@ Result<YAML::Node, Diagnostics> parse_yaml(const std::string& text, const std::s
     // text (an unclosed `{`), not on a line past it.
     if (past_the_text) {
       const auto [line, column] = end_of_last_text_line(text);
-      return Diagnostics{{{file, line, column}, "YAML syntax error: " + e.msg}};
+      return Diagnostics{{{file, line, column},
+                          "YAML syntax error: " + e.msg + syntax_hint(text, line - 1, e.msg)}};
     }
-    return Diagnostics{{{file, e.mark.line + 1, e.mark.column + 1}, "YAML syntax error: " + e.msg}};
+    return Diagnostics{{{file, e.mark.line + 1, e.mark.column + 1},
+                        "YAML syntax error: " + e.msg + syntax_hint(text, e.mark.line, e.msg)}};
   }
 }
 

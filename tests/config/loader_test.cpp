@@ -934,6 +934,23 @@ TEST(ConfigLoaderTest, AnEmptyPatternOrVariableNameIsAnError) {
             "test.yaml:2:10: ${...} without a variable name");
 }
 
+// Found in an operator's test: yaml-cpp's messages ("illegal map value") said what broke, never
+// why; a tab, an indentation off by one and an unquoted ${VAR} in a { } map now get their cause.
+TEST(ConfigLoaderTest, ASyntaxErrorSaysItsLikelyCause) {
+  EXPECT_EQ(first_error(load("bus:\n\tbind: tcp://127.0.0.1:5999\n")),
+            "test.yaml:2:6: YAML syntax error: illegal map value (line 2 is indented with a tab: "
+            "YAML indents with spaces only)");
+  EXPECT_EQ(first_error(load("bus:\n  bind: tcp://127.0.0.1:5999\n   receive_hwm: 5\n")),
+            "test.yaml:3:15: YAML syntax error: illegal map value (check this line's indentation "
+            "against the lines above: the keys of one map start in the same column, and a "
+            "value's own keys further in)");
+  EXPECT_EQ(first_error(load("webhooks:\n  - name: a\n    url: https://x/\n"
+                             "    tls: {key_password: ${TOK}, ca_file: a}\n")),
+            "test.yaml:4:26: YAML syntax error: end of map flow not found (inside { } or [ ], "
+            "quote a value that holds { } [ ] or a comma, \"${VAR}\" included, and close each "
+            "bracket)");
+}
+
 // Found in an operator's test: docker-compose's forms read as a variable named "NOPE-def", and the
 // hint suggested ${NOPE-def:-default}. Nothing after the name's valid start is quoted (a secret).
 TEST(ConfigLoaderTest, AnotherToolsVariableFormIsNamedAsUnsupported) {
