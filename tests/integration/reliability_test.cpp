@@ -416,15 +416,19 @@ TEST(ReliabilityTest, KillNineWithReceiverDownLosesNothingAccepted) {
 TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
   TempDir dir;
   HttpReceiver rx;
-  rx.set_handler([](const HttpReceiver::Request&) {
+  rx.set_handler([](const HttpReceiver::Request& request) {
     HttpReceiver::Response r;
-    r.status = 400;  // final: dead after one attempt
+    // app.ok delivered; the others final: dead after one attempt
+    r.status = request.header("X-Hookgate-Event") == "app.ok" ? 200 : 400;
     return r;
   });
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(config_for(rx.url()))) << gw.log();
   auto pub = publisher_for(gw);
   ASSERT_TRUE(pub);
+  // Two delivered rows older than the dead ones.
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(pub->publish("app.ok", "{}"));
+  ASSERT_TRUE(rx.wait_for(2, 10s));
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(pub->publish("app.event", "{}"));
   const std::vector<std::string> dead_ids = dead_delivery_ids(gw, 3);
   ASSERT_EQ(dead_ids.size(), 3u);
@@ -437,21 +441,27 @@ TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
   EXPECT_NE(listed.out.find("\n3 shown; 3 dead in all\n"), std::string::npos) << listed.out;
   // With no --state, every state is listed, and the pending and dead ones are each counted (it
   // counted only the pending ones); with a state, "--limit N shows more" only when more match.
-  auto all = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "5"});
-  EXPECT_NE(all.out.find("\n3 shown; 0 pending, 3 dead in all, besides the delivered history\n"),
+  auto all = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "6"});
+  EXPECT_NE(all.out.find("\n5 shown; 0 pending, 3 dead in all, besides the delivered history\n"),
             std::string::npos)
       << all.out;
   EXPECT_EQ(all.out.find("shows more"), std::string::npos) << all.out;
   auto exact =
       run_hookgate({"deliveries", "list", "--spool", spool, "--state", "dead", "--limit", "3"});
   EXPECT_EQ(exact.out.find("shows more"), std::string::npos) << exact.out;
-  auto cut = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "2"});
+  // The dead letters come before the older delivered rows (100 delivered rows hid them).
+  auto cut = run_hookgate({"deliveries", "list", "--spool", spool, "--limit", "3"});
   EXPECT_NE(
-      cut.out.find("\n2 shown; 0 pending, 3 dead in all, besides the delivered history\n(the 2 "
-                   "oldest that match; --limit N shows more, --state pending only the "
-                   "backlog)\n"),
+      cut.out.find("\n3 shown; 0 pending, 3 dead in all, besides the delivered history\n(pending "
+                   "first, then dead, then delivered, the oldest first in each; --limit N shows "
+                   "more)\n"),
       std::string::npos)
       << cut.out;
+  std::vector<std::string> listed_rows;
+  std::istringstream cut_lines(cut.out);
+  for (std::string line; std::getline(cut_lines, line);)
+    if (line.rfind("msg_", 0) == 0) listed_rows.push_back(line.substr(0, line.find(" dead ")));
+  EXPECT_EQ(listed_rows, dead_ids) << cut.out;
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(spool.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
