@@ -716,8 +716,10 @@ TEST_P(DispatcherTest, FailedAttemptNoticesAreOneASecondPerWebhook) {
   dispatcher.start();
   const uint64_t left_out_before =
       metrics::Registry::global().counter_value("hookgate_diagnostics_left_out_total");
+  const auto started = std::chrono::steady_clock::now();
   add(name);
   ASSERT_TRUE(store_.wait_for_completions(6));
+  const auto took = std::chrono::steady_clock::now() - started;
   dispatcher.stop(milliseconds(0));
   auto events = diagnostics_.events();
   ASSERT_FALSE(events.empty());
@@ -730,7 +732,12 @@ TEST_P(DispatcherTest, FailedAttemptNoticesAreOneASecondPerWebhook) {
       said_left_out += std::stoul(e.reason.substr(at + 6));
   events.pop_back();
   ASSERT_GE(events.size(), 1u);
-  ASSERT_LE(events.size(), 2u);  // two only across a second's end
+  ASSERT_LE(events.size(), 2u);  // two only on a machine slow enough to take a second
+  // A second from the last notice, not a clock second: within one, one notice, even across a
+  // second's end (two failures 90 ms apart were both said).
+  if (took < std::chrono::seconds(1)) {
+    EXPECT_EQ(events.size(), 1u);
+  }
   for (const auto& e : events) EXPECT_EQ(e.type, diag::kDeliveryFailed);
   EXPECT_EQ(metrics::Registry::global().counter_value("hookgate_diagnostics_left_out_total") -
                 left_out_before,
@@ -753,9 +760,9 @@ TEST_P(DispatcherTest, ExhaustedAttemptsAreDeadWithDiagnostics) {
   EXPECT_FALSE(receiver_.wait_for(4, milliseconds(200)));
   dispatcher.stop(milliseconds(0));
 
-  // The two failed attempts come 10 to 20 ms apart: one notice, or two across a second's end
-  // (one hookgate.delivery.failed a second per webhook; the others are counted), and the dead
-  // letter always.
+  // The two failed attempts come 10 to 20 ms apart: one notice, or two on a machine that takes
+  // a second between them (one hookgate.delivery.failed a second per webhook; the others are
+  // counted), and the dead letter always.
   auto events = diagnostics_.events();
   ASSERT_GE(events.size(), 2u);
   ASSERT_LE(events.size(), 3u);
