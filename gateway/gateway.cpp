@@ -557,19 +557,26 @@ struct Gateway::Impl {
             (old.body != w.body || old.hec_sourcetype != w.hec_sourcetype ||
              old.hec_index != w.hec_index || old.hec_host_field != w.hec_host_field))
           reshaped_webhooks.insert(w.name);
-    // Which webhooks come and go, by name (how many alone said little).
+    // Which webhooks come, change and go, by name (how many alone said little).
     std::vector<std::string> added;
+    std::vector<std::string> changed;
     std::vector<std::string> removed;
-    for (const auto& w : n.webhooks)
-      if (std::none_of(cfg.webhooks.begin(), cfg.webhooks.end(),
-                       [&](const auto& old) { return old.name == w.name; }))
+    for (const auto& w : n.webhooks) {
+      const auto old = std::find_if(cfg.webhooks.begin(), cfg.webhooks.end(),
+                                    [&](const auto& o) { return o.name == w.name; });
+      if (old == cfg.webhooks.end())
         added.push_back(w.name);
+      else if (!webhooks::same_delivery_settings(*old, w) || old->events != w.events ||
+               reshaped_webhooks.count(w.name))
+        changed.push_back(w.name);
+    }
     for (const auto& old : cfg.webhooks)
       if (std::none_of(n.webhooks.begin(), n.webhooks.end(),
                        [&](const auto& w) { return w.name == old.name; }))
         removed.push_back(old.name);
     std::string comings;
     if (!added.empty()) comings += "; adds " + join(added, ", ");
+    if (!changed.empty()) comings += "; changes " + join(changed, ", ");
     if (!removed.empty()) comings += "; removes " + join(removed, ", ");
     cfg.webhooks = n.webhooks;
     log_missing_hook_directories(n.hooks);

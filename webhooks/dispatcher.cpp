@@ -43,7 +43,9 @@ void init_curl_once() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-bool same_settings(const config::WebhookConfig& a, const config::WebhookConfig& b) {
+}  // namespace
+
+bool same_delivery_settings(const config::WebhookConfig& a, const config::WebhookConfig& b) {
   return a.url == b.url && a.secrets == b.secrets && a.timeout_ms == b.timeout_ms &&
          a.headers == b.headers && a.retry.max_attempts == b.retry.max_attempts &&
          a.retry.initial_backoff_ms == b.retry.initial_backoff_ms &&
@@ -53,6 +55,8 @@ bool same_settings(const config::WebhookConfig& a, const config::WebhookConfig& 
          a.body == b.body && a.sign_github == b.sign_github && a.allow_cidrs == b.allow_cidrs &&
          a.deny_cidrs == b.deny_cidrs && a.http_client == b.http_client && a.tls == b.tls;
 }
+
+namespace {
 
 // The built-in client serves plain http:// unless told not to. (A custom framing header, which
 // it could not honour, pauses the webhook: check_custom_header refuses it.)
@@ -436,7 +440,8 @@ struct Dispatcher::Impl {
       order.push_back(&webhook);
       // The loader registers these too; a config built in code must not leak them either.
       for (const auto& secret : cfg.secrets) register_secret(secret);
-      const bool changed = is_new || webhook.removed || !same_settings(*webhook.config, cfg);
+      const bool changed =
+          is_new || webhook.removed || !same_delivery_settings(*webhook.config, cfg);
       webhook.removed = false;
       if (changed) {
         Status valid = validate_settings(cfg);

@@ -31,6 +31,11 @@
 
 namespace hookgate::webhooks {
 
+// Whether a webhook sends the same requests under `a` as under `b`: its URL, secrets, headers,
+// body, timeouts, retries, limits, address policy and TLS (not its events, which route). A
+// reload keeps an unchanged webhook's connections, pause and Retry-After hold.
+bool same_delivery_settings(const config::WebhookConfig& a, const config::WebhookConfig& b);
+
 // Which receiver a Retry-After hold came from, as the store keeps it (WebhookHold::receiver): a
 // digest of the URL, which may hold a token.
 std::string webhook_hold_receiver(const std::string& url);

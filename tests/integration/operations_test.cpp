@@ -675,16 +675,16 @@ TEST(OperationsTest, AReloadAppliesTheShutdownGraceAndNamesRestartOnlySettings) 
            spool_extra + " }\n" + webhook_rx(rx.url());
   };
   ASSERT_TRUE(gw.start(config(", shutdown_grace_ms: 4000", true))) << gw.log();
-  // Also a webhook more and a log level: said in the log (found in an exploratory run: only
-  // "(2 webhooks)", and nothing).
+  // Also a webhook more, one changed and a log level: said in the log (found in exploratory
+  // runs: only "(2 webhooks)", and nothing).
   dir.write("hookgate.yaml", config(", shutdown_grace_ms: 1234, retention_ms: 60000", false) +
-                                 "  - name: extra\n    url: " + rx.url() +
+                                 "    timeout_ms: 1500\n  - name: extra\n    url: " + rx.url() +
                                  "\nlog: { level: debug }\n");
   gw.signal(SIGHUP);
   ASSERT_TRUE(gw.wait_for_log("configuration reloaded", 10s)) << gw.log();
   EXPECT_TRUE(
       gw.wait_for_log("its webhooks take over with its hooks once those have loaded; adds "
-                      "extra",
+                      "extra; changes rx\n",
                       1s))
       << gw.log();
   EXPECT_TRUE(gw.wait_for_log("reload: log level debug (was info)", 1s)) << gw.log();
