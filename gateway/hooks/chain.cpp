@@ -303,8 +303,9 @@ ChainOutcome HookChain::run(Event& event, const DiagnosticSink& diagnostics,
         clock_ns.reset();
         if (spec.kind == HookKind::Veto) {
           // A veto hook may only allow or veto; its edits are ignored, not treated as garbage.
-          spdlog::debug("veto hook {} answered replace on event {}; ignored", spec.name,
-                        event.id());
+          report_ignored_answer(*slot.stats, spec.name,
+                                "a veto hook answered with an edited event (veto hooks allow or "
+                                "veto; a transform hook edits)");
           slot.stats->runs(RunResult::Continue).inc();
           record(slot, "continue", inv.duration_ns,
                  "replacement or output ignored (veto hooks cannot modify events)");

@@ -41,6 +41,20 @@ HookStats::HookStats(const std::string& hook_name) {
                                {{"hook", hook_name}});
   duration =
       &metrics::histogram("hookgate_hook_duration_seconds", "Hook run time", {{"hook", hook_name}});
+  ignored_answers = &metrics::counter(
+      "hookgate_hook_answers_ignored_total",
+      "Answers a hook's kind cannot act on (a veto hook's edit, an observer's veto or edit)",
+      {{"hook", hook_name}});
+}
+
+void report_ignored_answer(const HookStats& stats, const std::string& hook_name,
+                           std::string_view what) {
+  stats.ignored_answers->inc();
+  if (log_limiter_for("hook " + hook_name + " ignored answers", 1).allow())
+    spdlog::warn(
+        "hook {}: {}; ignored, the event goes on unchanged "
+        "(hookgate_hook_answers_ignored_total)",
+        hook_name, what);
 }
 
 Invocation invoke_hook(Hook& hook, Event& event, const HookStats& stats, int64_t start_ns) {

@@ -29,6 +29,9 @@ struct HookStats {
   std::array<metrics::Counter*, kRunResultCount> by_result{};
   metrics::Counter* failures = nullptr;  // hookgate_hook_failures_total (errors and timeouts)
   metrics::Counter* timeouts = nullptr;  // hookgate_hook_timeouts_total
+  // hookgate_hook_answers_ignored_total: answers the hook's kind cannot act on (a veto hook's
+  // edit, an observer's veto or edit), which run as continue.
+  metrics::Counter* ignored_answers = nullptr;
   metrics::Histogram* duration = nullptr;
 };
 
@@ -37,6 +40,11 @@ struct Invocation {
   int64_t duration_ns = 0;
   int64_t end_ns = 0;  // steady clock when the hook returned
 };
+
+// Counts an answer the hook's kind cannot act on and says so in a warn line, at most one a second
+// per hook: the hook runs, but not as its author meant.
+void report_ignored_answer(const HookStats& stats, const std::string& hook_name,
+                           std::string_view what);
 
 // Runs hook.handle(event) and records its duration. Hook::handle must not throw; if one does
 // anyway (a buggy native hook), the exception becomes an Error failure instead of escaping.

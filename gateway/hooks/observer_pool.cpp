@@ -12,20 +12,6 @@ namespace {
 
 constexpr auto kDropWarnInterval = std::chrono::seconds(1);
 
-RunResult run_result_of(Action a) {
-  switch (a) {
-    case Action::Continue:
-      return RunResult::Continue;
-    case Action::Replace:
-      return RunResult::Replace;
-    case Action::Veto:
-      return RunResult::Veto;
-    case Action::Skip:
-      return RunResult::Skip;
-  }
-  return RunResult::Continue;
-}
-
 }  // namespace
 
 ObserverPool::ObserverPool(int threads, int queue_capacity, DiagnosticSink diagnostics,
@@ -183,11 +169,12 @@ void ObserverPool::run(ObserverJob& job) {
   Action action = inv.result.value().action;
   // Counted as what it did: an observer's veto or replacement is ignored, so it continued (found
   // in an exploratory run: result="veto" series an alert on vetoes would have fired on).
+  if (action == Action::Veto || action == Action::Replace)
+    report_ignored_answer(*job.stats, job.hook->spec().name,
+                          std::string("an observe hook answered ") +
+                              (action == Action::Veto ? "veto" : "with an edited event") +
+                              " (observers are read-only: a veto or transform hook does that)");
   job.stats->runs(action == Action::Skip ? RunResult::Skip : RunResult::Continue).inc();
-  if (action == Action::Veto || action == Action::Replace) {
-    spdlog::debug("observe hook {} answered {} on event {}; observers are read-only, ignored",
-                  job.hook->spec().name, to_string(run_result_of(action)), job.event->id());
-  }
 }
 
 void ObserverPool::stop(std::chrono::milliseconds drain) {

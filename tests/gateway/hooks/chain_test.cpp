@@ -366,11 +366,16 @@ TEST(HookChainRun, VetoHookReplaceIsIgnored) {
   DiagnosticLog diags;
   Event ev = make_event(R"({"type":"t"})");
   std::vector<ChainStep> trace;
+  const uint64_t ignored_before =
+      counter("hookgate_hook_answers_ignored_total", {{"hook", "chain_veto_replace"}});
   EXPECT_FALSE(chain->run(ev, diags.sink(), &trace).vetoed);
   EXPECT_EQ(ev.type(), "t");
   ASSERT_EQ(trace.size(), 1u);
   EXPECT_EQ(trace[0].result, "continue");
   EXPECT_TRUE(diags.events().empty());
+  // A degraded path: counted (and logged), not silent.
+  EXPECT_EQ(counter("hookgate_hook_answers_ignored_total", {{"hook", "chain_veto_replace"}}),
+            ignored_before + 1);
 }
 
 // What every form answers for a veto hook's replace, valid or not: no event to look into.

@@ -272,10 +272,12 @@ TEST(ObserverPool, AnIgnoredVetoOrReplaceCountsAsContinue) {
     auto hook = fake(name, HookKind::Observe, [a = action](Event&) { return answer(a, "no"); });
     const uint64_t continued = runs(name, "continue");
     const uint64_t as_answered = runs(name, action == Action::Veto ? "veto" : "replace");
+    const uint64_t ignored = counter("hookgate_hook_answers_ignored_total", {{"hook", name}});
     ASSERT_TRUE(pool.submit(job_for(hook)));
     ASSERT_TRUE(hookgate::testing::wait_until(
         [&] { return runs(name, "continue") == continued + 1; }, std::chrono::seconds(10)));
     EXPECT_EQ(runs(name, action == Action::Veto ? "veto" : "replace"), as_answered);
+    EXPECT_EQ(counter("hookgate_hook_answers_ignored_total", {{"hook", name}}), ignored + 1);
   }
   pool.stop(std::chrono::seconds(10));
   EXPECT_TRUE(diags.events().empty());
