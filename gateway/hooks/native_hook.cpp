@@ -408,6 +408,8 @@ class NativeHook final : public Hook {
     unload_.lib = lib_;
   }
 
+  bool init_parked() const { return init_parked_; }
+
   // Calls init(config_json) on the worker thread. Returns the load error, if any.
   std::optional<std::string> init() {
     if (desc_->init == nullptr) {
@@ -439,9 +441,10 @@ class NativeHook final : public Hook {
         },
         spec().timeout_ms);
     // Quarantined as a crash or hang in handle() is, so counted as one (found in review: only
-    // those were); every reload of such a file parks one more thread.
-    if (outcome == Worker::Outcome::Crashed || outcome == Worker::Outcome::Stuck)
-      quarantines().inc();
+    // those were). It parks a thread and leaves the library mapped: the caller remembers the
+    // file, so that reloads do not park one more each.
+    init_parked_ = outcome == Worker::Outcome::Crashed || outcome == Worker::Outcome::Stuck;
+    if (init_parked_) quarantines().inc();
     if (outcome == Worker::Outcome::Crashed)
       return "init() crashed (" + worker_.quarantine_reason() + "; library left loaded)";
     if (outcome != Worker::Outcome::Done) {
@@ -636,6 +639,7 @@ class NativeHook final : public Hook {
       last_snapshot_;
   void* state_ = nullptr;
   bool initialized_ = false;
+  bool init_parked_ = false;  // init() crashed or hung: its thread and the library stay
 };
 
 // Opens `path` under its own file name from a fresh temporary folder, removed again at once: as a
@@ -808,6 +812,10 @@ struct ProbeState {
   std::mutex mu;
   std::string executable;
   std::set<FileIdentity> passed;  // loaded cleanly in a probe: a reload does not probe again
+  // init() crashed or hung with this config, parking a thread and a mapping of the library: a
+  // reload of the same file and config is refused with the same reason instead of parking more
+  // (found in a hook author's test: one thread and five mappings more per reload).
+  std::map<std::pair<FileIdentity, std::string>, std::string> parked_inits;
 };
 
 ProbeState& probe_state() {
@@ -898,6 +906,15 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
   std::string path = so_path.find('/') == std::string::npos ? "./" + so_path : so_path;
   if (auto refused = probe_native_library(path, spec.timeout_ms))
     return "cannot load " + so_path + ": " + *refused;
+  const auto identity = identity_of(path);
+  if (identity) {
+    std::lock_guard lock(probe_state().mu);
+    if (auto it = probe_state().parked_inits.find({*identity, spec.config_json});
+        it != probe_state().parked_inits.end())
+      return it->second +
+             " on an earlier load of this file with this config; not called again until one "
+             "of them changes";
+  }
   void* lib = open_library(path);
   if (lib == nullptr) {
     const char* err = ::dlerror();
@@ -960,7 +977,13 @@ LoadResult make_native_hook(HookSpec spec, std::string so_path, bool descriptor_
   std::optional<LibraryFile> file;
   if (struct stat st; ::stat(path.c_str(), &st) == 0) file = LibraryFile{st.st_dev, st.st_ino};
   auto hook = std::make_shared<NativeHook>(std::move(spec), so_path, lib, desc, file);
-  if (auto err = hook->init()) return *std::move(err);  // ~NativeHook unloads (or leaks if stuck)
+  if (auto err = hook->init()) {  // ~NativeHook unloads (or leaks if stuck)
+    if (hook->init_parked() && identity) {
+      std::lock_guard lock(probe_state().mu);
+      probe_state().parked_inits[{*identity, hook->spec().config_json}] = *err;
+    }
+    return *std::move(err);
+  }
   spdlog::debug("hook {}: loaded native {} ({})", hook->spec().name, so_path,
                 desc->name != nullptr ? display_text(desc->name) : "unnamed");
   return HookPtr(std::move(hook));

@@ -329,6 +329,19 @@ TEST(NativeHookTest, CrashInInitIsALoadError) {
   EXPECT_EQ(hook.error(),
             "init() crashed (quarantined after a crash (SIGSEGV); library left loaded)");
   EXPECT_EQ(quarantines(), before + 1);  // quarantined like a crash in handle(), and counted
+  // A reload of the same file and config: refused with the same reason, without calling init()
+  // again (each call parked one more thread and mapping; found in a hook author's test).
+  auto again =
+      make_native_hook(make_spec(R"({"mode":"init_segv"})"), fixture("fixture_hook"), false);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error(),
+            "init() crashed (quarantined after a crash (SIGSEGV); library left loaded) on an "
+            "earlier load of this file with this config; not called again until one of them "
+            "changes");
+  EXPECT_EQ(quarantines(), before + 1);
+  // Another config is another call.
+  EXPECT_TRUE(
+      make_native_hook(make_spec(R"({"mode":"continue"})"), fixture("fixture_hook"), false));
 }
 
 TEST(NativeHookTest, CallersQueuedBehindAStuckCallFailToo) {
@@ -553,6 +566,13 @@ TEST(NativeHookTest, HungInitIsALoadError) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), "init() did not return within 100 ms (library left loaded)");
   EXPECT_LT(elapsed_ms(start), 1000);
+  EXPECT_EQ(quarantines(), before + 1);
+  auto again =
+      make_native_hook(make_spec(R"({"mode":"init_hang"})", 100), fixture("fixture_hook"), false);
+  ASSERT_FALSE(again);
+  EXPECT_NE(again.error().find("on an earlier load of this file with this config"),
+            std::string::npos)
+      << again.error();
   EXPECT_EQ(quarantines(), before + 1);
 }
 
