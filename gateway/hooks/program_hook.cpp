@@ -144,7 +144,7 @@ class ProgramHook final : public Hook {
         return timed_out_locked("writing the request");
       case WriteStatus::Closed:
       case WriteStatus::Error:
-        return crashed_locked();
+        return crashed_locked("closed its stdin");
     }
 
     // Blank lines and stale answers go round again; read_line keeps to the deadline even for a
@@ -164,7 +164,7 @@ class ProgramHook final : public Hook {
               "garbage answer: a line longer than " + std::to_string(kMaxAnswerBytes) + " bytes"));
         case ReadStatus::Eof:
         case ReadStatus::Error:
-          return crashed_locked();
+          return crashed_locked("closed its stdout");
       }
       if (trim(line).empty()) continue;
       std::optional<HookResult> answer = interpret(line, id);
@@ -258,10 +258,17 @@ class ProgramHook final : public Hook {
     return f;
   }
 
-  HookResult crashed_locked() {
-    int status = stop_locked(kPoliteExitMs);
-    return backoff_locked(
-        failure(HookFailure::Kind::Error, "hook process " + describe_wait_status(status)));
+  // `what_it_did`: what the gateway saw of the process. One that then exits by itself is
+  // described by its wait status; one still running is stopped here, and the SIGTERM in its
+  // status is the gateway's (found in a hook author's test: "killed by signal 15" for a hook that
+  // had closed its stdout).
+  HookResult crashed_locked(std::string_view what_it_did) {
+    const bool exited = proc_ && proc_->wait_exited(kPoliteExitMs);
+    const int status = stop_locked(0);
+    return backoff_locked(failure(HookFailure::Kind::Error,
+                                  exited ? "hook process " + describe_wait_status(status)
+                                         : "hook process " + std::string(what_it_did) +
+                                               " while still running; process group stopped"));
   }
 
   HookResult timed_out_locked(const char* doing) {

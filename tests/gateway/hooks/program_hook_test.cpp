@@ -294,6 +294,21 @@ TEST(ProgramHookTest, CrashWithAChildHoldingStdoutIsACrashNotATimeout) {
   EXPECT_TRUE(process_gone(pid));
 }
 
+// Found in a hook author's test: a hook that closed its stdout and kept running was reported as
+// "killed by signal 15", the SIGTERM the gateway itself sent it.
+TEST(ProgramHookTest, ClosingStdoutWhileRunningIsSaidAsSuch) {
+  auto hook = load_proto("{}", 3000);
+  ASSERT_TRUE(hook);
+  pid_t pid = std::stoi(snapshot_field(*hook, "pid"));
+  Event ev = make_event(R"({"do":"close_stdout"})");
+  auto r = hook->handle(ev);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().kind, HookFailure::Kind::Error);
+  EXPECT_EQ(r.error().reason,
+            "hook process closed its stdout while still running; process group stopped");
+  EXPECT_TRUE(wait_until([&] { return process_gone(pid); }, 5s));
+}
+
 // A process that died while idle lost no request: the next event starts a new one and is
 // answered (it used to fail, which under on_error: closed vetoed it).
 TEST(ProgramHookTest, KilledBetweenRequestsIsRestartedForTheNextRequest) {
