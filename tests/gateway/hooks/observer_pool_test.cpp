@@ -11,6 +11,7 @@
 #include "gateway/hooks/chain.hpp"
 #include "tests/gateway/hooks/hook_test_util.hpp"
 #include "tests/support/gateway_process.hpp"
+#include "tests/support/log_capture.hpp"
 
 namespace hookgate::hooks {
 namespace {
@@ -80,6 +81,29 @@ TEST(ObserverPool, FullQueueDropsAndCountsWithoutBlocking) {
   EXPECT_EQ(pool.completed(), 3u);
   EXPECT_FALSE(pool.submit(job_for(blocked)));  // stopped: dropped, never blocks
   EXPECT_EQ(pool.dropped(), 6u);
+}
+
+// Found in a hook author's test: a burst of drops got one line for its first drop, and the rest
+// waited for a drop a second later, which may never come. The next run to finish says them.
+TEST(ObserverPool, ABurstsLaterDropsAreSaidOnceTheIntervalHasPassed) {
+  hookgate::testing::LogCapture log;
+  Gate gate;
+  auto blocked = fake("pool_burst_blocked", HookKind::Observe, [&](Event&) {
+    gate.wait();
+    return answer(Action::Continue);
+  });
+  ObserverPool pool(1, 1, {});
+  ASSERT_TRUE(pool.submit(job_for(blocked)));  // taken by the only thread, which then blocks
+  ASSERT_TRUE(gate.wait_for_waiters(1));
+  EXPECT_TRUE(pool.submit(job_for(blocked)));  // queued 1/1
+  for (int i = 0; i < 4; ++i) EXPECT_FALSE(pool.submit(job_for(blocked)));
+  EXPECT_EQ(log.lines_containing("dropped 1 observer run(s)").size(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past the 1 s interval
+  gate.open();
+  EXPECT_TRUE(hookgate::testing::wait_until(
+      [&] { return !log.lines_containing("dropped 3 more observer run(s)").empty(); },
+      std::chrono::seconds(10)));
+  pool.stop(std::chrono::seconds(10));
 }
 
 // Found in review: the queue was bounded in runs only, so 10,000 waiting runs of large events
