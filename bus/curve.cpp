@@ -27,7 +27,8 @@ std::map<void*, std::unique_ptr<ZapAuthenticator>>& authenticators() {
   return m;
 }
 
-std::string trim(std::string s) {
+// Whitespace, and the quotes a key file may put around a label or a key (`public-key = "..."`).
+std::string trim_key_token(std::string s) {
   auto b = s.find_first_not_of(" \t\r\n\"");
   auto e = s.find_last_not_of(" \t\r\n\"");
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
@@ -44,7 +45,7 @@ std::pair<std::string, std::string> key_line(const std::string& line) {
   if (valid_z85_key(line)) return {"", line};
   auto sep = line.find_first_of(":=");
   if (sep == std::string::npos) return {"", line};
-  return {trim(line.substr(0, sep)), trim(line.substr(sep + 1))};
+  return {trim_key_token(line.substr(0, sep)), trim_key_token(line.substr(sep + 1))};
 }
 
 // ZAP reply: version, request id, status code, status text, user id, metadata.
@@ -97,7 +98,7 @@ Result<CurveKeypair> read_key_file(const std::string& path) {
   CurveKeypair keys;
   std::string line;
   while (std::getline(in, line)) {
-    line = trim(line);
+    line = trim_key_token(line);
     if (line.empty() || line[0] == '#') continue;
     auto [key, value] = key_line(line);
     const bool is_public = key.empty() || key == "public" || key == "public-key";
@@ -174,7 +175,7 @@ Result<std::set<std::string>> read_allowed_clients(const std::string& path,
   int n = 0;
   while (std::getline(in, line)) {
     ++n;
-    line = trim(line);
+    line = trim_key_token(line);
     if (line.empty() || line[0] == '#') continue;
     auto [key, value] = key_line(line);
     // A keypair file given as the list would put its secret key on it (a folder skips those).

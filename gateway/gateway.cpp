@@ -287,6 +287,16 @@ struct Gateway::Impl {
     if (loader.joinable()) loader.join();
   }
 
+  // The stop after intake: the socket, hot reload and the chain loader go, observers get 2 s and
+  // requests in flight the grace. Idempotent (run() and the destructor both call it).
+  void stop_components() {
+    sub.reset();
+    watcher.reset();
+    stop_loader();
+    if (observers) observers->stop(std::chrono::seconds(2));
+    if (dispatcher) dispatcher->stop(std::chrono::milliseconds(cfg.spool.shutdown_grace_ms));
+  }
+
   // With `webhooks`, the router for them is swapped in with the chain, under one lock.
   void load_chain(const config::HooksConfig& hooks_config, bool announce,
                   const std::vector<config::WebhookConfig>* webhooks = nullptr) {
@@ -1065,12 +1075,7 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
 
 Gateway::~Gateway() {
   if (!impl_) return;
-  impl_->watcher.reset();
-  impl_->stop_loader();
-  impl_->sub.reset();
-  if (impl_->observers) impl_->observers->stop(std::chrono::seconds(2));
-  if (impl_->dispatcher)
-    impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
+  impl_->stop_components();
   impl_->admin.reset();
   impl_->dispatcher.reset();
   impl_->store.reset();
@@ -1086,11 +1091,7 @@ void Gateway::run() {
                impl_->cfg.spool.shutdown_grace_ms,
                impl_->store->keeps_pending_across_restarts() ? "in-flight deliveries"
                                                              : "the memory queue to drain");
-  impl_->sub.reset();
-  impl_->watcher.reset();
-  impl_->stop_loader();
-  impl_->observers->stop(std::chrono::seconds(2));
-  impl_->dispatcher->stop(std::chrono::milliseconds(impl_->cfg.spool.shutdown_grace_ms));
+  impl_->stop_components();
   // After the outcomes still queued are written: counted before, they were pending too (found
   // in an exploratory run: "5514 remain spooled", and the restart resumed 5418).
   impl_->store->close();

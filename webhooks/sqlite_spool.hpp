@@ -364,13 +364,14 @@ class SqliteSpool final : public DeliveryStore {
   void hand_out_locked(Lane& lane, const std::string& webhook, int64_t rowid, Delivery delivery,
                        std::vector<Delivery>& out);
 
-  // Tools mode (no writer thread): statements run on the single connection under read_mu_.
   // Replay as a writer operation (gateway mode): one transaction with the other queued writes.
   Result<size_t> replay_via_writer(const std::vector<std::string>& ids, bool all_dead,
                                    const std::string& webhook);
-  // BEGIN IMMEDIATE, waiting out another process's write lock up to tuning_.busy_retries times.
+  // The row `sql` (kById or kHeadById) selects for `id`, read on the read connection.
   std::optional<Delivery> get_by_id(const char* sql, const std::string& id);
+  // BEGIN IMMEDIATE, waiting out another process's write lock up to tuning_.busy_retries times.
   bool begin_waiting(Conn& c);
+  // Tools mode (no writer thread): the replay runs on the single connection under read_mu_.
   Result<size_t> replay_direct(const std::vector<std::string>& ids, bool all_dead,
                                const std::string& webhook, bool delivered_too = false);
 

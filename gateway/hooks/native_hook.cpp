@@ -147,10 +147,6 @@ std::string signal_name(int sig) {
   return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
-HookFailure failure(HookFailure::Kind kind, std::string reason) {
-  return HookFailure{kind, std::move(reason)};
-}
-
 // Whether `p` lies within [begin, begin + size]; compared as addresses, since `<` on pointers into
 // different objects is unspecified.
 bool points_into(const char* p, const char* begin, size_t size) {
@@ -487,13 +483,13 @@ class NativeHook final : public Hook {
       case Worker::Outcome::Done:
         break;
       case Worker::Outcome::Quarantined:
-        return failure(HookFailure::Kind::Error, worker_.quarantine_reason());
+        return HookFailure{HookFailure::Kind::Error, worker_.quarantine_reason()};
       case Worker::Outcome::Crashed:
         return crashed("handle()");
       case Worker::Outcome::QueuedTimeout:
-        return failure(HookFailure::Kind::Timeout,
-                       "no turn within " + std::to_string(spec().timeout_ms) +
-                           " ms (an earlier call into the hook is still running)");
+        return HookFailure{HookFailure::Kind::Timeout,
+                           "no turn within " + std::to_string(spec().timeout_ms) +
+                               " ms (an earlier call into the hook is still running)"};
       case Worker::Outcome::Stuck:
         return stuck("handle()");
     }
@@ -563,7 +559,7 @@ class NativeHook final : public Hook {
     std::string reason = std::string(what) + " did not return within " +
                          std::to_string(spec().timeout_ms) + " ms; hook quarantined until reloaded";
     spdlog::error("hook {}: {}", spec().name, reason);
-    return failure(HookFailure::Kind::Timeout, std::move(reason));
+    return HookFailure{HookFailure::Kind::Timeout, std::move(reason)};
   }
 
   HookResult crashed(const char* what) const {
@@ -572,7 +568,7 @@ class NativeHook final : public Hook {
     std::string reason =
         std::string(what) + " crashed; hook " + worker_.quarantine_reason() + ", until reloaded";
     spdlog::error("hook {}: {}", spec().name, reason);
-    return failure(HookFailure::Kind::Error, std::move(reason));
+    return HookFailure{HookFailure::Kind::Error, std::move(reason)};
   }
 
   std::string quarantined_snapshot() const {
@@ -581,13 +577,14 @@ class NativeHook final : public Hook {
 
   HookResult interpret(const HandleCall& c) const {
     if (c.bad_pointer)
-      return failure(HookFailure::Kind::Error,
-                     "garbage answer: a returned string points into the event it was given, or "
-                     "repeats another field's pointer (return a fresh copy from your allocator)");
+      return HookFailure{
+          HookFailure::Kind::Error,
+          "garbage answer: a returned string points into the event it was given, or "
+          "repeats another field's pointer (return a fresh copy from your allocator)"};
     if (c.rc != 0) {
-      return failure(HookFailure::Kind::Error, c.error.empty()
-                                                   ? "handle() returned " + std::to_string(c.rc)
-                                                   : excerpt(c.error, 1024));
+      return HookFailure{HookFailure::Kind::Error, c.error.empty()
+                                                       ? "handle() returned " + std::to_string(c.rc)
+                                                       : excerpt(c.error, 1024)};
     }
     HookVerdict v;
     switch (c.action) {
@@ -603,20 +600,21 @@ class NativeHook final : public Hook {
       case HOOKGATE_REPLACE: {
         if (spec().kind == HookKind::Veto) return ignored_replacement();
         if (!c.has_event) {
-          return failure(HookFailure::Kind::Error, "garbage answer: replace without event_json");
+          return HookFailure{HookFailure::Kind::Error,
+                             "garbage answer: replace without event_json"};
         }
         auto replacement = replacement_event(c.event_json);
         if (!replacement) {
-          return failure(HookFailure::Kind::Error,
-                         garbage_reason(spec().name, replacement.error(), c.event_json));
+          return HookFailure{HookFailure::Kind::Error,
+                             garbage_reason(spec().name, replacement.error(), c.event_json)};
         }
         v.action = Action::Replace;
         v.replacement = std::move(replacement).value();
         return v;
       }
       default:
-        return failure(HookFailure::Kind::Error,
-                       "garbage answer: unknown action " + std::to_string(c.action));
+        return HookFailure{HookFailure::Kind::Error,
+                           "garbage answer: unknown action " + std::to_string(c.action)};
     }
   }
 

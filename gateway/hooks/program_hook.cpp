@@ -44,10 +44,6 @@ constexpr size_t kMaxAnswerBytes = 16 * 1024 * 1024;
 constexpr size_t kMaxOneShotStdout = 4 * 1024 * 1024;
 constexpr size_t kMaxOneShotStderr = 64 * 1024;
 
-HookFailure failure(HookFailure::Kind kind, std::string reason) {
-  return HookFailure{kind, std::move(reason)};
-}
-
 bool is_directory(const std::string& path) {
   struct stat st;
   return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -107,9 +103,9 @@ class ProgramHook final : public Hook {
     const std::string event_json = event.to_json();  // before taking a turn: needs none
     Turn turn(*this);
     if (!turn.acquired()) {
-      return failure(HookFailure::Kind::Timeout,
-                     "co-process busy: no turn within " + std::to_string(spec().timeout_ms) +
-                         " ms (one request in flight per program hook)");
+      return HookFailure{HookFailure::Kind::Timeout,
+                         "co-process busy: no turn within " + std::to_string(spec().timeout_ms) +
+                             " ms (one request in flight per program hook)"};
     }
     int64_t deadline = deadline_from_now();
     if (proc_ && proc_->exited()) {
@@ -122,8 +118,9 @@ class ProgramHook final : public Hook {
     }
     if (!proc_) {
       if (now_steady_ns() < retry_at_ns_) {
-        return failure(HookFailure::Kind::Error,
-                       "not run: its process is restarting (backoff) after: " + backoff_reason_);
+        return HookFailure{
+            HookFailure::Kind::Error,
+            "not run: its process is restarting (backoff) after: " + backoff_reason_};
       }
       if (auto f = start_locked(deadline, nullptr)) return backoff_locked(std::move(*f));
       restarts_.fetch_add(1, std::memory_order_relaxed);
@@ -159,9 +156,9 @@ class ProgramHook final : public Hook {
           return timed_out_locked("waiting for the answer");
         case ReadStatus::TooLong:
           stop_locked(0);
-          return backoff_locked(failure(
+          return backoff_locked(HookFailure{
               HookFailure::Kind::Error,
-              "garbage answer: a line longer than " + std::to_string(kMaxAnswerBytes) + " bytes"));
+              "garbage answer: a line longer than " + std::to_string(kMaxAnswerBytes) + " bytes"});
         case ReadStatus::Eof:
         case ReadStatus::Error:
           return crashed_locked("closed its stdout");
@@ -189,14 +186,14 @@ class ProgramHook final : public Hook {
   // Spawns the process and reads its handshake line. On failure nothing is left running.
   std::optional<HookFailure> start_locked(int64_t deadline, Handshake* out) {
     auto spawned = Subprocess::spawn(base_request(spec(), argv_));
-    if (!spawned) return failure(HookFailure::Kind::Error, std::move(spawned).error());
+    if (!spawned) return HookFailure{HookFailure::Kind::Error, std::move(spawned).error()};
     auto proc = std::move(spawned).value();
     try {
       stderr_ = std::make_unique<StderrForwarder>(spec().name, proc->release_stderr());
     } catch (const std::system_error& e) {  // no thread to read its stderr: not started
       proc->terminate(0, 0);
-      return failure(HookFailure::Kind::Error,
-                     std::string("cannot start a reader for its stderr: ") + e.what());
+      return HookFailure{HookFailure::Kind::Error,
+                         std::string("cannot start a reader for its stderr: ") + e.what()};
     }
     proc_ = std::move(proc);
     out_buf_.clear();
@@ -208,22 +205,23 @@ class ProgramHook final : public Hook {
         break;
       case ReadStatus::Timeout:
         stop_locked(0);
-        return failure(HookFailure::Kind::Timeout,
-                       "no handshake line within " + std::to_string(spec().timeout_ms) + " ms");
+        return HookFailure{HookFailure::Kind::Timeout,
+                           "no handshake line within " + std::to_string(spec().timeout_ms) + " ms"};
       case ReadStatus::TooLong:
         stop_locked(0);
-        return failure(HookFailure::Kind::Error, "handshake line too long");
+        return HookFailure{HookFailure::Kind::Error, "handshake line too long"};
       case ReadStatus::Eof:
       case ReadStatus::Error: {
         int status = stop_locked(kPoliteExitMs);
-        return failure(HookFailure::Kind::Error,
-                       "hook process " + describe_wait_status(status) + " before its handshake");
+        return HookFailure{
+            HookFailure::Kind::Error,
+            "hook process " + describe_wait_status(status) + " before its handshake"};
       }
     }
     auto hs = parse_handshake(line, !descriptor_sets_kind_, !descriptor_sets_events_);
     if (!hs) {
       stop_locked(0);
-      return failure(HookFailure::Kind::Error, std::move(hs).error());
+      return HookFailure{HookFailure::Kind::Error, std::move(hs).error()};
     }
     if (out != nullptr) {
       *out = std::move(hs).value();
@@ -265,17 +263,17 @@ class ProgramHook final : public Hook {
   HookResult crashed_locked(std::string_view what_it_did) {
     const bool exited = proc_ && proc_->wait_exited(kPoliteExitMs);
     const int status = stop_locked(0);
-    return backoff_locked(failure(HookFailure::Kind::Error,
-                                  exited ? "hook process " + describe_wait_status(status)
-                                         : "hook process " + std::string(what_it_did) +
-                                               " while still running; process group stopped"));
+    return backoff_locked(HookFailure{HookFailure::Kind::Error,
+                                      exited ? "hook process " + describe_wait_status(status)
+                                             : "hook process " + std::string(what_it_did) +
+                                                   " while still running; process group stopped"});
   }
 
   HookResult timed_out_locked(const char* doing) {
     stop_locked(0);
-    return backoff_locked(
-        failure(HookFailure::Kind::Timeout, "timed out after " + std::to_string(spec().timeout_ms) +
-                                                " ms " + doing + "; process group killed"));
+    return backoff_locked(HookFailure{HookFailure::Kind::Timeout,
+                                      "timed out after " + std::to_string(spec().timeout_ms) +
+                                          " ms " + doing + "; process group killed"});
   }
 
   std::optional<HookResult> interpret(const std::string& line, uint64_t id) {
@@ -359,7 +357,7 @@ class OneShotHook final : public Hook {
     req.env.emplace_back("HOOKGATE_EVENT_ID", attribute(event.id()));
     req.env.emplace_back("HOOKGATE_EVENT_SOURCE", attribute(event.source()));
     auto spawned = Subprocess::spawn(req);
-    if (!spawned) return failure(HookFailure::Kind::Error, std::move(spawned).error());
+    if (!spawned) return HookFailure{HookFailure::Kind::Error, std::move(spawned).error()};
     Subprocess& proc = *spawned.value();
 
     // A trailing newline so line-oriented tools (`read`) see a complete line.
@@ -368,9 +366,9 @@ class OneShotHook final : public Hook {
     if (!pump(proc, input, out, err, deadline)) {
       proc.terminate(0, kTermGraceMs);
       forward_stderr(err.data);
-      return failure(HookFailure::Kind::Timeout, "command did not finish within " +
-                                                     std::to_string(spec().timeout_ms) +
-                                                     " ms; process group killed");
+      return HookFailure{HookFailure::Kind::Timeout, "command did not finish within " +
+                                                         std::to_string(spec().timeout_ms) +
+                                                         " ms; process group killed"};
     }
     // The shell has exited: what it wrote is in the pipes. Its leftovers (background jobs) die
     // with it, since a one-shot command's group never outlives the command.
@@ -396,8 +394,8 @@ class OneShotHook final : public Hook {
       // failing tool may quote the event (jq does), even the value a redaction hook was to remove.
       std::string reason = "command " + describe_wait_status(status);
       const std::string_view said = trim(err.data);
-      if (said.empty()) return failure(HookFailure::Kind::Error, std::move(reason));
-      HookFailure f = failure(HookFailure::Kind::Error, reason + " (its stderr is in the log)");
+      if (said.empty()) return HookFailure{HookFailure::Kind::Error, std::move(reason)};
+      HookFailure f = HookFailure{HookFailure::Kind::Error, reason + " (its stderr is in the log)"};
       f.tool_detail = reason + ": " + excerpt(said);
       return f;
     }
@@ -405,15 +403,16 @@ class OneShotHook final : public Hook {
     if (spec().kind == HookKind::Veto)
       return trim(out.data).empty() && !out.overflow ? HookVerdict{} : ignored_replacement();
     if (out.overflow) {
-      return failure(HookFailure::Kind::Error, "garbage output: stdout exceeds " +
-                                                   std::to_string(kMaxOneShotStdout) + " bytes");
+      return HookFailure{
+          HookFailure::Kind::Error,
+          "garbage output: stdout exceeds " + std::to_string(kMaxOneShotStdout) + " bytes"};
     }
     std::string_view text = trim(out.data);
     if (text.empty()) return HookVerdict{};  // continue
     auto replacement = replacement_event(text);
     if (!replacement) {
-      return failure(HookFailure::Kind::Error,
-                     garbage_reason(spec().name, replacement.error(), text, "output"));
+      return HookFailure{HookFailure::Kind::Error,
+                         garbage_reason(spec().name, replacement.error(), text, "output")};
     }
     HookVerdict v;
     v.action = Action::Replace;

@@ -4,8 +4,6 @@
 
 #include <gtest/gtest.h>
 #include <netdb.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -22,6 +20,7 @@
 #include "gateway/common/metrics.hpp"
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
+#include "tests/support/independent_signing.hpp"
 #include "tests/support/log_capture.hpp"
 #include "tests/support/scripted_server.hpp"
 #include "tests/support/tls_receiver.hpp"
@@ -32,44 +31,11 @@ namespace {
 
 using std::chrono::milliseconds;
 using testing::HttpReceiver;
+using testing::openssl_base64_decode;
+using testing::openssl_hmac_base64;
+using testing::openssl_hmac_hex;
 
 constexpr milliseconds kWait{10000};  // generous: CI machines are slow; tests pass far sooner
-
-// --- independent verification helpers (OpenSSL directly, not webhooks/signing) ------------
-
-std::string openssl_hmac_hex(const std::string& key, const std::string& message) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &length);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) {
-    hex.push_back(kHex[mac[i] >> 4]);
-    hex.push_back(kHex[mac[i] & 0xf]);
-  }
-  return hex;
-}
-
-std::string openssl_hmac_base64(const std::string& key, const std::string& message) {
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &length);
-  unsigned char encoded[64] = {};
-  int encoded_length = EVP_EncodeBlock(encoded, mac, static_cast<int>(length));
-  return std::string(reinterpret_cast<char*>(encoded), static_cast<size_t>(encoded_length));
-}
-
-// base64 of a length that is a multiple of 4 without padding (as in the test secret below).
-std::string openssl_base64_decode(const std::string& text) {
-  std::string out(text.size(), '\0');
-  int length = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                               reinterpret_cast<const unsigned char*>(text.data()),
-                               static_cast<int>(text.size()));
-  out.resize(static_cast<size_t>(std::max(length, 0)));
-  return out;
-}
 
 // --- recording doubles -------------------------------------------------------------------
 
