@@ -165,6 +165,16 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
       std::printf("(%s; --limit N shows more)\n",
                   state ? ("the " + std::to_string(rows.size()) + " oldest that match").c_str()
                         : "pending first, then dead, then delivered, the oldest first in each");
+    // A mistyped name would read as a webhook with nothing to show (found in an operator's
+    // test); `replay --all-dead --webhook` says the same, as an error.
+    const bool configured = config && std::any_of(config->webhooks.begin(), config->webhooks.end(),
+                                                  [&](const auto& w) { return w.name == webhook; });
+    if (rows.empty() && !webhook.empty() && !configured &&
+        (!state || store.list(std::nullopt, webhook, 1).empty()))
+      std::fprintf(stderr,
+                   "hookgate: note: no delivery in %s belongs to webhook '%s' (`hookgate "
+                   "deliveries list` without --webhook shows the names)\n",
+                   spool_cfg.path.c_str(), escape_controls(webhook).c_str());
     return 0;
   }
   if (sub == "show") {

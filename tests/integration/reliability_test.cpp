@@ -462,6 +462,15 @@ TEST(ReliabilityTest, AReplayThatCannotWriteSaysWhyAndStops) {
   for (std::string line; std::getline(cut_lines, line);)
     if (line.rfind("msg_", 0) == 0) listed_rows.push_back(line.substr(0, line.find(" dead ")));
   EXPECT_EQ(listed_rows, dead_ids) << cut.out;
+  // A mistyped webhook name is said, not shown as a webhook with nothing in it.
+  auto typo = run_hookgate({"deliveries", "list", "--spool", spool, "--webhook", "snik"});
+  EXPECT_EQ(typo.exit_code, 0);
+  EXPECT_NE(typo.err.find("no delivery in " + spool + " belongs to webhook 'snik'"),
+            std::string::npos)
+      << typo.err;
+  auto right = run_hookgate(
+      {"deliveries", "list", "--spool", spool, "--webhook", "sink", "--state", "pending"});
+  EXPECT_EQ(right.err.find("belongs to webhook"), std::string::npos) << right.err;
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(spool.c_str(), &db), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
