@@ -72,7 +72,10 @@ std::string new_uuid_v7() {
 
 std::string new_delivery_id() {
   const auto b = v7_bytes();
-  return "msg_" + to_hex(std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
+  std::string out = "msg_";
+  out.reserve(4 + 2 * b.size());  // one allocation: this runs for every delivery
+  append_hex(out, std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
+  return out;
 }
 
 }  // namespace hookgate

@@ -9,15 +9,19 @@
 
 namespace hookgate {
 
-// Lower-case hex of each byte (digests, ids).
-inline std::string to_hex(std::string_view bytes) {
+// Lower-case hex of each byte (digests, ids), appended to `out`.
+inline void append_hex(std::string& out, std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
   for (unsigned char c : bytes) {
     out.push_back(kHex[c >> 4]);
     out.push_back(kHex[c & 0xf]);
   }
+}
+
+inline std::string to_hex(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  append_hex(out, bytes);
   return out;
 }
 
