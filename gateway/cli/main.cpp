@@ -17,7 +17,7 @@ constexpr const char* kUsage = R"(hookgate — event-bus and webhook fan-out gat
 Usage: hookgate <verb> [options]
 
 Verbs:
-  run [--config FILE]                 run the gateway in the foreground (embedded defaults without --config)
+  run [--config FILE] [--log-level L] run the gateway in the foreground (embedded defaults without --config)
   publish --endpoint EP --type TYPE [--data JSON | --data-file FILE|-] [--source S]
   check --config FILE [--config-only] validate config and hooks (FILE:LINE:COL: message; exit 1 on error)
   hooks list --config FILE            the resolved hook chain in run order
@@ -26,7 +26,7 @@ Verbs:
   hooks new NAME --form yaml|program|oneshot|native [--kind veto|transform|observe] [--dir DIR]
   deliveries list [--state pending|dead|delivered] [--webhook NAME] [--limit N]
   deliveries show ID
-  deliveries replay ID... | --all-dead [--webhook NAME]
+  deliveries replay ID... [--delivered] | --all-dead [--webhook NAME]
   deliveries purge ID... | --all-dead [--webhook NAME]
                                       (purge deletes dead deliveries for good)
                                       (deliveries: --config FILE or --spool FILE names the spool)
@@ -34,7 +34,7 @@ Verbs:
   keygen [--out FILE [--force]]       CURVE keypair for the bus
   keygen --webhook-secret             a whsec_ webhook secret
 
-Every verb takes --help; `hookgate --version` prints the version.
+Every verb takes --help, which lists all of its options; `hookgate --version` prints the version.
 )";
 
 }  // namespace
