@@ -11,7 +11,7 @@
 #include "gateway/common/clock.hpp"
 #include "gateway/common/diagnostic_type.hpp"
 #include "gateway/common/text.hpp"
-#include "gateway/hooks/declarative_hook.hpp"
+#include "gateway/hooks/hook_loader.hpp"
 
 namespace hookgate::hooks {
 namespace {

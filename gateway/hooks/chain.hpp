@@ -13,7 +13,7 @@
 #include "gateway/common/metrics.hpp"
 #include "gateway/diagnostics.hpp"
 #include "gateway/event.hpp"
-#include "gateway/hooks/declarative_hook.hpp"
+#include "gateway/hooks/hook_loader.hpp"
 #include "gateway/hooks/discovery.hpp"
 #include "gateway/hooks/hook.hpp"
 #include "gateway/hooks/hook_runner.hpp"

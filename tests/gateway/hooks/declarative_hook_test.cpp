@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "gateway/hooks/hook_loader.hpp"
 #include "tests/gateway/hooks/hook_test_util.hpp"
 
 namespace hookgate::hooks {
