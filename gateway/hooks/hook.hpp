@@ -1,9 +1,9 @@
 #pragma once
 // The hook interface (PRODUCT.md "Hooks"), shaped after Envoy's filters: one small abstract class,
 // one outcome enum, an explicit failure policy. Each form implements Hook in its own file:
-// declarative_hook.cpp (which also reads every hook file's YAML and hands descriptors to their
-// form), program_hook.cpp (both process forms, program and one-shot, which share how a hook
-// process starts and is stopped), native_hook.cpp. The chain applies kinds, ordering and policies.
+// declarative_hook.cpp, program_hook.cpp (both process forms, program and one-shot, which share
+// how a hook process starts and is stopped), native_hook.cpp; hook_loader.cpp reads any hook file
+// and hands it to its form. The chain applies kinds, ordering and policies.
 #include <memory>
 #include <optional>
 #include <string>
