@@ -431,33 +431,21 @@ struct Gateway::Impl {
                                  /*only_growth=*/true);
   }
 
-  void do_reload_config() {
-    if (cfg.file.empty()) {
-      spdlog::info("reload: running on embedded defaults, reloading hooks only");
-      request_chain_load(cfg.hooks);  // the watcher follows new directories by itself
-      return;
-    }
-    auto next = config::load_config_file(cfg.file);
-    if (!next) {
-      for (const auto& e : next.error()) spdlog::error("reload: {}", e.str());
-      spdlog::error("reload: {} has errors, keeping the running configuration", cfg.file);
-      config_reloads_refused.inc();
-      return;
-    }
-    config::Config& n = next.value();
+  // Whether the reloaded config `n` must not replace the running one; each reason is logged.
+  bool refuses_reload(const config::Config& n) {
     if (n.holds_no_settings) {
       spdlog::error(
           "reload: {} holds no settings (empty, comments or x- keys only: caught while being "
           "written?); keeping the running configuration",
           cfg.file);
       config_reloads_refused.inc();
-      return;
+      return true;
     }
     // What `run` would refuse to start on: the next restart must not find it first.
     if (auto keys = bus::check_curve_files(n.bus.curve); !keys) {
       spdlog::error("reload: {}; keeping the running configuration", keys.error().str());
       config_reloads_refused.inc();
-      return;
+      return true;
     }
     // Settings a webhook cannot be sent with would pause it, and the running config sends (found
     // in an exploratory run: a mistyped rotation secret stopped a SIEM feed). At start there is
@@ -487,8 +475,13 @@ struct Gateway::Impl {
     if (unusable) {
       spdlog::error("reload: {} has errors, keeping the running configuration", cfg.file);
       config_reloads_refused.inc();
-      return;
     }
+    return unusable;
+  }
+
+  // Says which settings of the reloaded config `n` take effect only on restart: a reload applies
+  // none of them, and an operator must know what still waits.
+  void warn_restart_only_changes(const config::Config& n) const {
     const auto& cur_curve = cfg.bus.curve;
     const auto& new_curve = n.bus.curve;
     {
@@ -504,6 +497,54 @@ struct Gateway::Impl {
         spdlog::warn("reload: {} changed; {} effect on restart", join(changed, ", "),
                      changed.size() == 1 ? "it takes" : "they take");
     }
+    if (n.spool.path != cfg.spool.path || n.spool.mode != cfg.spool.mode ||
+        n.spool.memory_max_pending != cfg.spool.memory_max_pending ||
+        n.spool.synchronous != cfg.spool.synchronous ||
+        n.spool.retention_ms != cfg.spool.retention_ms ||
+        n.spool.dead_retention_ms != cfg.spool.dead_retention_ms ||
+        n.spool.retention_max_bytes != cfg.spool.retention_max_bytes)
+      spdlog::warn(
+          "reload: spool settings (path, mode, synchronous, memory_max_pending, retention_ms, "
+          "dead_retention_ms, retention_max_bytes) changed; they take effect on restart");
+    if (n.admin.enabled != cfg.admin.enabled)
+      spdlog::warn("reload: admin.enabled changed; it takes effect on restart");
+    if (n.admin.listen != cfg.admin.listen)
+      spdlog::warn("reload: admin.listen changed; it takes effect on restart");
+    if (n.admin.token != cfg.admin.token)  // never log either token
+      spdlog::warn(
+          "reload: admin.token changed; it takes effect on restart (the old one is "
+          "still accepted until then)");
+    if (n.bus.max_message_bytes != cfg.bus.max_message_bytes ||
+        n.bus.receive_hwm != cfg.bus.receive_hwm)
+      spdlog::warn(
+          "reload: bus.max_message_bytes/receive_hwm changed; they take effect on restart");
+    if (n.hooks.observer_queue != cfg.hooks.observer_queue ||
+        n.hooks.observer_threads != cfg.hooks.observer_threads)
+      spdlog::warn(
+          "reload: hooks.observer_queue/observer_threads changed; they take effect on "
+          "restart");
+    if (n.log.format != cfg.log.format)
+      spdlog::warn("reload: log.format changed; it takes effect on restart");
+  }
+
+  void do_reload_config() {
+    if (cfg.file.empty()) {
+      spdlog::info("reload: running on embedded defaults, reloading hooks only");
+      request_chain_load(cfg.hooks);  // the watcher follows new directories by itself
+      return;
+    }
+    auto next = config::load_config_file(cfg.file);
+    if (!next) {
+      for (const auto& e : next.error()) spdlog::error("reload: {}", e.str());
+      spdlog::error("reload: {} has errors, keeping the running configuration", cfg.file);
+      config_reloads_refused.inc();
+      return;
+    }
+    config::Config& n = next.value();
+    if (refuses_reload(n)) return;
+    warn_restart_only_changes(n);
+    const auto& cur_curve = cfg.bus.curve;
+    const auto& new_curve = n.bus.curve;
     // The allow-list is re-read on every reload: removing a compromised publisher's key must not
     // wait for a restart. A list that cannot be read keeps the running one.
     if (cur_curve.enabled && !cur_curve.client_mode() && new_curve.enabled &&
@@ -516,15 +557,6 @@ struct Gateway::Impl {
         spdlog::info("reload: bus allow-list re-read from {}", new_curve.allowed_clients);
       }
     }
-    if (n.spool.path != cfg.spool.path || n.spool.mode != cfg.spool.mode ||
-        n.spool.memory_max_pending != cfg.spool.memory_max_pending ||
-        n.spool.synchronous != cfg.spool.synchronous ||
-        n.spool.retention_ms != cfg.spool.retention_ms ||
-        n.spool.dead_retention_ms != cfg.spool.dead_retention_ms ||
-        n.spool.retention_max_bytes != cfg.spool.retention_max_bytes)
-      spdlog::warn(
-          "reload: spool settings (path, mode, synchronous, memory_max_pending, retention_ms, "
-          "dead_retention_ms, retention_max_bytes) changed; they take effect on restart");
     // Read only when stopping, on this thread: the next stop uses the new grace.
     cfg.spool.shutdown_grace_ms = n.spool.shutdown_grace_ms;
     // So a full spool's bound can be raised without a restart (the bus keeps what waits).
@@ -533,31 +565,12 @@ struct Gateway::Impl {
       store->set_max_bytes(n.spool.max_bytes);
       spdlog::info("reload: spool.max_bytes is {} now", n.spool.max_bytes);
     }
-    if (n.admin.enabled != cfg.admin.enabled)
-      spdlog::warn("reload: admin.enabled changed; it takes effect on restart");
-    if (n.admin.listen != cfg.admin.listen)
-      spdlog::warn("reload: admin.listen changed; it takes effect on restart");
-    if (n.admin.token != cfg.admin.token)  // never log either token
-      spdlog::warn(
-          "reload: admin.token changed; it takes effect on restart (the old one is "
-          "still accepted until then)");
     n.log.level_override = cfg.log.level_override;
     // Set first: "warn" → "debug" must show the line (the other way round it is not wanted).
     spdlog::default_logger()->set_level(spdlog::level::from_str(n.log.effective_level()));
     if (n.log.effective_level() != cfg.log.effective_level())
       spdlog::info("reload: log level {} (was {})", n.log.effective_level(),
                    cfg.log.effective_level());
-    if (n.bus.max_message_bytes != cfg.bus.max_message_bytes ||
-        n.bus.receive_hwm != cfg.bus.receive_hwm)
-      spdlog::warn(
-          "reload: bus.max_message_bytes/receive_hwm changed; they take effect on restart");
-    if (n.hooks.observer_queue != cfg.hooks.observer_queue ||
-        n.hooks.observer_threads != cfg.hooks.observer_threads)
-      spdlog::warn(
-          "reload: hooks.observer_queue/observer_threads changed; they take effect on "
-          "restart");
-    if (n.log.format != cfg.log.format)
-      spdlog::warn("reload: log.format changed; it takes effect on restart");
     n.log.format = cfg.log.format;
     // Bodies are made when an event is routed: a webhook whose body changes shape keeps its
     // spooled backlog in the old one. Said once the new webhooks take over, with the count.
