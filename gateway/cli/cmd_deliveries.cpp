@@ -25,6 +25,199 @@ const char* state_name(webhooks::DeliveryState s) {
   return "?";
 }
 
+// The spool a `deliveries` sub-verb acts on, and what it needs to say about it.
+struct OpenSpool {
+  webhooks::SqliteSpool& store;
+  const std::string& path;
+  const std::optional<config::Config>& config;  // with --config: which webhooks the gateway runs
+
+  // A locked or damaged file reads as nothing: say so rather than print an empty spool.
+  std::optional<int> read_failed() const {
+    if (auto error = store.take_read_error())
+      return fail("spool " + path + ": cannot read: " + *error);
+    return std::nullopt;
+  }
+  bool configures(const std::string& webhook) const {
+    return config && std::any_of(config->webhooks.begin(), config->webhooks.end(),
+                                 [&](const auto& w) { return w.name == webhook; });
+  }
+};
+
+// `deliveries list`: a table of at most `limit` rows and the totals.
+int list_deliveries(const OpenSpool& spool, std::optional<webhooks::DeliveryState> state,
+                    const std::string& webhook, size_t limit) {
+  // With no --state, what needs attention comes first: pending, then dead, then the delivered
+  // history (found in an operator's test: 100 delivered rows hid the dead letters the footer
+  // counted). Oldest first within each.
+  std::vector<webhooks::Delivery> rows;
+  for (auto each : {webhooks::DeliveryState::Pending, webhooks::DeliveryState::Dead,
+                    webhooks::DeliveryState::Delivered}) {
+    if ((state && *state != each) || rows.size() >= limit) continue;
+    auto more = spool.store.list(each, webhook, limit - rows.size());
+    rows.insert(rows.end(), std::make_move_iterator(more.begin()),
+                std::make_move_iterator(more.end()));
+  }
+  // The total of what was asked for: of its state and webhook, or with no --state (every
+  // state listed) of the pending and dead ones, each (it used to count only the pending ones).
+  // The delivered history is not counted unless asked for: a day of it may be most of the
+  // file, and counting it would take seconds.
+  size_t total = 0;
+  std::string totals;
+  for (auto each : {webhooks::DeliveryState::Pending, webhooks::DeliveryState::Dead,
+                    webhooks::DeliveryState::Delivered}) {
+    if (state ? *state != each : each == webhooks::DeliveryState::Delivered) continue;
+    const size_t n = spool.store.count(each, webhook);
+    total += n;
+    totals += (totals.empty() ? "" : ", ") + std::to_string(n) + " " + state_name(each);
+  }
+  if (auto code = spool.read_failed()) return *code;
+  std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK",
+              "EVENT TYPE", "EVENT ID", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
+  for (const auto& d : rows) {
+    // Event types, ids and errors come from publishers and receivers: escaped, they cannot
+    // move the cursor or fake table rows.
+    std::printf("%-36s %-9s %-16s %-24s %-36s %-8d %-24s %s\n", d.id.c_str(), state_name(d.state),
+                d.webhook.c_str(), escape_controls(d.event_type).c_str(),
+                escape_controls(d.event_id).c_str(), d.attempts,
+                d.state == webhooks::DeliveryState::Pending
+                    ? format_rfc3339(d.next_attempt_ms).c_str()
+                    : "-",
+                escape_controls(d.last_error).c_str());
+  }
+  std::printf("%zu shown; %s in all%s%s\n", rows.size(), totals.c_str(),
+              webhook.empty() ? "" : (" for webhook " + escape_controls(webhook)).c_str(),
+              state ? "" : ", besides the delivered history");
+  // Oldest first: the newest rows are the ones a cut-off listing leaves out.
+  if (state ? rows.size() < total : rows.size() == limit)
+    std::printf("(%s; --limit N shows more)\n",
+                state ? ("the " + std::to_string(rows.size()) + " oldest that match").c_str()
+                      : "pending first, then dead, then delivered, the oldest first in each");
+  // A mistyped name would read as a webhook with nothing to show (found in an operator's
+  // test); `replay --all-dead --webhook` says the same, as an error.
+  if (rows.empty() && !webhook.empty() && !spool.configures(webhook) &&
+      (!state || spool.store.list(std::nullopt, webhook, 1).empty()))
+    std::fprintf(stderr,
+                 "hookgate: note: no delivery in %s belongs to webhook '%s' (`hookgate "
+                 "deliveries list` without --webhook shows the names)\n",
+                 spool.path.c_str(), escape_controls(webhook).c_str());
+  return 0;
+}
+
+// `deliveries show ID`: every field, the body included.
+int show_delivery(const OpenSpool& spool, const std::string& id) {
+  auto d = spool.store.get(id);
+  if (auto code = spool.read_failed()) return *code;
+  if (!d) return fail("no delivery " + id);
+  std::printf(
+      "id:           %s\nstate:        %s\nwebhook:      %s\nevent:        %s (%s)\nattempts:    "
+      " %d\n"
+      "created:      %s\nnext attempt: %s\nlast error:   %s\nbody bytes:   %s\nbody:         "
+      "%s\n",
+      d->id.c_str(), state_name(d->state), d->webhook.c_str(), escape_controls(d->event_id).c_str(),
+      escape_controls(d->event_type).c_str(), d->attempts, format_rfc3339(d->created_ms).c_str(),
+      d->state == webhooks::DeliveryState::Pending ? format_rfc3339(d->next_attempt_ms).c_str()
+                                                   : "-",
+      escape_controls(d->last_error).c_str(),
+      d->body ? std::to_string(d->body->size()).c_str() : "-",
+      // A body holds a publisher's text: a NUL must not cut it short, nor an escape sequence
+      // reach the terminal. The escapes are JSON's, and the gateway writes compact JSON (no
+      // raw newlines), so a body prints as the JSON it is.
+      d->body ? escape_controls(*d->body).c_str() : "(missing from the spool file)");
+  return 0;
+}
+
+// `deliveries replay|purge`: each acts on dead letters only (replay --delivered on delivered ones
+// too), by id or --all-dead [--webhook NAME].
+int replay_or_purge(const OpenSpool& spool, const Args& args, bool purge,
+                    const std::string& webhook) {
+  // --delivered: a delivered id is sent again too (same id; a receiver that deduplicates on
+  // webhook-id must forget it first). Only by id: a bulk resend of history is a new publish.
+  const bool delivered_too = args.has("delivered");
+  const char* which = delivered_too ? "" : "dead ";
+  auto done = [&](size_t n) {
+    return std::to_string(n) + " " + which + (n == 1 ? "delivery " : "deliveries ") +
+           (purge ? "deleted" : "queued again");
+  };
+  auto act = [&](const std::vector<std::string>& ids) {
+    return purge ? spool.store.purge_dead(ids, false) : spool.store.replay_ids(ids, delivered_too);
+  };
+  // Replayed deliveries of a webhook the config no longer has (renamed, removed) are pending
+  // under a name no dispatcher claims: say so, or they wait unseen.
+  auto warn_unconfigured = [&] {
+    if (!spool.config || purge) return;
+    for (const auto& [name, count] : spool.store.pending_by_webhook()) {
+      if (!spool.configures(name))
+        std::fprintf(stderr,
+                     "hookgate: warning: %zu pending deliveries belong to webhook '%s', which "
+                     "%s does not configure: they wait until a webhook of that name is "
+                     "configured again\n",
+                     count, escape_controls(name).c_str(), spool.config->file.c_str());
+    }
+  };
+  size_t moved;
+  if (args.has("all-dead")) {
+    auto acted =
+        purge ? spool.store.purge_dead({}, true, webhook) : spool.store.replay_all_dead(webhook);
+    if (!acted) return fail(acted.error().message);
+    moved = *acted;
+    // A mistyped name would otherwise read as "nothing was dead".
+    if (moved == 0 && !webhook.empty() && !spool.configures(webhook) &&
+        spool.store.list(std::nullopt, webhook, 1).empty()) {
+      if (auto code = spool.read_failed()) return *code;
+      return fail("no delivery in " + spool.path + " belongs to webhook '" +
+                  escape_controls(webhook) + "' (`hookgate deliveries list` shows the names)");
+    }
+    std::printf("%s\n", done(moved).c_str());
+    if (moved > 0) warn_unconfigured();
+    return 0;
+  }
+  std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
+  // Every ID that will not be acted on is named (a typo, or not dead), and the dead ones are
+  // acted on in one transaction (one commit, one wait for the write lock), not one each.
+  std::vector<std::string> dead;
+  std::unordered_set<std::string> seen;
+  std::vector<std::pair<std::string, std::string>> missed;  // id, why
+  for (const auto& id : ids) {
+    auto found = spool.store.get_head(id);
+    if (auto code = spool.read_failed()) return *code;
+    if (!found) {
+      missed.emplace_back(id, "no delivery with that id (`hookgate deliveries list` shows them)");
+    } else if (found->state == webhooks::DeliveryState::Delivered && delivered_too) {
+      if (seen.insert(id).second) dead.push_back(id);
+    } else if (found->state != webhooks::DeliveryState::Dead) {
+      const bool resendable = !purge && found->state == webhooks::DeliveryState::Delivered;
+      missed.emplace_back(id, std::string("it is ") + state_name(found->state) + ", not dead" +
+                                  (resendable ? " (--delivered sends it again)" : ""));
+    } else if (seen.insert(id).second) {
+      dead.push_back(id);
+    }
+  }
+  moved = 0;
+  if (!dead.empty()) {
+    // A file locked past the busy timeout, or read-only, is not "no such delivery": the cause.
+    auto acted = act(dead);
+    if (!acted)
+      return fail(acted.error().message + " (none of the " + std::to_string(dead.size()) + " " +
+                  which + "ids " + (purge ? "deleted" : "replayed") + ")");
+    moved = *acted;
+  }
+  std::printf("%s\n", done(moved).c_str());
+  if (moved > 0) warn_unconfigured();
+  for (const auto& [id, why] : missed)
+    std::fprintf(stderr, "hookgate: %s was not %s: %s\n", escape_controls(id).c_str(),
+                 purge ? "deleted" : "replayed", why.c_str());
+  // Another process (the gateway's own replay, a second command) may have acted on some
+  // between the look and the write.
+  if (moved < dead.size())
+    std::fprintf(stderr,
+                 "hookgate: %zu of the %sids were no longer %s when %s (another process "
+                 "replayed or purged them, or spool.%s pruned them, meanwhile)\n",
+                 dead.size() - moved, which, delivered_too ? "dead or delivered" : "dead",
+                 purge ? "deleted" : "replayed",
+                 delivered_too ? "dead_retention_ms or retention_ms" : "dead_retention_ms");
+  return missed.empty() && moved == dead.size() ? 0 : 1;
+}
+
 }  // namespace
 
 int cmd_deliveries(const std::vector<std::string>& argv) {
@@ -108,188 +301,12 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
   }
   auto spool = webhooks::SqliteSpool::open(spool_cfg, /*read_only_tools=*/true);
   if (!spool) return fail("spool " + spool_cfg.path + ": " + spool.error().message);
-  auto& store = *spool.value();
-  // A locked or damaged file reads as nothing: say so rather than print an empty spool.
-  auto read_failed = [&]() -> std::optional<int> {
-    if (auto error = store.take_read_error())
-      return fail("spool " + spool_cfg.path + ": cannot read: " + *error);
-    return std::nullopt;
-  };
-  std::string webhook = args.get_or("webhook", "");
-
-  if (sub == "list") {
-    const auto limit = static_cast<size_t>(*limit_option);
-    // With no --state, what needs attention comes first: pending, then dead, then the delivered
-    // history (found in an operator's test: 100 delivered rows hid the dead letters the footer
-    // counted). Oldest first within each.
-    std::vector<webhooks::Delivery> rows;
-    for (auto each : {webhooks::DeliveryState::Pending, webhooks::DeliveryState::Dead,
-                      webhooks::DeliveryState::Delivered}) {
-      if ((state && *state != each) || rows.size() >= limit) continue;
-      auto more = store.list(each, webhook, limit - rows.size());
-      rows.insert(rows.end(), std::make_move_iterator(more.begin()),
-                  std::make_move_iterator(more.end()));
-    }
-    // The total of what was asked for: of its state and webhook, or with no --state (every
-    // state listed) of the pending and dead ones, each (it used to count only the pending ones).
-    // The delivered history is not counted unless asked for: a day of it may be most of the
-    // file, and counting it would take seconds.
-    size_t total = 0;
-    std::string totals;
-    for (auto each : {webhooks::DeliveryState::Pending, webhooks::DeliveryState::Dead,
-                      webhooks::DeliveryState::Delivered}) {
-      if (state ? *state != each : each == webhooks::DeliveryState::Delivered) continue;
-      const size_t n = store.count(each, webhook);
-      total += n;
-      totals += (totals.empty() ? "" : ", ") + std::to_string(n) + " " + state_name(each);
-    }
-    if (auto code = read_failed()) return *code;
-    std::printf("%-36s %-9s %-16s %-24s %-36s %-8s %-24s %s\n", "ID", "STATE", "WEBHOOK",
-                "EVENT TYPE", "EVENT ID", "ATTEMPTS", "NEXT ATTEMPT", "LAST ERROR");
-    for (const auto& d : rows) {
-      // Event types, ids and errors come from publishers and receivers: escaped, they cannot
-      // move the cursor or fake table rows.
-      std::printf("%-36s %-9s %-16s %-24s %-36s %-8d %-24s %s\n", d.id.c_str(), state_name(d.state),
-                  d.webhook.c_str(), escape_controls(d.event_type).c_str(),
-                  escape_controls(d.event_id).c_str(), d.attempts,
-                  d.state == webhooks::DeliveryState::Pending
-                      ? format_rfc3339(d.next_attempt_ms).c_str()
-                      : "-",
-                  escape_controls(d.last_error).c_str());
-    }
-    std::printf("%zu shown; %s in all%s%s\n", rows.size(), totals.c_str(),
-                webhook.empty() ? "" : (" for webhook " + escape_controls(webhook)).c_str(),
-                state ? "" : ", besides the delivered history");
-    // Oldest first: the newest rows are the ones a cut-off listing leaves out.
-    if (state ? rows.size() < total : rows.size() == limit)
-      std::printf("(%s; --limit N shows more)\n",
-                  state ? ("the " + std::to_string(rows.size()) + " oldest that match").c_str()
-                        : "pending first, then dead, then delivered, the oldest first in each");
-    // A mistyped name would read as a webhook with nothing to show (found in an operator's
-    // test); `replay --all-dead --webhook` says the same, as an error.
-    const bool configured = config && std::any_of(config->webhooks.begin(), config->webhooks.end(),
-                                                  [&](const auto& w) { return w.name == webhook; });
-    if (rows.empty() && !webhook.empty() && !configured &&
-        (!state || store.list(std::nullopt, webhook, 1).empty()))
-      std::fprintf(stderr,
-                   "hookgate: note: no delivery in %s belongs to webhook '%s' (`hookgate "
-                   "deliveries list` without --webhook shows the names)\n",
-                   spool_cfg.path.c_str(), escape_controls(webhook).c_str());
-    return 0;
-  }
-  if (sub == "show") {
-    auto d = store.get(args.positional()[1]);
-    if (auto code = read_failed()) return *code;
-    if (!d) return fail("no delivery " + args.positional()[1]);
-    std::printf(
-        "id:           %s\nstate:        %s\nwebhook:      %s\nevent:        %s (%s)\nattempts:    "
-        " %d\n"
-        "created:      %s\nnext attempt: %s\nlast error:   %s\nbody bytes:   %s\nbody:         "
-        "%s\n",
-        d->id.c_str(), state_name(d->state), d->webhook.c_str(),
-        escape_controls(d->event_id).c_str(), escape_controls(d->event_type).c_str(), d->attempts,
-        format_rfc3339(d->created_ms).c_str(),
-        d->state == webhooks::DeliveryState::Pending ? format_rfc3339(d->next_attempt_ms).c_str()
-                                                     : "-",
-        escape_controls(d->last_error).c_str(),
-        d->body ? std::to_string(d->body->size()).c_str() : "-",
-        // A body holds a publisher's text: a NUL must not cut it short, nor an escape sequence
-        // reach the terminal. The escapes are JSON's, and the gateway writes compact JSON (no
-        // raw newlines), so a body prints as the JSON it is.
-        d->body ? escape_controls(*d->body).c_str() : "(missing from the spool file)");
-    return 0;
-  }
-  // replay and purge: each acts on dead letters only, by id or --all-dead [--webhook NAME].
-  const bool purge = sub == "purge";
-  // --delivered: a delivered id is sent again too (same id; a receiver that deduplicates on
-  // webhook-id must forget it first). Only by id: a bulk resend of history is a new publish.
-  const bool delivered_too = args.has("delivered");
-  const char* which = delivered_too ? "" : "dead ";
-  auto done = [&](size_t n) {
-    return std::to_string(n) + " " + which + (n == 1 ? "delivery " : "deliveries ") +
-           (purge ? "deleted" : "queued again");
-  };
-  auto act = [&](const std::vector<std::string>& ids) {
-    return purge ? store.purge_dead(ids, false) : store.replay_ids(ids, delivered_too);
-  };
-  // Replayed deliveries of a webhook the config no longer has (renamed, removed) are pending
-  // under a name no dispatcher claims: say so, or they wait unseen.
-  auto warn_unconfigured = [&] {
-    if (!config || purge) return;
-    for (const auto& [name, count] : store.pending_by_webhook()) {
-      bool configured = false;
-      for (const auto& w : config->webhooks) configured |= w.name == name;
-      if (!configured)
-        std::fprintf(stderr,
-                     "hookgate: warning: %zu pending deliveries belong to webhook '%s', which "
-                     "%s does not configure: they wait until a webhook of that name is "
-                     "configured again\n",
-                     count, escape_controls(name).c_str(), config->file.c_str());
-    }
-  };
-  size_t moved;
-  if (args.has("all-dead")) {
-    auto acted = purge ? store.purge_dead({}, true, webhook) : store.replay_all_dead(webhook);
-    if (!acted) return fail(acted.error().message);
-    moved = *acted;
-    // A mistyped name would otherwise read as "nothing was dead".
-    const bool configured = config && std::any_of(config->webhooks.begin(), config->webhooks.end(),
-                                                  [&](const auto& w) { return w.name == webhook; });
-    if (moved == 0 && !webhook.empty() && !configured &&
-        store.list(std::nullopt, webhook, 1).empty()) {
-      if (auto code = read_failed()) return *code;
-      return fail("no delivery in " + spool_cfg.path + " belongs to webhook '" +
-                  escape_controls(webhook) + "' (`hookgate deliveries list` shows the names)");
-    }
-    std::printf("%s\n", done(moved).c_str());
-    if (moved > 0) warn_unconfigured();
-    return 0;
-  }
-  std::vector<std::string> ids(args.positional().begin() + 1, args.positional().end());
-  // Every ID that will not be acted on is named (a typo, or not dead), and the dead ones are
-  // acted on in one transaction (one commit, one wait for the write lock), not one each.
-  std::vector<std::string> dead;
-  std::unordered_set<std::string> seen;
-  std::vector<std::pair<std::string, std::string>> missed;  // id, why
-  for (const auto& id : ids) {
-    auto found = store.get_head(id);
-    if (auto code = read_failed()) return *code;
-    if (!found) {
-      missed.emplace_back(id, "no delivery with that id (`hookgate deliveries list` shows them)");
-    } else if (found->state == webhooks::DeliveryState::Delivered && delivered_too) {
-      if (seen.insert(id).second) dead.push_back(id);
-    } else if (found->state != webhooks::DeliveryState::Dead) {
-      const bool resendable = !purge && found->state == webhooks::DeliveryState::Delivered;
-      missed.emplace_back(id, std::string("it is ") + state_name(found->state) + ", not dead" +
-                                  (resendable ? " (--delivered sends it again)" : ""));
-    } else if (seen.insert(id).second) {
-      dead.push_back(id);
-    }
-  }
-  moved = 0;
-  if (!dead.empty()) {
-    // A file locked past the busy timeout, or read-only, is not "no such delivery": the cause.
-    auto acted = act(dead);
-    if (!acted)
-      return fail(acted.error().message + " (none of the " + std::to_string(dead.size()) + " " +
-                  which + "ids " + (purge ? "deleted" : "replayed") + ")");
-    moved = *acted;
-  }
-  std::printf("%s\n", done(moved).c_str());
-  if (moved > 0) warn_unconfigured();
-  for (const auto& [id, why] : missed)
-    std::fprintf(stderr, "hookgate: %s was not %s: %s\n", escape_controls(id).c_str(),
-                 purge ? "deleted" : "replayed", why.c_str());
-  // Another process (the gateway's own replay, a second command) may have acted on some
-  // between the look and the write.
-  if (moved < dead.size())
-    std::fprintf(stderr,
-                 "hookgate: %zu of the %sids were no longer %s when %s (another process "
-                 "replayed or purged them, or spool.%s pruned them, meanwhile)\n",
-                 dead.size() - moved, which, delivered_too ? "dead or delivered" : "dead",
-                 purge ? "deleted" : "replayed",
-                 delivered_too ? "dead_retention_ms or retention_ms" : "dead_retention_ms");
-  return missed.empty() && moved == dead.size() ? 0 : 1;
+  const OpenSpool open{*spool.value(), spool_cfg.path, config};
+  const std::string webhook = args.get_or("webhook", "");
+  if (sub == "list")
+    return list_deliveries(open, state, webhook, static_cast<size_t>(*limit_option));
+  if (sub == "show") return show_delivery(open, args.positional()[1]);
+  return replay_or_purge(open, args, sub == "purge", webhook);
 }
 
 }  // namespace hookgate::cli
