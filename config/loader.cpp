@@ -209,10 +209,20 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
                                             std::to_string(kMinMessageBytes) + " up to " +
                                             std::to_string(kMaxMessageBytesLimit));
   if (bus.receive_hwm < 1) r.error(r.pos("receive_hwm"), "bus.receive_hwm must be positive");
-  for (const auto& topic : bus.topics)
+  for (const auto& topic : bus.topics) {
     if (topic.size() > kMaxTopicBytes)
       r.error(r.pos("topics"), "bus.topics: a prefix is " + std::to_string(topic.size()) +
                                    " bytes; at most " + std::to_string(kMaxTopicBytes));
+    // ZeroMQ subscriptions are byte prefixes: `auth.*` would take only types starting with those
+    // five characters, so every auth.failure would be dropped unseen (found in a publisher's
+    // test; webhooks' and hooks' events: are patterns, which makes the mistake easy).
+    if (const size_t star = topic.find('*'); star != std::string::npos)
+      r.error(r.pos("topics"), "bus.topics: '" + topic +
+                                   "' is a pattern, but topics are prefixes of event types (ZeroMQ "
+                                   "subscriptions): write '" +
+                                   topic.substr(0, star) + "' for the types it means" +
+                                   (star == 0 ? " ([\"\"] is every type)" : ""));
+  }
   // The gateway refuses hookgate.* types from the bus (its own diagnostics never come that way).
   if (!bus.topics.empty() && std::all_of(bus.topics.begin(), bus.topics.end(), is_diagnostic_type))
     r.error(r.pos("topics"),

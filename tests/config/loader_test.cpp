@@ -386,6 +386,17 @@ TEST(ConfigLoaderTest, TopicsThatTakeOnlyReservedTypesAreAnError) {
   EXPECT_TRUE(load("bus: { topics: [hook] }\n"));
 }
 
+// Found in a publisher's test: `topics: ["auth.*"]` subscribed to the literal prefix, so no
+// auth.failure arrived, and `check` said ok.
+TEST(ConfigLoaderTest, APatternInTopicsIsAnError) {
+  EXPECT_EQ(first_error(load("bus:\n  topics: [\"auth.*\"]\n")),
+            "test.yaml:2:11: bus.topics: 'auth.*' is a pattern, but topics are prefixes of event "
+            "types (ZeroMQ subscriptions): write 'auth.' for the types it means");
+  EXPECT_NE(first_error(load("bus:\n  topics: [\"*\"]\n")).find("([\"\"] is every type)"),
+            std::string::npos);
+  EXPECT_TRUE(load("bus:\n  topics: [auth., user.created]\n"));
+}
+
 // Found in an exploratory run: keys without `enabled: true` were ignored, so a bus meant to be
 // locked ran in plaintext and `check` said ok.
 TEST(ConfigLoaderTest, CurveKeysWithoutEnabledAreAnError) {
