@@ -4,12 +4,6 @@
 #include <cstring>
 
 namespace hookgate::bus {
-namespace {
-
-constexpr std::chrono::milliseconds kFirstRedial{1000};
-constexpr std::chrono::milliseconds kMaxRedial{30000};
-
-}  // namespace
 
 std::optional<MonitorEvent> read_monitor_event(zmq::socket_t& events) {
   // An event: 6 bytes (16-bit event, 32-bit value), then the endpoint.
@@ -25,13 +19,14 @@ std::optional<MonitorEvent> read_monitor_event(zmq::socket_t& events) {
   return e;
 }
 
-std::chrono::milliseconds RedialSchedule::schedule(const std::string& endpoint) {
+std::chrono::milliseconds RedialSchedule::schedule(const std::string& endpoint,
+                                                   std::chrono::milliseconds first_wait) {
   std::lock_guard lock(mu_);
-  auto [it, fresh] = redials_.try_emplace(endpoint, Redial{{}, kFirstRedial, true});
+  auto [it, fresh] = redials_.try_emplace(endpoint, Redial{{}, first_wait, true});
   Redial& r = it->second;
   // Refused again after its redial: wait longer. Refused twice before it (two events for one
   // attempt): the same wait.
-  if (!fresh && !r.scheduled) r.backoff = std::min(r.backoff * 2, kMaxRedial);
+  if (!fresh && !r.scheduled) r.backoff = std::min(r.backoff * 2, kMaxWait);
   r.scheduled = true;
   r.due = std::chrono::steady_clock::now() + r.backoff;
   any_scheduled_ = true;

@@ -29,13 +29,16 @@ struct MonitorEvent {
 };
 [[nodiscard]] std::optional<MonitorEvent> read_monitor_event(zmq::socket_t& events);
 
-// When to dial again the connect endpoints whose handshake was refused. Back-off per endpoint: 1 s,
-// doubling to 30 s, reset by forget() at a successful handshake. Thread-safe; take_due() costs one
-// atomic load when nothing is scheduled.
+// When to dial again the connect endpoints whose handshake was refused. Back-off per endpoint: 1 s
+// (or `first_wait`), doubling to 30 s, reset by forget() at a successful handshake. Thread-safe;
+// take_due() costs one atomic load when nothing is scheduled.
 class RedialSchedule {
  public:
+  static constexpr std::chrono::milliseconds kFirstWait{1000};
+  static constexpr std::chrono::milliseconds kMaxWait{30000};
   // Returns the delay until `endpoint` is due.
-  std::chrono::milliseconds schedule(const std::string& endpoint);
+  std::chrono::milliseconds schedule(const std::string& endpoint,
+                                     std::chrono::milliseconds first_wait = kFirstWait);
   void forget(const std::string& endpoint);
   [[nodiscard]] std::vector<std::string> take_due(std::chrono::steady_clock::time_point now);
 

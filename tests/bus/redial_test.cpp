@@ -37,6 +37,15 @@ TEST(RedialScheduleTest, TheBackoffDoublesAfterEachRedialAndResetsWhenForgotten)
   EXPECT_EQ(schedule.schedule("tcp://a:1"), seconds(1));
 }
 
+// An endpoint whose connection ended in a protocol error starts from a shorter wait: it was
+// connected, and everything behind it is lost until the redial.
+TEST(RedialScheduleTest, AFirstWaitOfItsOwnDoublesToo) {
+  RedialSchedule schedule;
+  EXPECT_EQ(schedule.schedule("tcp://a:1", milliseconds(100)), milliseconds(100));
+  ASSERT_EQ(schedule.take_due(steady_clock::now() + seconds(1)).size(), 1u);
+  EXPECT_EQ(schedule.schedule("tcp://a:1", milliseconds(100)), milliseconds(200));
+}
+
 // Two refusal events for one attempt (libzmq may report a handshake failure and the disconnect)
 // must not double the wait.
 TEST(RedialScheduleTest, TwoRefusalsBeforeTheRedialKeepTheWait) {
