@@ -27,6 +27,18 @@
 #include "gateway/common/thread_name.hpp"
 
 namespace hookgate::webhooks {
+
+bool spool_write_waits_for(int code, bool disk_trouble_before) {
+  code &= 0xff;
+  if (code == SQLITE_FULL || code == SQLITE_IOERR) return true;
+  // What a failing disk says next: its reads come back as a damaged file ("database disk image
+  // is malformed"), and errors=remount-ro makes it read-only. Found in a chaos test: an ext4
+  // shutdown turned the wait into refusals within 100 ms, with /readyz 200, though the file
+  // was sound once the disk was back.
+  return disk_trouble_before && (code == SQLITE_CORRUPT || code == SQLITE_NOTADB ||
+                                 code == SQLITE_READONLY || code == SQLITE_CANTOPEN);
+}
+
 namespace {
 
 constexpr int kSchemaVersion = 2;
@@ -278,14 +290,6 @@ DeliveryState state_from(int code) {
   return DeliveryState::Pending;
 }
 
-// A batch of adds whose transaction failed on these is written again (after 100 ms, doubling to
-// 5 s) instead of refused: a full disk is freed, an I/O error may pass, and a refused event is
-// lost while one the bus still holds is not. Anything else (a read-only file, a damaged one, a
-// lock held past busy_retries) refuses the batch as before.
-bool writes_wait_for(int code) {
-  code &= 0xff;
-  return code == SQLITE_FULL || code == SQLITE_IOERR;
-}
 constexpr int64_t kDiskRetryInitialMs = 100;
 constexpr int64_t kDiskRetryMaxMs = 5000;
 
@@ -1269,7 +1273,9 @@ SqliteSpool::TransactionResult SqliteSpool::write_transaction(Conn& c,
         }
         if (sqlite3_get_autocommit(c.db)) {  // SQLite rolled the whole transaction back
           failure = err.empty() ? c.error() : err;
-        } else if (!err.empty() && !duplicate && writes_wait_for(sqlite3_errcode(c.db))) {
+        } else if (!err.empty() && !duplicate &&
+                   spool_write_waits_for(sqlite3_errcode(c.db),
+                                         last_write_failed_.load(std::memory_order_relaxed))) {
           // A full disk or an I/O error failing only this statement: the whole transaction
           // goes, and is tried again below, instead of refusing these events.
           failure_code = sqlite3_errcode(c.db);
@@ -1427,7 +1433,9 @@ SqliteSpool::MarksWritten SqliteSpool::write_marks(Conn& c,
     const int code = sqlite3_errcode(c.db);
     // Events are not refused for a diagnostic's sake: only what fails the whole transaction
     // (or waits for the disk, as adds do) is the transaction's failure.
-    if (sqlite3_get_autocommit(c.db) || writes_wait_for(code)) return {c.error(), code};
+    if (sqlite3_get_autocommit(c.db) ||
+        spool_write_waits_for(code, last_write_failed_.load(std::memory_order_relaxed)))
+      return {c.error(), code};
     const std::string why = std::string(what) + ": " + c.error();
     if (why != last_marks_error_)
       spdlog::warn(
@@ -1562,15 +1570,19 @@ void SqliteSpool::run_batch(std::vector<std::unique_ptr<Op>>& ops) {
         std::lock_guard lock(q_mu_);
         stopping = stopping_;
       }
-      const bool wait =
-          !failure.empty() && any_add && writes_wait_for(written.failure_code) && !stopping;
+      const bool wait = !failure.empty() && any_add &&
+                        spool_write_waits_for(written.failure_code,
+                                              last_write_failed_.load(std::memory_order_relaxed)) &&
+                        !stopping;
       // Once per cause (refused adds are logged by their caller); waiting once per episode.
       if (!failure.empty() && failure != last_write_error_) {
         spdlog::error("spool {}: write transaction failed: {}", path_, failure);
         last_write_error_ = failure;
       }
       // Only a failure adds wait out (a full disk, an I/O error), not a lock held at a stop.
-      if (!failure.empty() && writes_wait_for(written.failure_code))
+      if (!failure.empty() &&
+          spool_write_waits_for(written.failure_code,
+                                last_write_failed_.load(std::memory_order_relaxed)))
         last_write_failed_.store(true, std::memory_order_relaxed);
       if (wait && !disk_wait_logged_) {
         spdlog::error(

@@ -81,6 +81,14 @@ struct SqliteSpoolTuning {
   int64_t outcome_retry_max_ms = 5000;
 };
 
+// Whether a batch of adds whose transaction failed with SQLite result `code` is written again
+// (after 100 ms, doubling to 5 s; intake waits, /readyz 503) rather than refused: a refused event
+// is lost, while one the bus still holds is not. A full disk or an I/O error waits; so, within an
+// episode of those (`disk_trouble_before`), does what a failing disk says next (a "malformed" or
+// read-only file). Anything else (a read-only or damaged file from the start, a lock held past
+// busy_retries) refuses the batch.
+bool spool_write_waits_for(int code, bool disk_trouble_before);
+
 class SqliteSpool final : public DeliveryStore {
  public:
   // Opens (creating if needed, gateway mode) the spool at cfg.path. With read_only_tools the

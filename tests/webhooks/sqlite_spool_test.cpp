@@ -2341,6 +2341,24 @@ TEST_F(SqliteSpoolTest, ABatchRefusedForAnythingButADuplicateIdIsAWriteError) {
   EXPECT_TRUE(spool->add({make("after", "siem")}));
 }
 
+// Found in a chaos test: after an I/O error (an ext4 shutdown) SQLite's next try said "database
+// disk image is malformed", which refused every event from then on with /readyz 200, though the
+// file was sound once the disk came back. Within such an episode it is waited out too.
+TEST(SpoolWriteWaitsFor, AFailingDisksLaterErrorsAreWaitedOutToo) {
+  for (int code : {SQLITE_FULL, SQLITE_IOERR, SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC}) {
+    EXPECT_TRUE(spool_write_waits_for(code, false)) << code;
+    EXPECT_TRUE(spool_write_waits_for(code, true)) << code;
+  }
+  for (int code : {SQLITE_CORRUPT, SQLITE_NOTADB, SQLITE_READONLY, SQLITE_CANTOPEN}) {
+    EXPECT_FALSE(spool_write_waits_for(code, false)) << code;  // damaged from the start
+    EXPECT_TRUE(spool_write_waits_for(code, true)) << code;
+  }
+  for (int code : {SQLITE_BUSY, SQLITE_CONSTRAINT, SQLITE_ERROR}) {
+    EXPECT_FALSE(spool_write_waits_for(code, false)) << code;
+    EXPECT_FALSE(spool_write_waits_for(code, true)) << code;
+  }
+}
+
 // Found in review: on a full disk an outcome for a withdrawn delivery is an UPDATE that changes
 // nothing, so its transaction commits, and the log said "writes succeed again" (and "held
 // delivery outcomes recorded") once per event, in turn with "write transaction failed".
