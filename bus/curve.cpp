@@ -313,11 +313,13 @@ void ZapAuthenticator::answer_one(metrics::Counter& denied_counter) {
     static LogLimiter log_limit{5, "bus: refused clients"};
     if (log_limit.allow())
       spdlog::warn("bus: refused {} client from {}{}", mechanism, frames[3].to_string(),
-                   client_key.empty() ? ""
-                                      : " (public key " + client_key + " not in " +
-                                            (domain == kSubscriberDomain ? "--allowed-subscribers"
-                                                                         : "allowed_clients") +
-                                            ")");
+                   client_key.empty()
+                       ? ""
+                       : " (public key " + client_key + " not in " +
+                             (domain == kSubscriberDomain
+                                  ? "--allowed-subscribers"
+                                  : "bus.curve.allowed_clients, or a proxy's --allowed-clients") +
+                             ")");
   }
   send_zap_reply(socket_, {"1.0", frames[1].to_string(), ok ? "200" : "400",
                            ok ? "OK" : "client key not allowed", ok ? client_key : "", ""});
