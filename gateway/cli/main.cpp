@@ -46,6 +46,10 @@ int main(int argc, char** argv) {
     return args.empty() ? 2 : 0;
   }
   if (args[0] == "--version" || args[0] == "version") {
+    if (args.size() > 1) {
+      std::fprintf(stderr, "hookgate: %s takes no arguments\n", args[0].c_str());
+      return 2;
+    }
     std::printf("hookgate %s\n", HOOKGATE_VERSION);
     return 0;
   }
