@@ -102,6 +102,12 @@ TempDir::TempDir() {
   fs::create_directories(path_);
 }
 
+std::string TempDir::dir(const std::string& name) const {
+  const fs::path p = path_ / name;
+  fs::create_directories(p);
+  return p.string();
+}
+
 TempDir::~TempDir() {
   std::error_code ec;
   if (!std::getenv("HOOKGATE_KEEP_TEST_DIRS")) fs::remove_all(path_, ec);

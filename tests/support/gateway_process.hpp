@@ -26,7 +26,10 @@ class TempDir {
   TempDir();
   ~TempDir();
   const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
   std::filesystem::path operator/(const std::string& rel) const { return path_ / rel; }
+  // A sub-folder, created; its full path.
+  std::string dir(const std::string& name) const;
   // Writes `text` to path()/rel (creating folders) by renaming a hidden temporary file into place,
   // so a watcher never reads it half written; returns the full path.
   std::string write(const std::string& rel, const std::string& text, bool executable = false) const;

@@ -19,36 +19,12 @@
 #include "gateway/diagnostics.hpp"
 #include "gateway/event.hpp"
 #include "gateway/hooks/hook.hpp"
+#include "tests/support/gateway_process.hpp"
 
 namespace hookgate::hooks::testing {
 
-// A fresh directory under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "hookgate-hooks-XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::string str() const { return path_.string(); }
-  // A subdirectory, created.
-  std::string dir(const std::string& name) const {
-    auto p = path_ / name;
-    std::filesystem::create_directories(p);
-    return p.string();
-  }
-
- private:
-  std::filesystem::path path_;
-};
+// The tests' one temporary folder (tests/support), removed with everything in it at scope exit.
+using TempDir = hookgate::testing::TempDir;
 
 inline std::string write_file(const std::string& dir, const std::string& name,
                               const std::string& text, bool executable = false) {
