@@ -40,6 +40,25 @@ std::string config_for(const std::string& url, const std::string& webhook_extra 
          webhook_extra;
 }
 
+// hooks/_10_slow.yaml: a program transform on app.* that sleeps `per_event_s` seconds on each
+// event (appending a line to hooks/started as it begins) and `handshake_s` before its handshake.
+void write_slow_transform(const TempDir& dir, const std::string& per_event_s,
+                          const std::string& handshake_s = "0") {
+  dir.write("slow.sh", "sleep " + handshake_s +
+                           "\n"
+                           "echo '{\"hookgate\":1}'\n"
+                           "while read -r line; do\n"
+                           "  echo x >> started\n"
+                           "  id=${line#*\\\"id\\\":}; id=${id%%,*}\n"
+                           "  sleep " +
+                           per_event_s +
+                           "\n"
+                           "  echo \"{\\\"id\\\":$id,\\\"action\\\":\\\"continue\\\"}\"\n"
+                           "done\n");
+  dir.write("hooks/_10_slow.yaml",
+            "kind: transform\nevents: [\"app.*\"]\nrun: [bash, ../slow.sh]\ntimeout_ms: 5000\n");
+}
+
 std::string event_id_of(const std::string& body) {
   rapidjson::Document d;
   d.Parse(body.c_str());
@@ -856,17 +875,7 @@ TEST(ReliabilityTest, ADeliveryRoutedAcrossTheReloadThatRemovesItsWebhookIsRepor
   const std::string dead_url = down.url();
   // Each event takes 2.5 s in this hook, and a new process's handshake 0.5 s: the reload's
   // chain takes over while the old chain still holds the second event.
-  dir.write("slow.sh",
-            "sleep 0.5\n"
-            "echo '{\"hookgate\":1}'\n"
-            "while read -r line; do\n"
-            "  echo x >> started\n"
-            "  id=${line#*\\\"id\\\":}; id=${id%%,*}\n"
-            "  sleep 2.5\n"
-            "  echo \"{\\\"id\\\":$id,\\\"action\\\":\\\"continue\\\"}\"\n"
-            "done\n");
-  dir.write("hooks/_10_slow.yaml",
-            "kind: transform\nevents: [\"app.*\"]\nrun: [bash, ../slow.sh]\ntimeout_ms: 5000\n");
+  write_slow_transform(dir, "2.5", "0.5");
   GatewayProcess gw(dir);
   ASSERT_TRUE(gw.start(config_for(dead_url, "    retry: { max_attempts: 1000 }\n"))) << gw.log();
   auto pub = publisher_for(gw);
@@ -894,16 +903,7 @@ TEST(ReliabilityTest, ADeliveryRoutedAcrossTheReloadThatRemovesItsWebhookIsRepor
 TEST(ReliabilityTest, AStopTakesInWhatTheSocketHeldBehindASlowHook) {
   TempDir dir;
   HttpReceiver rx;
-  dir.write("slow.sh",
-            "echo '{\"hookgate\":1}'\n"
-            "while read -r line; do\n"
-            "  echo x >> started\n"
-            "  id=${line#*\\\"id\\\":}; id=${id%%,*}\n"
-            "  sleep 0.05\n"
-            "  echo \"{\\\"id\\\":$id,\\\"action\\\":\\\"continue\\\"}\"\n"
-            "done\n");
-  dir.write("hooks/_10_slow.yaml",
-            "kind: transform\nevents: [\"app.*\"]\nrun: [bash, ../slow.sh]\ntimeout_ms: 5000\n");
+  write_slow_transform(dir, "0.05");
   GatewayProcess gw(dir);
   ASSERT_TRUE(
       gw.start(config_for(rx.url(), "", "spool: { path: ./spool.db, shutdown_grace_ms: 30000 }\n")))
