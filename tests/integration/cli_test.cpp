@@ -52,13 +52,16 @@ TEST(CliTest, EveryVerbAnswersHelpAndVersion) {
 
 // Found in review: `hookgate run hookgate.yaml` (no --config) ran on the embedded defaults, and
 // numbers such as --wait-ms 3s were read as 3; an unknown --log-level silenced every log line.
-TEST(CliTest, StrayArgumentsBadNumbersAndLevelsAreUsageErrors) {
+TEST(CliTest, StrayArgumentsBadNumbersLevelsAndEndpointsAreUsageErrors) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {"run", "hookgate.yaml"},
            {"check", "hookgate.yaml"},
            {"keygen", "extra"},
            {"run", "--log-level", "verbose"},
            {"publish", "--endpoint", "tcp://127.0.0.1:1", "--type", "a.b", "--wait-ms", "3s"},
+           // Found in an exploratory run: a malformed endpoint exited 1, like a bus gone quiet.
+           {"publish", "--endpoint", "nonsense", "--type", "a.b"},
+           {"publish", "--endpoint", "tcp://no-port", "--type", "a.b"},
            {"bus", "--frontend", "tcp://127.0.0.1:0", "--backend", "tcp://127.0.0.1:0", "--hwm",
             "0"}}) {
     auto r = run_hookgate(args);
