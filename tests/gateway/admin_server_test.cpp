@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/support/gateway_process.hpp"
+#include "tests/support/loopback.hpp"
 
 namespace hookgate {
 namespace {
@@ -69,12 +70,8 @@ TEST(AdminServerTest, ClientsThatTrickleTheirRequestAreCutAtTheDeadline) {
   const int port = server.value()->port();
   std::vector<int> slow;
   for (int i = 0; i < 16; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(static_cast<uint16_t>(port));
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+    const int fd = testing::connect_loopback(port);
+    ASSERT_GE(fd, 0);
     const std::string head = "GET /healthz HTTP/1.1\r\n";
     ASSERT_EQ(::send(fd, head.data(), head.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(head.size()));
@@ -116,12 +113,8 @@ TEST(AdminServerTest, ClientsThatTrickleTheirRequestAreCutAtTheDeadline) {
 TEST(AdminServerTest, EachAnswerClosesItsConnection) {
   auto server = AdminServer::start("127.0.0.1:0", "", {}, 5s);
   ASSERT_TRUE(server) << server.error().message;
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(static_cast<uint16_t>(server.value()->port()));
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  const int fd = testing::connect_loopback(server.value()->port());
+  ASSERT_GE(fd, 0);
   const std::string two =
       "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
   ASSERT_EQ(::send(fd, two.data(), two.size(), MSG_NOSIGNAL), static_cast<ssize_t>(two.size()));

@@ -11,6 +11,7 @@
 
 #include "tests/support/gateway_process.hpp"
 #include "tests/support/http_receiver.hpp"
+#include "tests/support/loopback.hpp"
 
 namespace hookgate::testing {
 namespace {
@@ -380,16 +381,10 @@ TEST(BusSecurityTest, StartupFailureAfterCurveIsReportedNotAnAbort) {
   TempDir dir;
   ASSERT_EQ(run_hookgate({"keygen", "--out", (dir / "server.key").string()}).exit_code, 0);
   ASSERT_EQ(run_hookgate({"keygen", "--out", (dir / "client.key").string()}).exit_code, 0);
-  const int taken = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(taken, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(taken, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(listen(taken, 1), 0);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len), 0);
-  const int port = ntohs(addr.sin_port);
+  const LoopbackSocket taken_socket = bind_loopback(0, 1);
+  ASSERT_GE(taken_socket.fd, 0);
+  const int taken = taken_socket.fd;
+  const int port = taken_socket.port;
 
   dir.write("hookgate.yaml",
             "bus:\n  bind: \"tcp://127.0.0.1:*\"\n"  // any free port: the admin port is the point

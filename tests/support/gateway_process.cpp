@@ -1,4 +1,5 @@
 #include "tests/support/gateway_process.hpp"
+#include "tests/support/loopback.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -82,17 +83,9 @@ int wait_pid(pid_t pid, std::chrono::milliseconds timeout) {
 }  // namespace
 
 int free_tcp_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
+  const LoopbackSocket probe = bind_loopback(0, 0);
+  if (probe.fd >= 0) close(probe.fd);
+  return probe.port;
 }
 
 TempDir::TempDir() {
@@ -352,15 +345,8 @@ std::string publish(const std::string& endpoint, const std::string& type,
 
 std::string http_get(int port, const std::string& path, int* status,
                      const std::string& bearer_token) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return "";
-  }
+  const int fd = connect_loopback(port);
+  if (fd < 0) return "";
   std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n";
   if (!bearer_token.empty()) req += "Authorization: Bearer " + bearer_token + "\r\n";
   req += "\r\n";

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "gateway/common/clock.hpp"
+#include "tests/support/loopback.hpp"
 
 namespace hookgate::testing {
 namespace {
@@ -221,15 +222,10 @@ std::string HttpReceiver::Request::header(std::string_view name) const {
 }
 
 ClosedPort::ClosedPort() {
-  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0)
-    throw std::runtime_error("ClosedPort: cannot bind 127.0.0.1:0");
-  port_ = ntohs(address.sin_port);
+  const LoopbackSocket bound = bind_loopback(0, 0);  // bound, not listening: refuses
+  if (bound.fd < 0) throw std::runtime_error("ClosedPort: cannot bind 127.0.0.1:0");
+  fd_ = bound.fd;
+  port_ = bound.port;
 }
 
 ClosedPort::~ClosedPort() {
@@ -250,22 +246,11 @@ HttpReceiver::HttpReceiver(ClosedPort& down) {
 }
 
 HttpReceiver::HttpReceiver(int port) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw std::runtime_error("HttpReceiver: socket() failed");
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  socklen_t length = sizeof address;
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::listen(listen_fd_, 128) != 0 ||
-      ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    ::close(listen_fd_);
+  const LoopbackSocket listener = bind_loopback(port, 128);
+  if (listener.fd < 0)
     throw std::runtime_error("HttpReceiver: cannot listen on 127.0.0.1:" + std::to_string(port));
-  }
-  port_ = ntohs(address.sin_port);
+  listen_fd_ = listener.fd;
+  port_ = listener.port;
   accept_thread_ = std::thread([this] { accept_loop(); });
 }
 

@@ -1,4 +1,5 @@
 #include "tests/support/scripted_server.hpp"
+#include "tests/support/loopback.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -35,18 +36,10 @@ void send_all(int fd, std::string_view data) {
 }
 
 ScriptedServer::ScriptedServer(Script script) : script_(std::move(script)) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int on = 1;
-  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::listen(listen_fd_, 64) != 0)
-    throw std::runtime_error("cannot listen");
-  socklen_t length = sizeof address;
-  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
-  port_ = ntohs(address.sin_port);
+  const LoopbackSocket listener = bind_loopback(0, 64);
+  if (listener.fd < 0) throw std::runtime_error("cannot listen");
+  listen_fd_ = listener.fd;
+  port_ = listener.port;
   acceptor_ = std::thread([this] {
     for (int index = 0;; ++index) {
       int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);

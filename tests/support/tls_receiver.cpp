@@ -1,4 +1,5 @@
 #include "tests/support/tls_receiver.hpp"
+#include "tests/support/loopback.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -134,16 +135,10 @@ TlsReceiver::TlsReceiver(bool require_client_certificate) : tls_(std::make_uniqu
       },
       this);
 
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  require(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-              ::listen(listen_fd_, 16) == 0,
-          "listen");
-  socklen_t length = sizeof address;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&address), &length);
-  port_ = ntohs(address.sin_port);
+  const LoopbackSocket listener = bind_loopback(0, 16);
+  require(listener.fd >= 0, "listen");
+  listen_fd_ = listener.fd;
+  port_ = listener.port;
   thread_ = std::thread([this] { serve(); });
 }
 

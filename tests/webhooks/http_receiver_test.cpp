@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "gateway/common/clock.hpp"
+#include "tests/support/loopback.hpp"
 
 namespace hookgate::testing {
 namespace {
@@ -58,20 +59,6 @@ struct EasyHandle {
   ~EasyHandle() { curl_easy_cleanup(easy); }
   CURL* easy;
 };
-
-// A raw TCP client for what libcurl will not send on request (pipelining, chunked bodies).
-int connect_to(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 std::string read_until(int fd, const std::string& marker, size_t occurrences) {
   std::string data;
@@ -182,7 +169,7 @@ TEST(HttpReceiverTest, DelayedAnswerDoesNotBlockOtherConnectionsAndStopCutsItSho
 
 TEST(HttpReceiverTest, ParsesPipelinedChunkedAndExpectContinueRequests) {
   HttpReceiver receiver;
-  int fd = connect_to(receiver.port());
+  int fd = connect_loopback(receiver.port());
   ASSERT_GE(fd, 0);
   const std::string pipelined =
       "POST /one HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
