@@ -740,7 +740,13 @@ struct Dispatcher::Impl {
     curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(easy, CURLOPT_SHARE, webhook.share);
     // Verification stays on (libcurl's default); these only say what to trust and who we are.
-    if (!cfg.tls.ca_file.empty()) curl_easy_setopt(easy, CURLOPT_CAINFO, cfg.tls.ca_file.c_str());
+    // A CA file replaces the system's store, as documented: libcurl also reads its built-in CA
+    // folder (Debian's: /etc/ssl/certs) unless told not to, which would trust every public CA
+    // for a receiver pinned to a private one (found in a security pass).
+    if (!cfg.tls.ca_file.empty()) {
+      curl_easy_setopt(easy, CURLOPT_CAINFO, cfg.tls.ca_file.c_str());
+      curl_easy_setopt(easy, CURLOPT_CAPATH, nullptr);
+    }
     if (!cfg.tls.cert_file.empty()) {
       curl_easy_setopt(easy, CURLOPT_SSLCERT, cfg.tls.cert_file.c_str());
       curl_easy_setopt(easy, CURLOPT_SSLKEY, cfg.tls.key_file.c_str());

@@ -102,7 +102,11 @@ TlsReceiver::TlsReceiver(bool require_client_certificate) : tls_(std::make_uniqu
   t.server_key.reset(EVP_EC_gen("P-256"));
   t.client_key.reset(EVP_EC_gen("P-256"));
   require(t.ca_key && t.server_key && t.client_key, "EVP_EC_gen");
-  t.ca = make_certificate(t.ca_key.get(), "hookgate test CA", nullptr, nullptr, 1, true, nullptr);
+  // A name of its own: two receivers' CAs with one name would stand in for each other in a
+  // certificate store's lookup by name, and fail as a bad signature rather than an unknown CA.
+  static std::atomic<int> receivers{0};
+  const std::string ca_name = "hookgate test CA " + std::to_string(++receivers);
+  t.ca = make_certificate(t.ca_key.get(), ca_name.c_str(), nullptr, nullptr, 1, true, nullptr);
   t.server = make_certificate(t.server_key.get(), "127.0.0.1", t.ca.get(), t.ca_key.get(), 2, false,
                               "IP:127.0.0.1");
   t.client = make_certificate(t.client_key.get(), "hookgate", t.ca.get(), t.ca_key.get(), 3, false,

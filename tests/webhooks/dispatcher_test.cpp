@@ -4,13 +4,21 @@
 
 #include <gtest/gtest.h>
 #include <netdb.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <sched.h>
 #include <spdlog/spdlog.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -897,6 +905,63 @@ TEST_P(DispatcherTest, HttpsVerifiesTheReceiverAgainstTheConfiguredCa) {
   EXPECT_EQ(completions[3].outcome.kind, AttemptOutcome::Kind::Delivered)
       << completions[3].outcome.error;
   EXPECT_EQ(receiver.requests(), 2);
+}
+
+// Found in a security pass: with tls.ca_file, libcurl still read its built-in CA folder
+// (/etc/ssl/certs), so a receiver pinned to a private CA was also accepted with a certificate
+// from any CA the system trusts. The test makes its own "system" store: a private mount
+// namespace with a folder holding one receiver's CA bound over /etc/ssl/certs (root only).
+TEST_P(DispatcherTest, ACaFileReplacesTheSystemsCertificateStore) {
+  testing::TlsReceiver vouched_by_the_system;
+  testing::TlsReceiver private_receiver;
+  testing::TempDir dir;
+  const std::string system_ca = vouched_by_the_system.ca_pem();
+  // OpenSSL's hashed-folder name for the CA (what `openssl rehash` would write).
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(system_ca.data(), -1), BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> ca(
+      PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr), X509_free);
+  ASSERT_NE(ca, nullptr);
+  char hashed[16];
+  std::snprintf(hashed, sizeof hashed, "%08lx.0", X509_subject_name_hash(ca.get()));
+  std::filesystem::create_directory(dir / "system");
+  dir.write(std::string("system/") + hashed, system_ca);
+  dir.write("system/ca-certificates.crt", system_ca);
+  if (::unshare(CLONE_NEWNS) != 0 ||
+      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    GTEST_SKIP() << "needs a private mount namespace (root): " << std::strerror(errno);
+  if (::mount((dir / "system").c_str(), "/etc/ssl/certs", nullptr, MS_BIND, nullptr) != 0)
+    GTEST_SKIP() << "cannot bind a folder over /etc/ssl/certs: " << std::strerror(errno);
+  struct Unmount {
+    ~Unmount() { ::umount2("/etc/ssl/certs", MNT_DETACH); }
+  } unmount;
+
+  auto system_store = webhook(unique_name("_system"), vouched_by_the_system.url());
+  auto pinned_elsewhere = webhook(unique_name("_pinned"), vouched_by_the_system.url());
+  pinned_elsewhere.retry.max_attempts = 1;
+  pinned_elsewhere.tls.ca_file = dir.write("private-ca.pem", private_receiver.ca_pem());
+  auto pinned = webhook(unique_name("_private"), private_receiver.url());
+  pinned.tls.ca_file = pinned_elsewhere.tls.ca_file;
+  Dispatcher dispatcher(store_, diagnostics_.sink());  // its threads start in this namespace
+  dispatcher.set_webhooks({system_store, pinned_elsewhere, pinned});
+  dispatcher.start();
+  add(system_store.name);
+  ASSERT_TRUE(store_.wait_for_completions(1));
+  add(pinned_elsewhere.name);
+  ASSERT_TRUE(store_.wait_for_completions(2));
+  add(pinned.name);
+  ASSERT_TRUE(store_.wait_for_completions(3));
+  dispatcher.stop(milliseconds(0));
+  const auto completions = store_.completions();
+  // Without tls:, the (made-up) system store vouches for the receiver: the test's control.
+  EXPECT_EQ(completions[0].outcome.kind, AttemptOutcome::Kind::Delivered)
+      << completions[0].outcome.error;
+  // Pinned to the private CA: the system's CA no longer counts.
+  EXPECT_EQ(completions[1].outcome.kind, AttemptOutcome::Kind::Dead);
+  EXPECT_NE(completions[1].outcome.error.find("certificate"), std::string::npos)
+      << completions[1].outcome.error;
+  EXPECT_EQ(completions[2].outcome.kind, AttemptOutcome::Kind::Delivered)
+      << completions[2].outcome.error;
+  EXPECT_EQ(vouched_by_the_system.requests(), 1);
 }
 
 // Found in review: over TLS libcurl offered HTTP/2 by ALPN, and with HTTP/2 it multiplexed every
