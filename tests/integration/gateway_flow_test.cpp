@@ -62,6 +62,28 @@ TEST(GatewayFlowTest, PublishedEventArrivesSignedAndVerifies) {
   EXPECT_STREQ(body["data"]["user"].GetString(), "ann");
 }
 
+// Found in a security pass: a non-ASCII host name passed `check`, and every delivery to it was
+// dead-lettered as "URL using bad/illegal format" (libcurl converts it only under a UTF-8 locale,
+// and the gateway ran in the "C" locale). *.localhost names resolve to loopback inside libcurl.
+TEST(GatewayFlowTest, AWebhookWithANonAsciiHostNameIsDelivered) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  const std::string host = "http://b\u00fccher.localhost:" + std::to_string(rx.port());
+  ASSERT_TRUE(gw.start(base_config(
+      webhook("builtin", "\"" + host + "/auto\"") +
+      webhook("curl", "\"" + host + "/curl\"", "[\"*\"]", "    http_client: libcurl\n"))))
+      << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", R"({"user":"ann"})").empty());
+  ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
+  std::set<std::string> paths;
+  for (const auto& req : rx.requests()) {
+    paths.insert(req.path);
+    EXPECT_EQ(req.header("host").rfind("xn--bcher-kva.localhost:", 0), 0u) << req.header("host");
+  }
+  EXPECT_EQ(paths, (std::set<std::string>{"/auto", "/curl"}));
+}
+
 // `hookgate publish --data-file FILE --source S`: the file's JSON is the data, as written (a
 // pretty-printed file is fine), and S is the CloudEvents source the receiver sees.
 TEST(GatewayFlowTest, PublishTakesDataFromAFileAndTheSourceFromTheCommandLine) {
