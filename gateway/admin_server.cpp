@@ -6,6 +6,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -48,10 +50,39 @@ bool bearer_matches(std::string_view header, const std::string& token) {
   return CRYPTO_memcmp(guess_digest, token_digest, sizeof guess_digest) == 0 && scheme_ok;
 }
 
-// Connections the admin listener holds at once, and per client address: scrapers and probes need
-// a handful; without a cap, slow clients could take the process's file descriptors.
+// Connections the admin listener holds at once: scrapers and probes need a handful; without a
+// cap, slow clients could take the process's file descriptors.
 constexpr unsigned kMaxAdminConnections = 64;
-constexpr unsigned kMaxAdminConnectionsPerIp = 16;
+// Connections still sending their request's head, per client address and in all. Past either, a
+// new connection closes the oldest such one instead of being refused: a refusal would go to the
+// probe, while a slow client's oldest connection is the one doing the harm (found in an SRE pass:
+// 16 trickling connections from 127.0.0.1, retaken as each was cut, kept /healthz and /metrics
+// from the same address refused). The total stays below kMaxAdminConnections, so room is left
+// for connections being answered.
+constexpr size_t kMaxWaitingPerClient = 16;
+constexpr size_t kMaxWaiting = 48;
+
+// The client's address without its port: connections from one host share it.
+std::string client_address(MHD_Connection* c) {
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (info == nullptr || info->client_addr == nullptr) return {};
+  const sockaddr* addr = info->client_addr;
+  char text[INET6_ADDRSTRLEN] = "";
+  if (addr->sa_family == AF_INET)
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text, sizeof text);
+  else if (addr->sa_family == AF_INET6)
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text,
+                sizeof text);
+  return text;
+}
+
+metrics::Counter& requests_cut() {
+  static metrics::Counter& cut = metrics::counter(
+      "hookgate_admin_requests_cut_total",
+      "Admin connections closed before their request's head was in: past the deadline, or the "
+      "oldest of too many waiting ones, to make room (slow or hostile clients)");
+  return cut;
+}
 // Threads serving requests: a slow /status (native hooks' snapshots) must not hold /healthz.
 constexpr unsigned kAdminThreads = 2;
 
@@ -79,22 +110,27 @@ struct AdminDispatch {
   static void connection_changed(void* cls, MHD_Connection* c, void**,
                                  MHD_ConnectionNotificationCode code) {
     auto* self = static_cast<AdminServer*>(cls);
-    std::lock_guard lock(self->reading_mu_);
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-      const MHD_ConnectionInfo* info =
-          MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-      if (info) self->reading_[c] = {info->connect_fd, std::chrono::steady_clock::now()};
-    } else {
+    if (code != MHD_CONNECTION_NOTIFY_STARTED) {
+      std::lock_guard lock(self->reading_mu_);
       self->reading_.erase(c);
+      return;
     }
+    const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info == nullptr) return;
+    std::string client = client_address(c);
+    std::lock_guard lock(self->reading_mu_);
+    self->make_room_locked(client);
+    self->reading_[c] = {info->connect_fd, std::chrono::steady_clock::now(), std::move(client)};
   }
 
   // A request answered: a kept-alive connection's next request has its own deadline.
   static void request_completed(void* cls, MHD_Connection* c, void**, MHD_RequestTerminationCode) {
     auto* self = static_cast<AdminServer*>(cls);
     const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info == nullptr) return;
+    std::string client = client_address(c);
     std::lock_guard lock(self->reading_mu_);
-    if (info) self->reading_[c] = {info->connect_fd, std::chrono::steady_clock::now()};
+    self->reading_[c] = {info->connect_fd, std::chrono::steady_clock::now(), std::move(client)};
   }
 
   // A handler that throws (out of memory while rendering) answers 500; an exception must not
@@ -192,10 +228,9 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(
   server->daemon_ = MHD_start_daemon(
       flags, port, nullptr, nullptr, &AdminDispatch::handle, server.get(), MHD_OPTION_SOCK_ADDR,
       addr->get(), MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_THREAD_POOL_SIZE, kAdminThreads,
-      MHD_OPTION_CONNECTION_LIMIT, kMaxAdminConnections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-      kMaxAdminConnectionsPerIp, MHD_OPTION_NOTIFY_CONNECTION, &AdminDispatch::connection_changed,
-      server.get(), MHD_OPTION_NOTIFY_COMPLETED, &AdminDispatch::request_completed, server.get(),
-      MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_LIMIT, kMaxAdminConnections, MHD_OPTION_NOTIFY_CONNECTION,
+      &AdminDispatch::connection_changed, server.get(), MHD_OPTION_NOTIFY_COMPLETED,
+      &AdminDispatch::request_completed, server.get(), MHD_OPTION_END);
   if (!server->daemon_) {
     // libmicrohttpd does not say why; a throwaway socket on the same address does.
     const auto why = bind_problem(*addr);
@@ -211,10 +246,36 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(
   return server;
 }
 
+void AdminServer::make_room_locked(const std::string& client) {
+  static LogLimiter limiter(1, "admin: waiting connections cut");
+  size_t from_client = 0;
+  auto oldest = reading_.end();
+  auto oldest_of_client = reading_.end();
+  for (auto it = reading_.begin(); it != reading_.end(); ++it) {
+    if (oldest == reading_.end() || it->second.since < oldest->second.since) oldest = it;
+    if (it->second.client != client) continue;
+    ++from_client;
+    if (oldest_of_client == reading_.end() || it->second.since < oldest_of_client->second.since)
+      oldest_of_client = it;
+  }
+  auto victim = from_client >= kMaxWaitingPerClient ? oldest_of_client
+                : reading_.size() >= kMaxWaiting    ? oldest
+                                                    : reading_.end();
+  if (victim == reading_.end()) return;
+  if (limiter.allow())
+    spdlog::warn(
+        "admin: closed the oldest connection from {} that had not sent its request yet, to make "
+        "room for a new one ({} from that address and {} in all were waiting; a slow or hostile "
+        "client?)",
+        victim->second.client.empty() ? "?" : victim->second.client, from_client, reading_.size());
+  // Not close(): the socket stays libmicrohttpd's, which sees the end and cleans up.
+  ::shutdown(victim->second.fd, SHUT_RDWR);
+  requests_cut().inc();
+  reading_.erase(victim);
+}
+
 void AdminServer::cut_slow_requests() {
-  static metrics::Counter& cut = metrics::counter(
-      "hookgate_admin_requests_cut_total",
-      "Admin connections closed because their request's head took too long (slow clients)");
+  metrics::Counter& cut = requests_cut();
   static LogLimiter limiter(1, "admin: slow requests cut");
   std::unique_lock lock(reading_mu_);
   while (!stopping_) {

@@ -45,6 +45,9 @@ class AdminServer {
   AdminServer() = default;
   friend struct AdminDispatch;
   void cut_slow_requests();
+  // Before a new connection from `client` waits for its head: shuts down the oldest waiting one
+  // when that client, or everyone, has as many waiting as allowed.
+  void make_room_locked(const std::string& client);
 
   MHD_Daemon* daemon_ = nullptr;
   std::string token_;
@@ -54,6 +57,7 @@ class AdminServer {
   struct Reading {
     int fd;
     std::chrono::steady_clock::time_point since;
+    std::string client;  // its address, without the port
   };
   std::mutex reading_mu_;
   std::condition_variable reading_cv_;

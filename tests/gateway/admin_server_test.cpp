@@ -107,6 +107,55 @@ TEST(AdminServerTest, ClientsThatTrickleTheirRequestAreCutAtTheDeadline) {
   }
 }
 
+// Opens `count` connections from `from` that send part of a request's head and then nothing.
+std::vector<int> waiting_connections(int port, int count, const char* from = nullptr) {
+  std::vector<int> fds;
+  for (int i = 0; i < count; ++i) {
+    const int fd = testing::connect_loopback(port, from);
+    if (fd < 0) break;
+    const std::string head = "GET /metrics HTTP/1.1\r\n";
+    (void)::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+// Found in an SRE pass: the 16 connections a client address could hold were all a slow client's
+// (each one cut at the deadline was opened again at once), so probes and scrapes from the same
+// address (127.0.0.1, where Prometheus and the kubelet's port-forward come from) were refused.
+// A new connection now closes the oldest waiting one, from that address or, past 48 waiting, from
+// anyone; the deadline here is long, so only that can let the probe in.
+TEST(AdminServerTest, ANewConnectionClosesTheOldestWaitingOneInsteadOfBeingRefused) {
+  auto server = AdminServer::start("127.0.0.1:0", "", {}, 30s);
+  ASSERT_TRUE(server) << server.error().message;
+  const int port = server.value()->port();
+  auto same_address = waiting_connections(port, 16);
+  ASSERT_EQ(same_address.size(), 16u);
+  std::this_thread::sleep_for(100ms);  // all accepted: the probe comes after them
+  int status = 0;
+  (void)http_get(port, "/healthz", &status);
+  EXPECT_EQ(status, 200) << "a probe from the slow client's address was refused";
+  // The first of them was closed to make room: its read ends.
+  timeval wait{2, 0};
+  ::setsockopt(same_address[0], SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  char buf[64];
+  const ssize_t n = ::recv(same_address[0], buf, sizeof buf, 0);
+  EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET)) << "the oldest was left open";
+
+  // 16 more from each of four other addresses: every connection the listener may hold (64).
+  std::vector<int> others;
+  for (const char* from : {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}) {
+    auto fds = waiting_connections(port, 16, from);
+    others.insert(others.end(), fds.begin(), fds.end());
+  }
+  std::this_thread::sleep_for(100ms);
+  status = 0;
+  (void)http_get(port, "/healthz", &status);
+  EXPECT_EQ(status, 200) << "a probe was refused while other addresses held every connection";
+  for (int fd : same_address) ::close(fd);
+  for (int fd : others) ::close(fd);
+}
+
 // Found in review: a scraper that kept its connection alive sat idle into the 5 s head deadline
 // and was cut and counted as a slow client at every scrape; pipelined requests read slowly held
 // a connection past the deadline. Every answer now ends its connection.

@@ -38,9 +38,17 @@ LoopbackSocket bind_loopback(int port, int backlog) {
   return {fd, ntohs(address.sin_port)};
 }
 
-int connect_loopback(int port) {
+int connect_loopback(int port, const char* from) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
+  if (from != nullptr) {
+    sockaddr_in source = loopback_address(0);
+    if (::inet_pton(AF_INET, from, &source.sin_addr) != 1 ||
+        ::bind(fd, reinterpret_cast<const sockaddr*>(&source), sizeof source) != 0) {
+      ::close(fd);
+      return -1;
+    }
+  }
   const sockaddr_in address = loopback_address(port);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     ::close(fd);

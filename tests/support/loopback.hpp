@@ -13,7 +13,8 @@ struct LoopbackSocket {
 // 0 binds only, which keeps the port taken while connections to it are refused.
 [[nodiscard]] LoopbackSocket bind_loopback(int port = 0, int backlog = 128);
 
-// A connected socket to 127.0.0.1:port, or -1.
-[[nodiscard]] int connect_loopback(int port);
+// A connected socket to 127.0.0.1:port, or -1. `from`: another loopback address to connect
+// from (127.0.0.2, ...), for a server's view of several clients.
+[[nodiscard]] int connect_loopback(int port, const char* from = nullptr);
 
 }  // namespace hookgate::testing
