@@ -221,6 +221,15 @@ Status Event::normalize(std::optional<int64_t> now_ms) {
           require_string("time", [&] { return format_rfc3339(now_ms ? *now_ms : now_unix_ms()); });
       !st)
     return st;
+  // CloudEvents' optional attributes are strings too: found in a SIEM pass, a transform's
+  // `copy: {data.user: subject}` of an object delivered `"subject": {...}`, which receivers'
+  // CloudEvents SDKs refuse.
+  for (const char* name : {"subject", "dataschema", "datacontenttype"}) {
+    const JsonValue* value = member(doc_, name);
+    if (value != nullptr && (!value->IsString() || value->GetStringLength() == 0))
+      return make_error(std::string("event \"") + name +
+                        "\" must be a non-empty string when present");
+  }
   if (member(doc_, "data") != nullptr && member(doc_, "datacontenttype") == nullptr)
     doc_.AddMember("datacontenttype", "application/json", a);
   return {};

@@ -682,7 +682,8 @@ class DeclarativeHook final : public Hook {
   // In-place and clone paths give the same result; this only skips the copy (docs/performance.md).
   void plan_in_place() {
     static constexpr std::string_view kEnvelope[] = {
-        "specversion", "id", "source", "type", "time", "datacontenttype", "data"};
+        "specversion", "id",   "source",     "type",           "time",
+        "subject",     "data", "dataschema", "datacontenttype"};
     std::vector<std::string_view> touched;
     for (const auto& a : actions_) {
       for (const auto& p : a.paths) {

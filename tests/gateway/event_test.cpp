@@ -39,6 +39,10 @@ TEST(EventTest, RejectsWhatIsNotAnEvent) {
   EXPECT_FALSE(Event::parse_envelope("{\"type\":\"\xff\xfe\"}", 0));  // not UTF-8
   EXPECT_FALSE(Event::parse_envelope(R"({"type":"t","specversion":"0.3"})", 0));
   EXPECT_FALSE(Event::parse_envelope(R"({"type":"t","id":7})", 0));
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":"t","subject":{"a":1}})", 0));
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":"t","dataschema":""})", 0));
+  EXPECT_FALSE(Event::parse_envelope(R"({"type":"t","datacontenttype":7})", 0));
+  EXPECT_TRUE(Event::parse_envelope(R"({"type":"t","subject":"ann"})", 0));
   EXPECT_FALSE(Event::parse_envelope("", 0));
   // Found in review: a raw NUL ended the input, so what followed it was dropped unseen.
   const std::string with_nul = std::string(R"({"type":"t"})") + '\0' + R"({"junk")";

@@ -541,6 +541,25 @@ TEST_F(DeclarativeHookTest, SetMayRetypeButNotBreakTheEnvelope) {
   EXPECT_EQ(errors[0].where.column, 22) << dump(errors);
 }
 
+// Found in a SIEM pass: `copy: {data.user: subject}` of an object delivered "subject": {...}
+// (the in-place path skipped the envelope check, and the check knew only the required
+// attributes). A string copy still works.
+TEST_F(DeclarativeHookTest, ACopyIntoSubjectMustLeaveAString) {
+  auto copy =
+      load_ok("_10_subject.yaml", "kind: transform\nactions:\n  - copy: {data.user: subject}\n");
+  ASSERT_TRUE(copy);
+  Event object_user = make_event(R"({"type":"t","data":{"user":{"name":"ann"}}})");
+  auto r = copy->handle(object_user);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().reason.find("\"subject\" must be a non-empty string"), std::string::npos)
+      << r.error().reason;
+  EXPECT_EQ(object_user.find("subject"), nullptr);
+  Event string_user = make_event(R"({"type":"t","data":{"user":"ann"}})");
+  EXPECT_EQ(run(*copy, string_user), Action::Continue);
+  ASSERT_NE(string_user.find("subject"), nullptr);
+  EXPECT_STREQ(string_user.find("subject")->GetString(), "ann");
+}
+
 // Found in review: a path's error quoted the environment's value, which may be a secret (config
 // errors quote what is written).
 TEST_F(DeclarativeHookTest, PathErrorsQuoteTheTextAsWrittenNotItsExpansion) {
