@@ -77,8 +77,11 @@ class RedactingTextFormatter final : public spdlog::formatter {
 
 // One record, one line: control characters that came from outside (an event's source, a hook's
 // output) are written as \n, \r or \u00NN, so they cannot forge or hide log lines; the JSON
-// spellings, so a JSON body `deliveries show` prints stays JSON. Tabs stay.
+// spellings, so a JSON body `deliveries show` prints stays JSON. Tabs stay. Bytes that are not
+// UTF-8 become U+FFFD, as in the JSON log (found in an SRE pass: a hook's stderr reached the text
+// log raw, and log shippers that expect UTF-8 drop or mangle such lines).
 std::string escape_controls(std::string text) {
+  if (!valid_utf8(text)) text = to_valid_utf8(text);
   // 0xc2 leads the UTF-8 of U+0080–U+009F, the C1 controls (U+009B starts a terminal escape
   // sequence as ESC [ does); it is checked with the byte after it below.
   auto is_control = [](unsigned char c) {

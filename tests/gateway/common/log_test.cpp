@@ -22,7 +22,9 @@ TEST(EscapeControlsTest, EscapesC0AndC1ControlsOnly) {
                             "31m, nel \xc2\x85"),
             "csi \\u009b31m, nel \\u0085");
   EXPECT_EQ(escape_controls(std::string("nul\0end", 7)), "nul\\u0000end");
-  EXPECT_EQ(escape_controls("cut \xc2"), "cut \xc2");  // a lone lead byte is not a control
+  // Not UTF-8 (a lone lead byte, stray bytes): U+FFFD, as the JSON log writes them.
+  EXPECT_EQ(escape_controls("cut \xc2"), "cut \xEF\xBF\xBD");
+  EXPECT_EQ(escape_controls("hook said \xff\xfe\n"), "hook said \xEF\xBF\xBD\xEF\xBF\xBD\\n");
 }
 
 // Found in review: a hook printing garbage to stderr in a loop logged every line.
