@@ -143,7 +143,9 @@ struct WebhookConfig {
   std::vector<Position> secret_where;  // one per secret: its `secrets` item, or the `secret` value
   Position allow_cidrs_where;
   Position deny_cidrs_where;
-  std::vector<Position> header_where;  // one per `headers` entry, of its name
+  std::vector<Position> allow_cidr_where;  // one per `allow_cidrs` item
+  std::vector<Position> deny_cidr_where;   // one per `deny_cidrs` item
+  std::vector<Position> header_where;      // one per `headers` entry, of its name
   Position tls_ca_file_where;
   Position tls_cert_file_where;
   Position tls_key_file_where;

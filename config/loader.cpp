@@ -536,6 +536,10 @@ WebhookConfig read_webhook(const YAML::Node& node, const std::string& file,
   r.get("deny_cidrs", w.deny_cidrs);
   w.allow_cidrs_where = r.pos("allow_cidrs");
   w.deny_cidrs_where = r.pos("deny_cidrs");
+  for (size_t i = 0; i < w.allow_cidrs.size(); ++i)
+    w.allow_cidr_where.push_back(r.pos("allow_cidrs", i));
+  for (size_t i = 0; i < w.deny_cidrs.size(); ++i)
+    w.deny_cidr_where.push_back(r.pos("deny_cidrs", i));
   std::string http_client = "auto";
   r.get_keyword("http_client", http_client);
   if (http_client == "auto") {

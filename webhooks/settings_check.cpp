@@ -104,11 +104,25 @@ config::Diagnostics webhook_settings_problems(const config::WebhookConfig& webho
   auto add = [&](const config::Position& where, std::string message) {
     problems.push_back({where, std::move(message)});
   };
-  // One list at a time, so each error points at the list it is in.
-  auto allow = AddressPolicy::create(webhook.allow_cidrs, {});
-  if (!allow) add(webhook.allow_cidrs_where, allow.error().message);
-  auto deny = AddressPolicy::create({}, webhook.deny_cidrs);
-  if (!deny) add(webhook.deny_cidrs_where, deny.error().message);
+  // One item at a time, so each error points at its own item (found in a security pass: only
+  // the first bad one was said, at the list's first item).
+  const auto check_cidrs = [&](const std::vector<std::string>& cidrs,
+                               const std::vector<config::Position>& item_where,
+                               const config::Position& list_where, bool allow_list) {
+    bool usable = true;
+    for (size_t i = 0; i < cidrs.size(); ++i) {
+      auto policy = allow_list ? AddressPolicy::create({cidrs[i]}, {})
+                               : AddressPolicy::create({}, {cidrs[i]});
+      if (policy) continue;
+      usable = false;
+      add(i < item_where.size() ? item_where[i] : list_where, policy.error().message);
+    }
+    return usable;
+  };
+  const bool allow =
+      check_cidrs(webhook.allow_cidrs, webhook.allow_cidr_where, webhook.allow_cidrs_where, true);
+  const bool deny =
+      check_cidrs(webhook.deny_cidrs, webhook.deny_cidr_where, webhook.deny_cidrs_where, false);
   if (auto host = webhook_url_host(webhook.url); !host) {
     add(webhook.url_where, host.error().message);
   } else if (literal == LiteralAddresses::Reported && allow && deny) {

@@ -46,6 +46,12 @@ constexpr DefaultRefusal kDefaultRefusals[] = {
     {"::a9fe:0/112", "link-local as an IPv4-compatible address (169.254.0.0/16)"},
     {"::6464:64c8/128", "cloud metadata as an IPv4-compatible address (Alibaba Cloud)"},
     {"::a83f:8110/128", "cloud platform endpoint as an IPv4-compatible address (Azure WireServer)"},
+    // And SIIT's IPv4-translated form (RFC 6145, ::ffff:0:a.b.c.d; found in a security pass).
+    {"::ffff:0:a9fe:0/112", "link-local as an IPv4-translated address (169.254.0.0/16)"},
+    {"::ffff:0:0:0/104", "\"this network\" as an IPv4-translated address (0.0.0.0/8)"},
+    {"::ffff:0:6464:64c8/128", "cloud metadata as an IPv4-translated address (Alibaba Cloud)"},
+    {"::ffff:0:a83f:8110/128",
+     "cloud platform endpoint as an IPv4-translated address (Azure WireServer)"},
 };
 
 struct ParsedDefault {
@@ -245,6 +251,9 @@ Status AddressPolicy::check_url_literal(std::string_view url) const {
 Result<std::string> webhook_url_host(std::string_view url) {
   std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> parsed(curl_url(), &curl_url_cleanup);
   if (!parsed) return make_error("out of memory parsing a URL");
+  // libcurl reads a C string: what follows a NUL would be cut off unseen (found in a security
+  // pass: a URL with "\u0000" in YAML passed `check` and was sent truncated).
+  if (url.find('\0') != std::string_view::npos) return make_error("invalid URL: it has a NUL byte");
   const std::string url_text(url);
   if (CURLUcode rc =
           curl_url_set(parsed.get(), CURLUPART_URL, url_text.c_str(), CURLU_NON_SUPPORT_SCHEME);

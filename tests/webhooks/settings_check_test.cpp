@@ -53,6 +53,21 @@ TEST(SettingsCheckTest, ReportsEveryProblemAtItsKey) {
   EXPECT_NE(problems[6].message.find("header Host describes the HTTP message"), std::string::npos);
 }
 
+// Found in a security pass: only a list's first bad CIDR was said, at the list's first item.
+TEST(SettingsCheckTest, EachBadCidrIsReportedAtItsOwnItem) {
+  auto webhook = usable_webhook();
+  webhook.deny_cidrs = {"10.0.0.0/8", "10.0.0.0/33", "::/129"};
+  webhook.deny_cidr_where = {at(9), at(10), at(11)};
+  webhook.allow_cidrs = {"1.2.3.4/8"};  // host bits set; no per-item positions: the list's
+  auto problems = webhook_settings_problems(webhook, LiteralAddresses::Reported);
+  ASSERT_EQ(problems.size(), 3u);
+  EXPECT_EQ(problems[0].where.line, 4);
+  EXPECT_EQ(problems[1].where.line, 10);
+  EXPECT_NE(problems[1].message.find("10.0.0.0/33"), std::string::npos) << problems[1].message;
+  EXPECT_EQ(problems[2].where.line, 11);
+  EXPECT_NE(problems[2].message.find("::/129"), std::string::npos) << problems[2].message;
+}
+
 // Found in review: a bad secret in a rotation list was reported at the list's first item.
 TEST(SettingsCheckTest, EachUndecodableSecretIsReportedAtItsOwnItem) {
   auto webhook = usable_webhook();

@@ -110,6 +110,12 @@ TEST(SsrfGuardTest, DefaultPolicyRefusesLinkLocalMetadataAndThisNetwork) {
       {"::100.100.100.200", false},
       {"::168.63.129.16", false},
       {"::93.184.216.34", true},
+      // And SIIT's IPv4-translated form, ::ffff:0:a.b.c.d.
+      {"::ffff:0:a9fe:a9fe", false},
+      {"::ffff:0:0.1.2.3", false},
+      {"::ffff:0:6464:64c8", false},
+      {"::ffff:0:a83f:8110", false},
+      {"::ffff:0:5db8:d822", true},
   };
   AddressPolicy defaults;
   for (const auto& c : kCases)
@@ -223,6 +229,10 @@ TEST(SsrfGuardTest, UrlLiteralCheck) {
             std::string::npos);
   EXPECT_TRUE(policy({"169.254.169.254"}, {}).check_url_literal("http://169.254.169.254/").ok());
   EXPECT_FALSE(policy({}, {"127.0.0.0/8"}).check_url_literal("http://127.0.0.1:80/").ok());
+  // Found in a security pass: libcurl read the URL up to a NUL, so the rest was cut off unseen.
+  auto nul = defaults.check_url_literal(std::string("http://127.0.0.1:80/u") + '\0' + "x");
+  ASSERT_FALSE(nul.ok());
+  EXPECT_NE(nul.error().message.find("NUL"), std::string::npos) << nul.error().message;
 }
 
 TEST(SsrfGuardTest, PolicyKeyIdentifiesEqualPolicies) {
