@@ -174,7 +174,7 @@ struct AdminDispatch {
         return respond(c, 401, "unauthorized\n", "text/plain", "WWW-Authenticate", "Bearer");
     }
     if (path == "/metrics" && self->handlers_.metrics)
-      return respond(c, 200, self->handlers_.metrics(), "text/plain; version=0.0.4");
+      return respond(c, 200, self->handlers_.metrics(), "text/plain; version=0.0.4; charset=utf-8");
     if (path == "/status" && self->handlers_.status_json) {
       // One render at a time: a render waits on native hooks' snapshots (up to their timeouts),
       // and two at once would hold both admin threads, leaving the probes unanswered.
