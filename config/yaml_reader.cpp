@@ -1,5 +1,7 @@
 #include "config/yaml_reader.hpp"
 
+#include "gateway/common/log.hpp"
+
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/parser.h>
 
@@ -24,13 +26,15 @@
 
 namespace hookgate::config {
 
+// One problem, one line (found in an SRE pass: a hook file named with a newline broke `check`'s
+// FILE:LINE:COL lines): control characters in a file name or message are escaped as in the log.
 std::string Position::str() const {
-  if (line == 0) return file.empty() ? "(config)" : file;
-  return file + ":" + std::to_string(line) + ":" + std::to_string(column);
+  if (line == 0) return file.empty() ? "(config)" : escape_controls(file);
+  return escape_controls(file) + ":" + std::to_string(line) + ":" + std::to_string(column);
 }
 
 std::string Diagnostic::str() const {
-  return where.str() + ": " + message;
+  return where.str() + ": " + escape_controls(message);
 }
 
 Position position_of(const YAML::Node& node, const std::string& file) {

@@ -253,7 +253,8 @@ std::shared_ptr<const hooks::HookChain> load_hooks_for_tools(const config::Hooks
 
 size_t print_warnings(const config::Diagnostics& warnings) {
   for (const auto& w : warnings)
-    std::fprintf(stderr, "%s: warning: %s\n", w.where.str().c_str(), w.message.c_str());
+    std::fprintf(stderr, "%s: warning: %s\n", w.where.str().c_str(),
+                 escape_controls(w.message).c_str());
   return warnings.size();
 }
 

@@ -309,6 +309,25 @@ TEST(HookToolsTest, HooksListReportsADirectoryThatIsNotOne) {
   EXPECT_EQ(run_hookgate({"check", "--config", cfg}).exit_code, 1);
 }
 
+// Found in an SRE pass: a hook file named with a newline was printed raw, so `check`'s one
+// problem per FILE:LINE:COL line became two lines.
+TEST(HookToolsTest, CheckKeepsAHookFileNamedWithANewlineOnOneLine) {
+  TempDir dir;
+  std::filesystem::create_directory(dir / "hooks");
+  dir.write("hooks/_10_a\nb.yaml", "kind: transform\nactions:\n  - remove: [data.x]\n");
+  std::string cfg = dir.write("hookgate.yaml", config("[./hooks]", "  []\n"));
+  auto check = run_hookgate({"check", "--config", cfg});
+  EXPECT_EQ(check.exit_code, 1) << check.err;
+  EXPECT_EQ(check.err.find("_10_a\nb"), std::string::npos) << check.err;
+  EXPECT_NE(check.err.find("_10_a\\nb"), std::string::npos) << check.err;
+  for (size_t start = 0, end; (end = check.err.find('\n', start)) != std::string::npos;
+       start = end + 1) {
+    const std::string line = check.err.substr(start, end - start);
+    EXPECT_TRUE(line.starts_with(dir.path().string()) || line.find("problem") != std::string::npos)
+        << "a line that is not a problem of its own: " << line;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // hookgate hooks new
 
