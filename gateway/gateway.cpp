@@ -905,7 +905,9 @@ struct Gateway::Impl {
     w.Key("hooks");
     w.StartArray();
     int order = 0;
-    for (const auto& e : ch->entries()) {
+    // No chain yet while the first load runs (the listener opens before it): no hooks to show.
+    static const std::vector<hooks::HookEntry> kNoHooks;
+    for (const auto& e : ch ? ch->entries() : kNoHooks) {
       w.StartObject();
       w.Key("order");
       w.Int(++order);
@@ -1019,6 +1021,23 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
   g.router = std::make_shared<const Router>(g.cfg.webhooks);
   g.dispatcher->set_webhooks(g.cfg.webhooks);
   g.report_unconfigured_backlogs(*g.router, g.store->pending_by_webhook());
+  // The admin listener before the hooks load and before the bus. Before the hooks: program hooks'
+  // handshakes can take seconds, and meanwhile /healthz answers 200 and /readyz 503, where a
+  // listener not yet open would fail a liveness probe (found in an SRE pass: 4 s of refused
+  // connections behind a slow hook). Before the bus: a start that fails on its port (an old
+  // instance still draining; with the durable spool its lock refuses that start earlier, a
+  // memory-spool one gets this far) must not have subscribed first, taking events from
+  // publishers and exiting.
+  if (g.cfg.admin.enabled) {
+    AdminHandlers handlers{
+        .ready = [raw] { return raw->ready(); },
+        .metrics = [] { return metrics::Registry::global().render_prometheus(); },
+        .status_json = [raw] { return raw->status_json(); },
+    };
+    auto admin = AdminServer::start(g.cfg.admin.listen, g.cfg.admin.token, std::move(handlers));
+    if (!admin) return admin.error();
+    g.admin = std::move(admin.value());
+  }
   // The watcher first: a hook changed while the chain loads (program hooks' handshakes can take
   // seconds) then reloads it once the ingest loop runs.
   g.start_watcher();
@@ -1043,19 +1062,6 @@ Result<std::unique_ptr<Gateway>> Gateway::create(config::Config cfg) {
         "bus: {} publisher streams go on from the last stop: numbers they sent meanwhile that "
         "never arrive count as dropped",
         g.sequence_gaps.streams());
-  }
-  // The admin listener before the bus: a start that fails on its port (an old instance still
-  // draining; with the durable spool its lock refuses that start earlier, a memory-spool one
-  // gets this far) must not have subscribed first, taking events from publishers and exiting.
-  if (g.cfg.admin.enabled) {
-    AdminHandlers handlers{
-        .ready = [raw] { return raw->ready(); },
-        .metrics = [] { return metrics::Registry::global().render_prometheus(); },
-        .status_json = [raw] { return raw->status_json(); },
-    };
-    auto admin = AdminServer::start(g.cfg.admin.listen, g.cfg.admin.token, std::move(handlers));
-    if (!admin) return admin.error();
-    g.admin = std::move(admin.value());
   }
   auto sub = bus::Subscriber::open(g.ctx, g.cfg.bus);
   if (!sub) return sub.error();

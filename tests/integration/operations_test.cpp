@@ -1037,6 +1037,41 @@ TEST(OperationsTest, ASighupDuringStartReloadsOnceTheGatewayRuns) {
   EXPECT_TRUE(gw.wait_for_log("reload: configuration reloaded", 15s)) << gw.log();
 }
 
+// Found in an SRE pass: the admin listener opened only once the hooks had loaded, so behind a
+// slow program hook's handshake a liveness probe met refused connections for seconds. It opens
+// first now: alive (200) and not ready (503) until the gateway runs.
+TEST(OperationsTest, TheProbesAnswerWhileTheHooksLoad) {
+  TempDir dir;
+  HttpReceiver rx;
+  // Silent until killed: the start waits out its 2 s handshake timeout.
+  dir.write("hooks/_10_silent.sh", "#!/bin/sh\nexec sleep 60\n", /*executable=*/true);
+  GatewayProcess gw(dir);
+  std::atomic<bool> start_returned{false};
+  std::atomic<bool> alive_but_not_ready{false};
+  std::thread probe([&] {
+    while (!start_returned) {
+      int health = 0;
+      int ready = 0;
+      (void)http_get(gw.admin_port(), "/healthz", &health);
+      (void)http_get(gw.admin_port(), "/readyz", &ready);
+      int status = 0;  // no hooks to list yet: still an answer
+      (void)http_get(gw.admin_port(), "/status", &status);
+      if (health == 200 && ready == 503 && status == 200) alive_but_not_ready = true;
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  const bool started = gw.start(config_with(
+      "hooks: { directories: [./hooks], hot_reload: false, default_timeout_ms: 2000 }\n" +
+      webhook_rx(rx.url())));
+  start_returned = true;
+  probe.join();
+  ASSERT_TRUE(started) << gw.log();
+  EXPECT_TRUE(alive_but_not_ready) << "no probe was answered while the hooks loaded";
+  int ready = 0;
+  (void)http_get(gw.admin_port(), "/readyz", &ready);
+  EXPECT_EQ(ready, 200);
+}
+
 // Found in an operator's test: a SIGHUP while the gateway read its config (a `systemctl reload`
 // right after the start) killed it, before it handled signals. Its config is a FIFO here, so the
 // signal lands while the gateway waits to read it; the same FIFO serves the reload.
