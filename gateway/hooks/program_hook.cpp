@@ -252,7 +252,11 @@ class ProgramHook final : public Hook {
     backoff_ms_ = backoff_ms_ == 0 ? kBackoffInitialMs : std::min(backoff_ms_ * 2, kBackoffMaxMs);
     retry_at_ns_ = now_steady_ns() + backoff_ms_ * 1'000'000;
     backoff_reason_ = f.reason;
-    spdlog::warn("hook {}: {}; restarting in {} ms", spec().name, f.reason, backoff_ms_);
+    // The process starts again with the next event that needs it, no sooner than this (found in
+    // an SRE pass: "restarting in 100 ms" read as a restart that then never showed in the metrics
+    // while no event came).
+    spdlog::warn("hook {}: {}; started again for the next event after {} ms", spec().name, f.reason,
+                 backoff_ms_);
     return f;
   }
 
