@@ -223,12 +223,16 @@ Status Event::normalize(std::optional<int64_t> now_ms) {
     return st;
   // CloudEvents' optional attributes are strings too: found in a SIEM pass, a transform's
   // `copy: {data.user: subject}` of an object delivered `"subject": {...}`, which receivers'
-  // CloudEvents SDKs refuse.
+  // CloudEvents SDKs refuse. A null or "" one is taken as absent (CloudEvents' JSON format reads
+  // null so), as publishers that always set the field did before this check: dropped, not refused.
   for (const char* name : {"subject", "dataschema", "datacontenttype"}) {
     const JsonValue* value = member(doc_, name);
-    if (value != nullptr && (!value->IsString() || value->GetStringLength() == 0))
-      return make_error(std::string("event \"") + name +
-                        "\" must be a non-empty string when present");
+    if (value == nullptr) continue;
+    if (value->IsNull() || (value->IsString() && value->GetStringLength() == 0)) {
+      doc_.RemoveMember(name);
+    } else if (!value->IsString()) {
+      return make_error(std::string("event \"") + name + "\" must be a string when present");
+    }
   }
   if (member(doc_, "data") != nullptr && member(doc_, "datacontenttype") == nullptr)
     doc_.AddMember("datacontenttype", "application/json", a);

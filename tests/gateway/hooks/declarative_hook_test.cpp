@@ -551,7 +551,7 @@ TEST_F(DeclarativeHookTest, ACopyIntoSubjectMustLeaveAString) {
   Event object_user = make_event(R"({"type":"t","data":{"user":{"name":"ann"}}})");
   auto r = copy->handle(object_user);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().reason.find("\"subject\" must be a non-empty string"), std::string::npos)
+  EXPECT_NE(r.error().reason.find("\"subject\" must be a string"), std::string::npos)
       << r.error().reason;
   EXPECT_EQ(object_user.find("subject"), nullptr);
   Event string_user = make_event(R"({"type":"t","data":{"user":"ann"}})");
