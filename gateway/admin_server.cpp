@@ -15,6 +15,7 @@
 #include <cstring>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
 
 #include "gateway/common/log.hpp"
 #include "gateway/common/metrics.hpp"
@@ -61,6 +62,9 @@ constexpr unsigned kMaxAdminConnections = 64;
 // for connections being answered.
 constexpr size_t kMaxWaitingPerClient = 16;
 constexpr size_t kMaxWaiting = 48;
+// Connections of one address in any state: above the waiting cap (so a new connection still gets
+// in to close the oldest waiting one), below the total, so no single address holds every one.
+constexpr unsigned kMaxConnectionsPerClient = 32;
 
 // The client's address without its port: connections from one host share it.
 std::string client_address(MHD_Connection* c) {
@@ -228,9 +232,10 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(
   server->daemon_ = MHD_start_daemon(
       flags, port, nullptr, nullptr, &AdminDispatch::handle, server.get(), MHD_OPTION_SOCK_ADDR,
       addr->get(), MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_THREAD_POOL_SIZE, kAdminThreads,
-      MHD_OPTION_CONNECTION_LIMIT, kMaxAdminConnections, MHD_OPTION_NOTIFY_CONNECTION,
-      &AdminDispatch::connection_changed, server.get(), MHD_OPTION_NOTIFY_COMPLETED,
-      &AdminDispatch::request_completed, server.get(), MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_LIMIT, kMaxAdminConnections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+      kMaxConnectionsPerClient, MHD_OPTION_NOTIFY_CONNECTION, &AdminDispatch::connection_changed,
+      server.get(), MHD_OPTION_NOTIFY_COMPLETED, &AdminDispatch::request_completed, server.get(),
+      MHD_OPTION_END);
   if (!server->daemon_) {
     // libmicrohttpd does not say why; a throwaway socket on the same address does.
     const auto why = bind_problem(*addr);
@@ -248,26 +253,36 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(
 
 void AdminServer::make_room_locked(const std::string& client) {
   static LogLimiter limiter(1, "admin: waiting connections cut");
-  size_t from_client = 0;
-  auto oldest = reading_.end();
-  auto oldest_of_client = reading_.end();
+  // Waiting connections per client, and each client's oldest.
+  std::unordered_map<std::string_view, std::pair<size_t, Readings::iterator>> clients;
   for (auto it = reading_.begin(); it != reading_.end(); ++it) {
-    if (oldest == reading_.end() || it->second.since < oldest->second.since) oldest = it;
-    if (it->second.client != client) continue;
-    ++from_client;
-    if (oldest_of_client == reading_.end() || it->second.since < oldest_of_client->second.since)
-      oldest_of_client = it;
+    auto& [count, oldest] = clients.try_emplace(it->second.client, 0, it).first->second;
+    ++count;
+    if (it->second.since < oldest->second.since) oldest = it;
   }
-  auto victim = from_client >= kMaxWaitingPerClient ? oldest_of_client
-                : reading_.size() >= kMaxWaiting    ? oldest
-                                                    : reading_.end();
+  const auto own = clients.find(client);
+  const size_t from_client = own == clients.end() ? 0 : own->second.first;
+  auto victim = reading_.end();
+  if (from_client >= kMaxWaitingPerClient) {
+    victim = own->second.second;
+  } else if (reading_.size() >= kMaxWaiting) {
+    // Everyone's cap: the client with the most waiting connections gives one up, so a probe from
+    // a quiet address is never the one closed for a busy one.
+    size_t most = 0;
+    for (const auto& [name, entry] : clients) {
+      if (entry.first <= most) continue;
+      most = entry.first;
+      victim = entry.second;
+    }
+  }
   if (victim == reading_.end()) return;
   if (limiter.allow())
     spdlog::warn(
         "admin: closed the oldest connection from {} that had not sent its request yet, to make "
         "room for a new one ({} from that address and {} in all were waiting; a slow or hostile "
         "client?)",
-        victim->second.client.empty() ? "?" : victim->second.client, from_client, reading_.size());
+        victim->second.client.empty() ? "?" : victim->second.client,
+        clients.at(victim->second.client).first, reading_.size());
   // Not close(): the socket stays libmicrohttpd's, which sees the end and cleans up.
   ::shutdown(victim->second.fd, SHUT_RDWR);
   requests_cut().inc();

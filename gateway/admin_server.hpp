@@ -61,7 +61,8 @@ class AdminServer {
   };
   std::mutex reading_mu_;
   std::condition_variable reading_cv_;
-  std::unordered_map<MHD_Connection*, Reading> reading_;
+  using Readings = std::unordered_map<MHD_Connection*, Reading>;
+  Readings reading_;
   bool stopping_ = false;
   std::chrono::milliseconds request_deadline_{5000};
   std::thread deadline_thread_;

@@ -436,7 +436,8 @@ TEST(GatewayFlowTest, CheckPointsEachWebhookProblemAtItsKey) {
   auto r = run_hookgate({"check", "--config", path});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   for (const std::string expected :
-       {":4:17: webhook a: deny_cidrs: ", ":7:7: webhook a: header Content-Length describes",
+       {":4:18: webhook a: deny_cidrs: invalid CIDR \"nonsense\"",
+        ":7:7: webhook a: header Content-Length describes",
         ":8:7: webhook a: header name \"Bad Name\" is not a valid HTTP token",
         ":10:10: webhook b: address 169.254.169.254 refused by SSRF policy", "4 problems found"})
     EXPECT_NE(r.err.find(expected), std::string::npos) << expected << "\n" << r.err;
