@@ -75,7 +75,8 @@ int cmd_check(const std::vector<std::string>& argv) {
   // warning for the full check, which also validates configs away from their machine (in CI).
   auto on_this_machine = [&](const config::Position& at, const std::string& what) {
     const bool fatal = args.has("config-only");
-    std::fprintf(stderr, "%s: %s%s%s\n", at.str().c_str(), fatal ? "" : "warning: ", what.c_str(),
+    std::fprintf(stderr, "%s: %s%s%s\n", at.str().c_str(),
+                 fatal ? "" : "warning: ", escape_controls(what).c_str(),
                  fatal ? "" : " (run refuses to start until it is)");
     ++(fatal ? problems : warnings);
     if (!fatal) ++stop_run_here;
@@ -155,7 +156,7 @@ int cmd_check(const std::vector<std::string>& argv) {
     for (const auto& problem :
          webhooks::webhook_settings_problems(w, webhooks::LiteralAddresses::Reported)) {
       std::fprintf(stderr, "%s: webhook %s: %s\n", problem.where.str().c_str(), w.name.c_str(),
-                   problem.message.c_str());
+                   escape_controls(problem.message).c_str());
       ++problems;
     }
     // A plain secret works (it is keyed on its bytes), but the Standard Webhooks libraries

@@ -1,3 +1,4 @@
+#include <langinfo.h>
 #include <sys/prctl.h>
 
 #include <cerrno>
@@ -57,8 +58,12 @@ int main(int argc, char** argv) {
   // Text is UTF-8 throughout (configs, events). libcurl turns a non-ASCII host name into its
   // ASCII form (IDNA) through the locale's character set, and a process starts in the "C"
   // locale: found in a security pass, every delivery to http://bücher.example/ was dead-lettered
-  // as a malformed URL. The character type only: numbers and messages stay as they were.
-  if (std::setlocale(LC_CTYPE, "C.UTF-8") == nullptr) std::setlocale(LC_CTYPE, "");
+  // as a malformed URL. The character type only: numbers and messages stay as they were. The
+  // environment's locale only when it is UTF-8 too: a Latin-1 one would make bytes 0xC0-0xFF
+  // letters to <cctype>, which name and header checks use (glibc's C.UTF-8 keeps them apart).
+  if (std::setlocale(LC_CTYPE, "C.UTF-8") == nullptr &&
+      (std::setlocale(LC_CTYPE, "") == nullptr || std::strcmp(nl_langinfo(CODESET), "UTF-8") != 0))
+    std::setlocale(LC_CTYPE, "C");  // non-ASCII host names then fail, as they did before
   std::string verb = args[0];
   // Found by an operator's test: a SIGHUP in the first ~50 ms (a reload right after the start)
   // killed the gateway while it loaded its config, and systemd counts that as a clean exit.

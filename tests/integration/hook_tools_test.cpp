@@ -310,16 +310,20 @@ TEST(HookToolsTest, HooksListReportsADirectoryThatIsNotOne) {
 }
 
 // Found in an SRE pass: a hook file named with a newline was printed raw, so `check`'s one
-// problem per FILE:LINE:COL line became two lines.
+// problem per FILE:LINE:COL line became two lines; in review, so was a webhook problem quoting a
+// CIDR item with a line break.
 TEST(HookToolsTest, CheckKeepsAHookFileNamedWithANewlineOnOneLine) {
   TempDir dir;
   std::filesystem::create_directory(dir / "hooks");
   dir.write("hooks/_10_a\nb.yaml", "kind: transform\nactions:\n  - remove: [data.x]\n");
-  std::string cfg = dir.write("hookgate.yaml", config("[./hooks]", "  []\n"));
+  std::string cfg = dir.write("hookgate.yaml",
+                              config("[./hooks]", webhook("w", "http://127.0.0.1:9/", "[\"*\"]") +
+                                                      "    deny_cidrs: [\"10.0.0.0/8\\nx\"]\n"));
   auto check = run_hookgate({"check", "--config", cfg});
   EXPECT_EQ(check.exit_code, 1) << check.err;
   EXPECT_EQ(check.err.find("_10_a\nb"), std::string::npos) << check.err;
   EXPECT_NE(check.err.find("_10_a\\nb"), std::string::npos) << check.err;
+  EXPECT_NE(check.err.find("10.0.0.0/8\\nx"), std::string::npos) << check.err;
   for (size_t start = 0, end; (end = check.err.find('\n', start)) != std::string::npos;
        start = end + 1) {
     const std::string line = check.err.substr(start, end - start);
