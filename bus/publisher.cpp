@@ -65,7 +65,7 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
       try {
         s.connect(ep);
       } catch (const zmq::error_t& e) {
-        return make_error("cannot connect to '" + ep + "': " + e.what() +
+        return make_error(std::string(kEndpointRefused) + ep + "': " + e.what() +
                           " (expected an endpoint such as tcp://127.0.0.1:5556 or "
                           "ipc:///run/hookgate/bus)");
       }

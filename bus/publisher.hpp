@@ -57,6 +57,10 @@ struct PublisherOptions {
 // (compact: publish() writes the value again without the text's spacing).
 [[nodiscard]] Result<size_t> check_data_json(std::string_view data_json);
 
+// How Publisher::connect()'s error begins when libzmq refused an endpoint outright (its form or
+// transport: nothing was tried yet), which a caller may report as a usage error.
+inline constexpr std::string_view kEndpointRefused = "cannot connect to '";
+
 class Publisher {
  public:
   // Owns its own ZeroMQ context unless one is passed.

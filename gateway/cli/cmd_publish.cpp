@@ -106,9 +106,11 @@ int cmd_publish(const std::vector<std::string>& argv) {
     options.client_keys = client.value();
   }
   auto pub = bus::Publisher::connect(std::move(options));
-  // Connecting (no bind here) fails only on what --endpoint says, as libzmq checks an endpoint's
-  // form at once and reaches it later: a usage error, like a malformed --wait-ms.
-  if (!pub) return fail(pub.error().message, 2);
+  // An endpoint libzmq refuses outright (its form, its transport) is a usage error, like a
+  // malformed --wait-ms; anything else (no file descriptors left) is not.
+  if (!pub)
+    return fail(pub.error().message,
+                pub.error().message.starts_with(bus::kEndpointRefused) ? 2 : 1);
   // The whole envelope (a type too long, bytes that are not UTF-8, the size with every
   // attribute), before the wait: found in an exploratory run, these came after it, as exit 1.
   if (auto st = pub.value()->check(*type, data); !st) return fail(st.error().message, 2);
