@@ -6,7 +6,9 @@
 // sqlite_spool_tools.cpp what `hookgate deliveries` and the admin reads do. Not installed.
 //
 // The SQL constants are inline arrays, not pointers: Conn caches a statement by its SQL's
-// address, and an inline array has one address in every file that uses it.
+// address, and an inline array has one address in every file that uses it. (kListByState and
+// kCountByState hold pointers to literals, which another file could see at other addresses:
+// only sqlite_spool_tools.cpp uses them.)
 #include <sqlite3.h>
 
 #include <algorithm>

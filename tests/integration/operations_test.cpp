@@ -1054,9 +1054,11 @@ TEST(OperationsTest, TheProbesAnswerWhileTheHooksLoad) {
       int ready = 0;
       (void)http_get(gw.admin_port(), "/healthz", &health);
       (void)http_get(gw.admin_port(), "/readyz", &ready);
-      int status = 0;  // no hooks to list yet: still an answer
-      (void)http_get(gw.admin_port(), "/status", &status);
-      if (health == 200 && ready == 503 && status == 200) alive_but_not_ready = true;
+      int status = 0;  // no hooks to list yet: still an answer, and proof the load is under way
+      const auto d = parse_json(http_get(gw.admin_port(), "/status", &status));
+      if (health == 200 && ready == 503 && status == 200 && d.IsObject() && d.HasMember("hooks") &&
+          d["hooks"].IsArray() && d["hooks"].Empty())
+        alive_but_not_ready = true;
       std::this_thread::sleep_for(20ms);
     }
   });

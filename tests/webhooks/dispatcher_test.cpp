@@ -926,31 +926,45 @@ TEST_P(DispatcherTest, ACaFileReplacesTheSystemsCertificateStore) {
   std::filesystem::create_directory(dir / "system");
   dir.write(std::string("system/") + hashed, system_ca);
   dir.write("system/ca-certificates.crt", system_ca);
-  if (::unshare(CLONE_NEWNS) != 0 ||
-      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
-    GTEST_SKIP() << "needs a private mount namespace (root): " << std::strerror(errno);
-  if (::mount((dir / "system").c_str(), "/etc/ssl/certs", nullptr, MS_BIND, nullptr) != 0)
-    GTEST_SKIP() << "cannot bind a folder over /etc/ssl/certs: " << std::strerror(errno);
-  struct Unmount {
-    ~Unmount() { ::umount2("/etc/ssl/certs", MNT_DETACH); }
-  } unmount;
-
   auto system_store = webhook(unique_name("_system"), vouched_by_the_system.url());
   auto pinned_elsewhere = webhook(unique_name("_pinned"), vouched_by_the_system.url());
   pinned_elsewhere.retry.max_attempts = 1;
   pinned_elsewhere.tls.ca_file = dir.write("private-ca.pem", private_receiver.ca_pem());
   auto pinned = webhook(unique_name("_private"), private_receiver.url());
   pinned.tls.ca_file = pinned_elsewhere.tls.ca_file;
-  Dispatcher dispatcher(store_, diagnostics_.sink());  // its threads start in this namespace
-  dispatcher.set_webhooks({system_store, pinned_elsewhere, pinned});
-  dispatcher.start();
-  add(system_store.name);
-  ASSERT_TRUE(store_.wait_for_completions(1));
-  add(pinned_elsewhere.name);
-  ASSERT_TRUE(store_.wait_for_completions(2));
-  add(pinned.name);
-  ASSERT_TRUE(store_.wait_for_completions(3));
-  dispatcher.stop(milliseconds(0));
+
+  // A thread of its own moves into the private mount namespace, and the dispatcher's threads,
+  // which it starts, with it: the test's main thread (and the tests after it in this process)
+  // keep the real /etc/ssl/certs.
+  std::string skipped;
+  bool all_completed = false;
+  std::thread isolated([&] {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      skipped = std::string("needs a private mount namespace (root): ") + std::strerror(errno);
+      return;
+    }
+    if (::mount((dir / "system").c_str(), "/etc/ssl/certs", nullptr, MS_BIND, nullptr) != 0) {
+      skipped = std::string("cannot bind a folder over /etc/ssl/certs: ") + std::strerror(errno);
+      return;
+    }
+    struct Unmount {
+      ~Unmount() { ::umount2("/etc/ssl/certs", MNT_DETACH); }
+    } unmount;
+    Dispatcher dispatcher(store_, diagnostics_.sink());
+    dispatcher.set_webhooks({system_store, pinned_elsewhere, pinned});
+    dispatcher.start();
+    add(system_store.name);
+    all_completed = store_.wait_for_completions(1);
+    add(pinned_elsewhere.name);
+    all_completed = all_completed && store_.wait_for_completions(2);
+    add(pinned.name);
+    all_completed = all_completed && store_.wait_for_completions(3);
+    dispatcher.stop(milliseconds(0));
+  });
+  isolated.join();
+  if (!skipped.empty()) GTEST_SKIP() << skipped;
+  ASSERT_TRUE(all_completed);
   const auto completions = store_.completions();
   // Without tls:, the (made-up) system store vouches for the receiver: the test's control.
   EXPECT_EQ(completions[0].outcome.kind, AttemptOutcome::Kind::Delivered)

@@ -58,7 +58,8 @@ TEST(SettingsCheckTest, EachBadCidrIsReportedAtItsOwnItem) {
   auto webhook = usable_webhook();
   webhook.deny_cidrs = {"10.0.0.0/8", "10.0.0.0/33", "::/129"};
   webhook.deny_cidr_where = {at(9), at(10), at(11)};
-  webhook.allow_cidrs = {"1.2.3.4/8"};  // host bits set; no per-item positions: the list's
+  // Host bits set, and no per-item positions: reported at the list's own position.
+  webhook.allow_cidrs = {"1.2.3.4/8"};
   auto problems = webhook_settings_problems(webhook, LiteralAddresses::Reported);
   ASSERT_EQ(problems.size(), 3u);
   EXPECT_EQ(problems[0].where.line, 4);
