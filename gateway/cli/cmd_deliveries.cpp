@@ -300,6 +300,12 @@ int cmd_deliveries(const std::vector<std::string>& argv) {
     config = std::move(*cfg);
   }
   auto spool = webhooks::SqliteSpool::open(spool_cfg, /*read_only_tools=*/true);
+  // Found in a newcomer's run: without --config, "is spool.path right?" sent them looking for a
+  // setting they never made.
+  if (!spool && !args.has("config") && !args.has("spool"))
+    return fail("spool " + spool_cfg.path + ": " + spool.error().message +
+                "; no --config given, so the default spool.path was used: pass --config FILE "
+                "(the gateway's) or --spool FILE");
   if (!spool) return fail("spool " + spool_cfg.path + ": " + spool.error().message);
   const OpenSpool open{*spool.value(), spool_cfg.path, config};
   const std::string webhook = args.get_or("webhook", "");
