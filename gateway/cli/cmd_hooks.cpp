@@ -350,6 +350,14 @@ int hooks_new(const Args& args) {
   }
   std::printf("created %s\n", path.string().c_str());
   if (!companion.empty()) std::printf("created %s\n", companion.string().c_str());
+  // Found in a newcomer's run: `hooks new redact` made redact.yaml, which runs after every
+  // numbered hook, where a redactor is least useful.
+  if (auto parsed = hooks::parse_hook_file_name(path.filename().string());
+      parsed && !parsed->order_number)
+    std::printf(
+        "note: %s has no order number, so it runs after every numbered hook; rename it "
+        "_NN_%s to place it in the chain (docs/hooks.md \"File names and run order\")\n",
+        path.filename().string().c_str(), path.filename().string().c_str());
   // Install by rename: overwriting a library a running gateway has loaded can crash it.
   if (form == "native")
     std::printf(

@@ -342,6 +342,11 @@ TEST(HookToolsTest, HooksNewYamlAndProgramScaffoldsLoadAndWork) {
   auto made = run_hookgate({"hooks", "new", "_10_tidy", "--form", "yaml", "--dir", hooks});
   ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
   EXPECT_EQ(made.out, "created " + hooks + "/_10_tidy.yaml\n");
+  // Found in a newcomer's run: an unnumbered scaffold runs after every numbered hook, unsaid.
+  auto unnumbered = run_hookgate({"hooks", "new", "late", "--form", "yaml", "--dir", dir.path()});
+  ASSERT_EQ(unnumbered.exit_code, 0) << unnumbered.out << unnumbered.err;
+  EXPECT_NE(unnumbered.out.find("note: late.yaml has no order number"), std::string::npos)
+      << unnumbered.out;
   made = run_hookgate(
       {"hooks", "new", "_20_gate", "--form", "program", "--kind", "veto", "--dir", hooks});
   ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
