@@ -527,6 +527,46 @@ struct Gateway::Impl {
       spdlog::warn("reload: log.format changed; it takes effect on restart");
   }
 
+  // A reload that finds a hook directory of the running chain missing waits for it to come back,
+  // as hot reload does (HooksWatcher's grace): loading now would run events through a chain
+  // without that directory's hooks, a redactor among them (found in an operator's test: a SIGHUP
+  // while a deploy had moved the folder away sent 216 events unredacted). The ingest loop tries
+  // the reload again every 250 ms; after the grace it goes on without them.
+  bool waits_for_vanished_hook_directory(const config::Config& n) {
+    std::vector<std::string> missing;
+    if (n.hooks.enabled) {
+      std::set<std::string> running_directories;
+      if (const auto ch = snapshot().first)
+        for (const auto& e : ch->entries())
+          if (e.hook) running_directories.insert(e.file.directory);
+      for (const auto& configured : n.hooks.directories) {
+        const auto directory = hooks::normalized_directory(configured);
+        if (running_directories.count(directory.string()) && !directory_exists(directory))
+          missing.push_back(directory.string());
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (missing.empty()) {
+      reload_waits_since.reset();
+      return false;
+    }
+    if (!reload_waits_since) {
+      reload_waits_since = now;
+      spdlog::warn(
+          "reload: hook directory {} is missing; the reload waits up to {} s for it to come back "
+          "(a deploy copying it anew), and the running hooks and webhooks stay meanwhile",
+          join(missing, ", "), kVanishedDirectoryGrace.count());
+    }
+    if (now - *reload_waits_since < kVanishedDirectoryGrace) {
+      reload_retry_at = now + std::chrono::milliseconds(250);
+      return true;
+    }
+    spdlog::warn("reload: hook directory {} is still missing; reloading without its hooks",
+                 join(missing, ", "));
+    reload_waits_since.reset();
+    return false;
+  }
+
   void do_reload_config() {
     if (cfg.file.empty()) {
       spdlog::info("reload: running on embedded defaults, reloading hooks only");
@@ -542,6 +582,7 @@ struct Gateway::Impl {
     }
     config::Config& n = next.value();
     if (refuses_reload(n)) return;
+    if (waits_for_vanished_hook_directory(n)) return;
     warn_restart_only_changes(n);
     const auto& cur_curve = cfg.bus.curve;
     const auto& new_curve = n.bus.curve;
@@ -604,6 +645,11 @@ struct Gateway::Impl {
     cfg.webhooks = n.webhooks;
     log_missing_hook_directories(n.hooks);
     n.hooks.max_event_bytes = cfg.hooks.max_event_bytes;  // the running bus limit, as above
+    // Restart-only, so the running values stay what the next reload compares with (found in an
+    // operator's test: a second reload of the same file said nothing, and going back to the
+    // running value warned that it "changed").
+    n.hooks.observer_queue = cfg.hooks.observer_queue;
+    n.hooks.observer_threads = cfg.hooks.observer_threads;
     cfg.hooks = n.hooks;
     cfg.log = n.log;
     start_watcher();  // the directories, or hot_reload, may have changed
@@ -753,6 +799,10 @@ struct Gateway::Impl {
   }
 
   int64_t last_log_report_ns = 0;  // ingest thread only
+  // A reload waiting for a vanished hook directory (waits_for_vanished_hook_directory): since
+  // when, and when to try again. Ingest thread only.
+  std::optional<std::chrono::steady_clock::time_point> reload_waits_since;
+  std::chrono::steady_clock::time_point reload_retry_at;
 
   void ingest_loop() {
     std::vector<zmq::message_t> frames;
@@ -760,7 +810,9 @@ struct Gateway::Impl {
     batch.reserve(kMaxBatch);
     running = true;
     while (!stop.load(std::memory_order_relaxed)) {
-      if (reload_config.exchange(false)) do_reload_config();
+      if (reload_config.exchange(false) ||
+          (reload_waits_since && std::chrono::steady_clock::now() >= reload_retry_at))
+        do_reload_config();
       if (reload_hooks.exchange(false)) request_chain_load(cfg.hooks);
       report_backlogs_after_reload();
       report_backlogs_after_external_change();

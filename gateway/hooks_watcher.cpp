@@ -23,12 +23,12 @@ constexpr uint32_t kDirectoryEvents = IN_CREATE | IN_DELETE | IN_MODIFY | IN_MOV
 // In a parent, only the hook directory's own name matters: created, removed, renamed over, or a
 // symlink replaced.
 constexpr uint32_t kParentEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO;
+}  // namespace
 
 bool directory_exists(const std::filesystem::path& path) {
   std::error_code ec;
   return std::filesystem::is_directory(path, ec);
 }
-}  // namespace
 
 HooksWatcher::HooksWatcher(std::vector<std::string> directories, std::function<void()> on_change,
                            std::chrono::milliseconds debounce,

@@ -15,6 +15,7 @@
 // as removed and the chain reloads without it.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -27,11 +28,17 @@ struct inotify_event;
 
 namespace hookgate {
 
+// How long a hook directory that disappeared keeps the running hooks, on hot reload and on a
+// SIGHUP reload alike.
+inline constexpr std::chrono::seconds kVanishedDirectoryGrace{10};
+
+[[nodiscard]] bool directory_exists(const std::filesystem::path& path);
+
 class HooksWatcher {
  public:
   HooksWatcher(std::vector<std::string> directories, std::function<void()> on_change,
                std::chrono::milliseconds debounce = std::chrono::milliseconds(300),
-               std::chrono::milliseconds vanished_grace = std::chrono::seconds(10));
+               std::chrono::milliseconds vanished_grace = kVanishedDirectoryGrace);
   ~HooksWatcher();
 
  private:

@@ -88,6 +88,11 @@ int cmd_run(const std::vector<std::string>& argv) {
   handle_signals([](int sig) {
     std::lock_guard lock(state.mu);
     if (sig == SIGHUP) {
+      // Found in an operator's test: a SIGHUP after a SIGTERM said "reloading", and nothing did.
+      if (state.stop_requested) {
+        spdlog::info("SIGHUP ignored: the gateway is stopping");
+        return;
+      }
       spdlog::info("SIGHUP: reloading configuration and hooks{}",
                    state.running ? "" : " once the gateway has started");
       if (state.running)

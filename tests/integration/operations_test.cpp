@@ -695,6 +695,30 @@ TEST(OperationsTest, AReloadAppliesTheShutdownGraceAndNamesRestartOnlySettings) 
   EXPECT_TRUE(gw.wait_for_log("waiting up to 1234 ms", 10s)) << gw.log();
 }
 
+// Found in an operator's test: a restart-only hooks.observer_queue was stored as if applied, so
+// reloading the same file again said nothing, and going back to the running value warned that
+// it "changed".
+TEST(OperationsTest, ARestartOnlySettingIsComparedWithTheRunningValue) {
+  TempDir dir;
+  HttpReceiver rx;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(config_with(webhook_rx(rx.url())))) << gw.log();
+  const std::string warning = "hooks.observer_queue/observer_threads changed";
+  auto reload = [&](const std::string& yaml, size_t reloads) {
+    dir.write("hookgate.yaml", yaml);
+    gw.signal(SIGHUP);
+    return wait_until(
+        [&] { return count_occurrences(gw.log(), "configuration reloaded") >= reloads; }, 10s);
+  };
+  const std::string changed = config_with("hooks: { observer_queue: 50 }\n" + webhook_rx(rx.url()));
+  ASSERT_TRUE(reload(changed, 1)) << gw.log();
+  EXPECT_EQ(count_occurrences(gw.log(), warning), 1u) << gw.log();
+  ASSERT_TRUE(reload(changed, 2)) << gw.log();  // still not applied: said again
+  EXPECT_EQ(count_occurrences(gw.log(), warning), 2u) << gw.log();
+  ASSERT_TRUE(reload(config_with(webhook_rx(rx.url())), 3)) << gw.log();  // the running value
+  EXPECT_EQ(count_occurrences(gw.log(), warning), 2u) << gw.log();
+}
+
 // Found in review: bodies are made when an event is routed, so a reload that changed a webhook's
 // body: sent its spooled backlog in the old shape (to a receiver that now expects the new one),
 // without a word. The reload now says how many deliveries keep the old shape.
@@ -1006,6 +1030,36 @@ TEST(OperationsTest, AWebhookPausedAtStartDoesNotBlockReloads) {
   gw.signal(SIGHUP);
   EXPECT_TRUE(gw.wait_for_log("configuration reloaded", 10s)) << gw.log();
   EXPECT_EQ(gw.log().find("keeping the running configuration"), std::string::npos) << gw.log();
+}
+
+// Found in an operator's test: a SIGHUP while a deploy had moved the hooks folder away reloaded
+// at once without its hooks, and events went out unredacted; hot reload had a grace for that,
+// the SIGHUP path did not. The reload now waits for the folder (up to 10 s), with the running
+// chain in place.
+TEST(OperationsTest, ASighupWaitsForAVanishedHookDirectory) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks/_10_strip.yaml",
+            "kind: transform\nevents: [\"*\"]\nactions:\n  - remove: [data.password]\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(
+      config_with("hooks: { directories: [./hooks], hot_reload: false }\n" + webhook_rx(rx.url()))))
+      << gw.log();
+  const std::string secret = R"({"user":"ann","password":"hunter2"})";
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", secret).empty());
+  ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
+  std::filesystem::rename(dir / "hooks", dir / "hooks.away");
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("reload: hook directory", 5s)) << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", secret).empty());
+  ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
+  std::filesystem::rename(dir / "hooks.away", dir / "hooks");
+  ASSERT_TRUE(gw.wait_for_log("configuration reloaded", 10s)) << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", secret).empty());
+  ASSERT_TRUE(rx.wait_for(3, 10s)) << gw.log();
+  for (const auto& req : rx.requests())
+    EXPECT_EQ(req.body.find("hunter2"), std::string::npos) << "unredacted: " << req.body;
+  EXPECT_EQ(gw.log().find("still missing"), std::string::npos) << gw.log();
 }
 
 // Found in review: a SIGHUP that arrived while the gateway was starting (program hooks' handshakes
