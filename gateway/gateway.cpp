@@ -628,11 +628,18 @@ struct Gateway::Impl {
     for (const auto& w : n.webhooks) {
       const auto old = std::find_if(cfg.webhooks.begin(), cfg.webhooks.end(),
                                     [&](const auto& o) { return o.name == w.name; });
-      if (old == cfg.webhooks.end())
+      if (old == cfg.webhooks.end()) {
         added.push_back(w.name);
-      else if (!webhooks::same_delivery_settings(*old, w) || old->events != w.events ||
-               reshaped_webhooks.count(w.name))
-        changed.push_back(w.name);
+        continue;
+      }
+      // Which keys, by name (found in an operator's test: "changes wa" said nothing of what);
+      // never their values, which may be secrets.
+      auto keys = webhooks::changed_delivery_settings(*old, w);
+      if (old->events != w.events) keys.emplace_back("events");
+      if (old->hec_sourcetype != w.hec_sourcetype || old->hec_index != w.hec_index ||
+          old->hec_host_field != w.hec_host_field)
+        keys.emplace_back("hec");
+      if (!keys.empty()) changed.push_back(w.name + " (" + join(keys, ", ") + ")");
     }
     for (const auto& old : cfg.webhooks)
       if (std::none_of(n.webhooks.begin(), n.webhooks.end(),

@@ -45,15 +45,34 @@ void init_curl_once() {
 
 }  // namespace
 
+std::vector<std::string> changed_delivery_settings(const config::WebhookConfig& a,
+                                                   const config::WebhookConfig& b) {
+  std::vector<std::string> changed;
+  const auto differs = [&](bool same, const char* key) {
+    if (!same) changed.emplace_back(key);
+  };
+  differs(a.url == b.url, "url");
+  differs(a.secrets == b.secrets, "secrets");
+  differs(a.timeout_ms == b.timeout_ms, "timeout_ms");
+  differs(a.headers == b.headers, "headers");
+  differs(a.retry.max_attempts == b.retry.max_attempts &&
+              a.retry.initial_backoff_ms == b.retry.initial_backoff_ms &&
+              a.retry.max_backoff_ms == b.retry.max_backoff_ms &&
+              a.retry.max_retry_after_ms == b.retry.max_retry_after_ms,
+          "retry");
+  differs(a.max_in_flight == b.max_in_flight, "max_in_flight");
+  differs(a.rate_limit_per_s == b.rate_limit_per_s, "rate_limit_per_s");
+  differs(a.body == b.body, "body");
+  differs(a.sign_github == b.sign_github, "signatures");
+  differs(a.allow_cidrs == b.allow_cidrs, "allow_cidrs");
+  differs(a.deny_cidrs == b.deny_cidrs, "deny_cidrs");
+  differs(a.http_client == b.http_client, "http_client");
+  differs(a.tls == b.tls, "tls");
+  return changed;
+}
+
 bool same_delivery_settings(const config::WebhookConfig& a, const config::WebhookConfig& b) {
-  return a.url == b.url && a.secrets == b.secrets && a.timeout_ms == b.timeout_ms &&
-         a.headers == b.headers && a.retry.max_attempts == b.retry.max_attempts &&
-         a.retry.initial_backoff_ms == b.retry.initial_backoff_ms &&
-         a.retry.max_backoff_ms == b.retry.max_backoff_ms &&
-         a.retry.max_retry_after_ms == b.retry.max_retry_after_ms &&
-         a.max_in_flight == b.max_in_flight && a.rate_limit_per_s == b.rate_limit_per_s &&
-         a.body == b.body && a.sign_github == b.sign_github && a.allow_cidrs == b.allow_cidrs &&
-         a.deny_cidrs == b.deny_cidrs && a.http_client == b.http_client && a.tls == b.tls;
+  return changed_delivery_settings(a, b).empty();
 }
 
 namespace {

@@ -35,6 +35,10 @@ namespace hookgate::webhooks {
 // body, timeouts, retries, limits, address policy and TLS (not its events, which route). A
 // reload keeps an unchanged webhook's connections, pause and Retry-After hold.
 bool same_delivery_settings(const config::WebhookConfig& a, const config::WebhookConfig& b);
+// The keys of those settings that differ (`url`, `secrets`, `retry`, ...), for a reload's log
+// line: names only, never values.
+[[nodiscard]] std::vector<std::string> changed_delivery_settings(const config::WebhookConfig& a,
+                                                                 const config::WebhookConfig& b);
 
 // Which receiver a Retry-After hold came from, as the store keeps it (WebhookHold::receiver): a
 // digest of the URL, which may hold a token.

@@ -684,7 +684,7 @@ TEST(OperationsTest, AReloadAppliesTheShutdownGraceAndNamesRestartOnlySettings) 
   ASSERT_TRUE(gw.wait_for_log("configuration reloaded", 10s)) << gw.log();
   EXPECT_TRUE(
       gw.wait_for_log("its webhooks take over with its hooks once those have loaded; adds "
-                      "extra; changes rx\n",
+                      "extra; changes rx (timeout_ms)\n",
                       1s))
       << gw.log();
   EXPECT_TRUE(gw.wait_for_log("reload: log level debug (was info)", 1s)) << gw.log();

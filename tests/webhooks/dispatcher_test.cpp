@@ -1536,5 +1536,23 @@ INSTANTIATE_TEST_SUITE_P(
                                                                    : std::string("libcurl");
     });
 
+// A reload's log line names the keys that changed, never their values (found in an operator's
+// test: "changes wa" said nothing of what).
+TEST(ChangedDeliverySettingsTest, NamesTheKeysThatDiffer) {
+  config::WebhookConfig a;
+  a.name = "w";
+  a.url = "http://127.0.0.1:9/";
+  a.secrets = {"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"};
+  config::WebhookConfig b = a;
+  EXPECT_TRUE(changed_delivery_settings(a, b).empty());
+  EXPECT_TRUE(same_delivery_settings(a, b));
+  b.url = "http://127.0.0.1:10/";
+  b.secrets = {"whsec_other"};
+  b.retry.max_attempts = a.retry.max_attempts + 1;
+  b.events = {"x.*"};  // routing, not a delivery setting
+  EXPECT_EQ(changed_delivery_settings(a, b), (std::vector<std::string>{"url", "secrets", "retry"}));
+  EXPECT_FALSE(same_delivery_settings(a, b));
+}
+
 }  // namespace
 }  // namespace hookgate::webhooks
