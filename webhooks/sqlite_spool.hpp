@@ -141,6 +141,10 @@ class SqliteSpool final : public DeliveryStore {
   // Rows in `state` (of `webhook`; "" = all), read from the file; 0 on a read error
   // (take_read_error() says which).
   size_t count(DeliveryState state, const std::string& webhook);
+  // Tools mode: the reads between these two see one state of the file (a read transaction), so a
+  // listing and its totals agree while a gateway writes beside them. Not nested.
+  void begin_read_snapshot();
+  void end_read_snapshot();
   // Dead → pending, attempts 0, due now (last_error kept as history). Blocks until committed.
   // An error when the replay could not be written (the file locked beyond busy_timeout,
   // read-only, damaged), so `hookgate deliveries replay` does not report the ids as "no dead

@@ -93,6 +93,17 @@ size_t SqliteSpool::count(DeliveryState state, const std::string& webhook) {
   return static_cast<size_t>(sqlite3_column_int64(s, 0));
 }
 
+void SqliteSpool::begin_read_snapshot() {
+  std::lock_guard rl(read_mu_);
+  // BEGIN alone takes no snapshot yet: the first read does, and the rest read what it saw.
+  if (reader_ && !reader_->exec("BEGIN")) note_read_error_locked();
+}
+
+void SqliteSpool::end_read_snapshot() {
+  std::lock_guard rl(read_mu_);
+  if (reader_ && sqlite3_get_autocommit(reader_->db) == 0) (void)reader_->exec("COMMIT");
+}
+
 std::vector<Delivery> SqliteSpool::list(std::optional<DeliveryState> state,
                                         const std::string& webhook, size_t limit) {
   std::vector<Delivery> out;

@@ -49,6 +49,13 @@ int list_deliveries(const OpenSpool& spool, std::optional<webhooks::DeliveryStat
   // With no --state, what needs attention comes first: pending, then dead, then the delivered
   // history (found in an operator's test: 100 delivered rows hid the dead letters the footer
   // counted). Oldest first within each.
+  // One state of the file for the rows and the totals (found in a spool-at-scale pass: beside a
+  // busy gateway, "0 shown; 1 pending in all").
+  struct ReadSnapshot {
+    webhooks::SqliteSpool& store;
+    explicit ReadSnapshot(webhooks::SqliteSpool& s) : store(s) { store.begin_read_snapshot(); }
+    ~ReadSnapshot() { store.end_read_snapshot(); }
+  } snapshot(spool.store);
   std::vector<webhooks::Delivery> rows;
   for (auto each : {webhooks::DeliveryState::Pending, webhooks::DeliveryState::Dead,
                     webhooks::DeliveryState::Delivered}) {

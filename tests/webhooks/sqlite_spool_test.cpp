@@ -199,6 +199,25 @@ TEST_F(SqliteSpoolTest, AddClaimCompleteRoundTrip) {
 
 // Found in a security pass: the spool (every event body) was 0644 under the usual umask. A new
 // file and its -wal are the owner's alone, whatever the umask; an existing file keeps its mode.
+// Found in a spool-at-scale pass: `deliveries list` read its rows and its totals apart, so beside
+// a busy gateway it printed "0 shown; 1 pending in all". Between begin_read_snapshot() and
+// end_read_snapshot() every read sees the file as the first one did.
+TEST_F(SqliteSpoolTest, AReadSnapshotSeesOneStateOfTheFile) {
+  auto gateway = open();
+  ASSERT_TRUE(gateway);
+  ASSERT_TRUE(gateway->add({make("s1", "siem")}));
+  auto cli = open(/*tools=*/true);
+  ASSERT_TRUE(cli);
+  cli->begin_read_snapshot();
+  EXPECT_EQ(cli->list(DeliveryState::Pending, "", 0).size(), 1u);
+  ASSERT_TRUE(gateway->add({make("s2", "siem"), make("s3", "siem")}));
+  ASSERT_TRUE(gateway->flush());
+  EXPECT_EQ(cli->count(DeliveryState::Pending, ""), 1u) << "the snapshot's count";
+  cli->end_read_snapshot();
+  EXPECT_EQ(cli->count(DeliveryState::Pending, ""), 3u) << "after it";
+  EXPECT_FALSE(cli->take_read_error());
+}
+
 TEST_F(SqliteSpoolTest, ANewSpoolFileIsReadableByItsOwnerOnly) {
   const mode_t before = ::umask(022);
   auto spool = open();
