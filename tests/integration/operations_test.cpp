@@ -695,6 +695,35 @@ TEST(OperationsTest, AReloadAppliesTheShutdownGraceAndNamesRestartOnlySettings) 
   EXPECT_TRUE(gw.wait_for_log("waiting up to 1234 ms", 10s)) << gw.log();
 }
 
+// Found in an operator's test: a SIGHUP after a SIGTERM logged "reloading configuration and
+// hooks", and nothing reloaded (the loop that applies reloads had ended).
+TEST(OperationsTest, ASighupDuringTheStopSaysItIsIgnored) {
+  TempDir dir;
+  HttpReceiver rx;
+  std::atomic<int> calls{0};
+  rx.set_handler([&](const HttpReceiver::Request&) {
+    ++calls;
+    HttpReceiver::Response r;
+    r.delay = 5s;  // in flight through the stop's grace
+    return r;
+  });
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(
+      gw.start("bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
+               "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+               "spool: { path: ./spool.db, shutdown_grace_ms: 3000 }\n" +
+               webhook_rx(rx.url())))
+      << gw.log();
+  ASSERT_FALSE(publish(gw.bus_endpoint(), "user.created", "{}").empty());
+  ASSERT_TRUE(wait_until([&] { return calls.load() >= 1; }, 10s)) << gw.log();
+  gw.signal(SIGTERM);
+  ASSERT_TRUE(gw.wait_for_log("SIGTERM: stopping", 5s)) << gw.log();
+  gw.signal(SIGHUP);
+  EXPECT_TRUE(gw.wait_for_log("SIGHUP ignored: the gateway is stopping", 5s)) << gw.log();
+  EXPECT_EQ(gw.log().find("SIGHUP: reloading"), std::string::npos) << gw.log();
+  EXPECT_EQ(gw.wait_exit(15s), 0) << gw.log();
+}
+
 // Found in an operator's test: a restart-only hooks.observer_queue was stored as if applied, so
 // reloading the same file again said nothing, and going back to the running value warned that
 // it "changed".
