@@ -116,8 +116,9 @@ class MapReader {
  private:
   YAML::Node find(const char* key);
   bool scalar(const char* key, YAML::Node& value, const char* expected);
-  // False (and an error) when `value` carries a YAML tag, which is never obeyed.
-  bool untagged(const YAML::Node& value, const std::string& label);
+  // False (and an error) when `value` carries a YAML tag, which is never obeyed, or holds a NUL
+  // character, which no setting may (a path or name would be cut off at it).
+  bool plain_scalar(const YAML::Node& value, const std::string& label);
 
   YAML::Node node_;
   std::string file_;

@@ -86,11 +86,13 @@ int cmd_deliveries(const std::vector<std::string>& argv);
 int cmd_bus(const std::vector<std::string>& argv);
 int cmd_keygen(const std::vector<std::string>& argv);
 
-// Blocks SIGINT/SIGTERM/SIGHUP in this thread (and every thread it creates afterwards): until
-// handle_signals() waits for them they stay pending instead of killing the process. main() calls
-// it first for the long-running verbs, so a `systemctl reload` right after the start is kept.
-void block_stop_and_reload_signals();
-// block_stop_and_reload_signals(), then runs `on_signal` on a dedicated thread for each one
+// Blocks SIGHUP in this thread (and every thread it creates afterwards): until handle_signals()
+// waits for it, it stays pending instead of killing the process. main() calls it first for the
+// long-running verbs, so a `systemctl reload` right after the start is kept. SIGTERM and SIGINT
+// keep their default until then: a start stuck reading its config (a FIFO nobody writes) must
+// still stop (found in a config torture pass: only SIGKILL ended it).
+void block_reload_signal();
+// Blocks SIGINT/SIGTERM/SIGHUP, then runs `on_signal` on a dedicated thread for each one
 // received. Call before starting any thread.
 void handle_signals(std::function<void(int)> on_signal);
 

@@ -297,14 +297,16 @@ sigset_t stop_and_reload_signals() {
 }
 }  // namespace
 
-void block_stop_and_reload_signals() {
-  const sigset_t set = stop_and_reload_signals();
+void block_reload_signal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 void handle_signals(std::function<void(int)> on_signal) {
-  block_stop_and_reload_signals();
   const sigset_t set = stop_and_reload_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // A file size limit (ulimit -f) is a write error like a full disk, which the spool waits out,
   // not a reason to die with what it holds in memory. Hooks start with default dispositions.

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   std::string verb = args[0];
   // Found by an operator's test: a SIGHUP in the first ~50 ms (a reload right after the start)
   // killed the gateway while it loaded its config, and systemd counts that as a clean exit.
-  if (verb == "run" || verb == "bus") hookgate::cli::block_stop_and_reload_signals();
+  if (verb == "run" || verb == "bus") hookgate::cli::block_reload_signal();
   std::vector<std::string> rest(args.begin() + 1, args.end());
   // Not a user verb: the child side of a native hook's load probe (gateway/hooks/native_hook.hpp).
   if (verb == "__probe-native" && rest.size() == 1) hookgate::hooks::run_native_load_probe(rest[0]);

@@ -390,8 +390,15 @@ TEST(ConfigLoaderTest, TopicsThatTakeOnlyReservedTypesAreAnError) {
 // auth.failure arrived, and `check` said ok.
 TEST(ConfigLoaderTest, APatternInTopicsIsAnError) {
   EXPECT_EQ(first_error(load("bus:\n  topics: [\"auth.*\"]\n")),
-            "test.yaml:2:11: bus.topics: 'auth.*' is a pattern, but topics are prefixes of event "
+            "test.yaml:2:12: bus.topics: 'auth.*' is a pattern, but topics are prefixes of event "
             "types (ZeroMQ subscriptions): write 'auth.' for the types it means");
+  // Found in a config torture pass: a ${VAR}'s value was repeated in the error.
+  setenv("HG_TEST_TOPIC", "SuperSecretValue12345*", 1);
+  const std::string from_variable = first_error(load("bus:\n  topics: [\"${HG_TEST_TOPIC}\"]\n"));
+  unsetenv("HG_TEST_TOPIC");
+  EXPECT_NE(from_variable.find("'${HG_TEST_TOPIC}' is a pattern"), std::string::npos)
+      << from_variable;
+  EXPECT_EQ(from_variable.find("SuperSecret"), std::string::npos) << from_variable;
   EXPECT_NE(first_error(load("bus:\n  topics: [\"*\"]\n")).find("([\"\"] is every type)"),
             std::string::npos);
   EXPECT_TRUE(load("bus:\n  topics: [auth., user.created]\n"));
@@ -1075,6 +1082,40 @@ TEST(ConfigLoaderTest, ADirectoryIsNotAnEmptyConfig) {
   ASSERT_FALSE(cfg);
   EXPECT_NE(cfg.error().front().str().find("is a directory, not a config file"), std::string::npos)
       << cfg.error().front().str();
+}
+
+// Found in a config torture pass: yaml-cpp read a raw NUL in a plain value as the start of an
+// escape (`de<NUL>x62ug` became `debug`), UTF-16 files took the appended end marker into their
+// last value, an escaped "\0" cut a path short, and /dev/zero was read until memory ran out.
+TEST(ConfigLoaderTest, ConfigFilesAreBoundedUtf8TextWithoutNul) {
+  auto raw_nul = load(std::string("log:\n  level: de") + '\0' + "x62ug\n");
+  ASSERT_FALSE(raw_nul);
+  EXPECT_EQ(first_error(raw_nul).rfind("test.yaml:2:12: a NUL byte", 0), 0u)
+      << first_error(raw_nul);
+  auto utf16 = load(std::string("\xFF\xFEl\0o\0g\0", 8));
+  ASSERT_FALSE(utf16);
+  EXPECT_NE(first_error(utf16).find("UTF-16 or UTF-32"), std::string::npos) << first_error(utf16);
+  auto escaped_nul = load("spool: { path: \"/tmp/x.db\\0junk\" }\n");
+  ASSERT_FALSE(escaped_nul);
+  EXPECT_NE(first_error(escaped_nul).find("spool.path: a NUL character"), std::string::npos)
+      << first_error(escaped_nul);
+  auto endless = load_config_file("/dev/zero");
+  ASSERT_FALSE(endless);
+  EXPECT_NE(endless.error().front().str().find("larger than 16 MiB"), std::string::npos)
+      << endless.error().front().str();
+}
+
+// Found in a config torture pass: the header-name case check compared every pair (23 s for
+// 20,000 headers under ASan). Still each case-twin is reported once, where it is written.
+TEST(ConfigLoaderTest, ManyHeadersAreCheckedInOnePass) {
+  std::string yaml = "webhooks:\n  - name: a\n    url: \"http://x/\"\n    headers:\n";
+  for (int i = 0; i < 20000; ++i) yaml += "      X-H" + std::to_string(i) + ": v\n";
+  yaml += "      x-h7: twin\n";
+  auto cfg = load(yaml);
+  ASSERT_FALSE(cfg);
+  ASSERT_EQ(cfg.error().size(), 1u);
+  EXPECT_NE(first_error(cfg).find("'X-H7' and 'x-h7' are one header"), std::string::npos)
+      << first_error(cfg);
 }
 
 TEST(ConfigLoaderTest, NumbersOutsideTheirRangeAreRefused) {

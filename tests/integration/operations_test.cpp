@@ -1198,6 +1198,19 @@ TEST(OperationsTest, ASighupWhileTheConfigIsReadWaitsForTheStart) {
   EXPECT_EQ(gw.wait_exit(20s), 0) << gw.log();
 }
 
+// Found in a config torture pass: a start stuck reading its config (a FIFO nobody writes) had
+// SIGTERM blocked too, so only SIGKILL ended it. Only SIGHUP is held that early now.
+TEST(OperationsTest, ASigtermWhileTheConfigIsReadStopsTheStart) {
+  TempDir dir;
+  const std::string fifo = (dir / "hookgate.yaml").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ChildProcess gw({HOOKGATE_BINARY, "run", "--config", fifo}, (dir / "run.log").string());
+  ASSERT_TRUE(gw.started());
+  std::this_thread::sleep_for(300ms);  // inside the open of the FIFO, which waits for a writer
+  gw.signal(SIGTERM);
+  EXPECT_EQ(gw.wait_exit(5s), 128 + SIGTERM) << gw.log();
+}
+
 // Found in review: SIGTERM during a reload waited for the whole load, here three hooks that each
 // wait out a 3 s handshake timeout, before the shutdown grace even began.
 TEST(OperationsTest, AStopDoesNotWaitForAReloadToFinish) {
