@@ -219,6 +219,8 @@ std::string syntax_hint(std::string_view text, int line, const std::string& msg)
       return " (line " + std::to_string(l + 1) +
              " is indented with a tab: YAML indents with spaces only)";
   }
+  // yaml-cpp's words when it gives up on depth (found in a config torture pass).
+  if (msg == "bad file") return " (an unclosed [ or {, or nesting far deeper than a config needs)";
   if (msg == YAML::ErrorMsg::END_OF_MAP_FLOW || msg == YAML::ErrorMsg::END_OF_SEQ_FLOW ||
       msg == YAML::ErrorMsg::FLOW_END)
     return " (inside { } or [ ], quote a value that holds { } [ ] or a comma, \"${VAR}\" "
@@ -712,9 +714,15 @@ void MapReader::get(const char* key, int64_t& out) {
   std::string s = expand_env(v.Scalar(), position_of(v, file_), errors_);
   int64_t parsed = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), parsed);
+  if (ec == std::errc::result_out_of_range) {
+    error(position_of(v, file_), context_ + "." + key + ": integer out of range, got " +
+                                     excerpt(quoted_as_written(v, s), 80));
+    return;
+  }
   if (ec != std::errc{} || p != s.data() + s.size()) {
-    error(position_of(v, file_),
-          context_ + "." + key + ": expected an integer, got " + quoted_as_written(v, s));
+    // A cut excerpt: a 1 MB value made a 1 MB error line (found in a config torture pass).
+    error(position_of(v, file_), context_ + "." + key + ": expected an integer, got " +
+                                     excerpt(quoted_as_written(v, s), 80));
     return;
   }
   out = parsed;
@@ -770,7 +778,8 @@ void MapReader::get(const char* key, int& out) {
   get(key, wide);
   if (errors_.size() != before) return;
   if (wide < INT32_MIN || wide > INT32_MAX) {
-    error(pos(key), context_ + "." + key + ": integer out of range");
+    error(pos(key), context_ + "." + key + ": integer out of range (at most " +
+                        std::to_string(INT32_MAX) + ")");
     return;
   }
   out = static_cast<int>(wide);

@@ -1099,6 +1099,12 @@ TEST(ConfigLoaderTest, ConfigFilesAreBoundedUtf8TextWithoutNul) {
   ASSERT_FALSE(escaped_nul);
   EXPECT_NE(first_error(escaped_nul).find("spool.path: a NUL character"), std::string::npos)
       << first_error(escaped_nul);
+  auto deep = load("x: " + std::string(10000, '[') + "\n");
+  ASSERT_FALSE(deep);
+  EXPECT_NE(first_error(deep).find("nesting far deeper"), std::string::npos) << first_error(deep);
+  auto long_number = load("bus: { receive_hwm: " + std::string(100000, '9') + "x }\n");
+  ASSERT_FALSE(long_number);
+  EXPECT_LT(first_error(long_number).size(), 300u) << "a 100 KB value echoed whole";
   auto endless = load_config_file("/dev/zero");
   ASSERT_FALSE(endless);
   EXPECT_NE(endless.error().front().str().find("larger than 16 MiB"), std::string::npos)
