@@ -1,6 +1,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -173,6 +174,17 @@ int cmd_check(const std::vector<std::string>& argv) {
                      "--webhook-secret`)\n",
                      w.secrets_where.str().c_str(), w.name.c_str(), key->size(),
                      key->size() == 1 ? "" : "s");
+      }
+      // Found in a config torture pass: `secret: |` keeps its line break, and the gateway signs
+      // with it; a receiver whose copy has none (most do) never verifies.
+      if (!secret.empty() && (std::isspace(static_cast<unsigned char>(secret.front())) ||
+                              std::isspace(static_cast<unsigned char>(secret.back())))) {
+        ++warnings;
+        std::fprintf(stderr,
+                     "%s: warning: webhook %s: a secret begins or ends with white space (a `|` "
+                     "block keeps its line break), which the signatures then include: write it "
+                     "quoted, or with `|-`\n",
+                     w.secrets_where.str().c_str(), w.name.c_str());
       }
       if (secret.starts_with(webhooks::kStandardWebhooksSecretPrefix)) continue;
       ++warnings;

@@ -396,8 +396,17 @@ TEST(GatewayFlowTest, CheckWarnsAboutPlainSecretsAndRefusesFramingHeaders) {
                                "    headers: { Content-Length: \"5\" }\n"
                                "  - { name: b, url: 'http://127.0.0.1:9/', secret: whsec_AA== }\n"
                                "  - { name: A, url: 'http://127.0.0.1:9/',\n"
-                               "      secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw }\n");
+                               "      secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw }\n"
+                               "  - name: c\n    url: http://127.0.0.1:9/\n    secret: |\n"
+                               "      plain-secret-from-a-block-0123456789\n");
   auto r = run_hookgate({"check", "--config", path});
+  // Found in a config torture pass: a `|` block keeps its line break, which the signature
+  // then includes.
+  EXPECT_NE(r.err.find("warning: webhook c: a secret begins or ends with white space"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("webhook A: a secret begins"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("plain-secret-from-a-block"), std::string::npos) << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("warning: webhook a: a secret without the whsec_ prefix"), std::string::npos)
       << r.err;
