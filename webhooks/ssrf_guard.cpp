@@ -272,6 +272,12 @@ Result<std::string> webhook_url_host(std::string_view url) {
     return make_error("URL scheme \"" + scheme + "\" is not allowed: only http and https");
   std::string host = get_part(CURLUPART_HOST);
   if (host.empty()) return make_error("URL has no host");
+  // libcurl takes `https:///path` as host "path" and port 0 as "the scheme's": both are typos
+  // that `check` passed (found in a config torture pass).
+  if (const size_t authority = url.find("://");
+      authority != std::string_view::npos && url.substr(authority + 3).starts_with('/'))
+    return make_error("URL has no host (three slashes after the scheme)");
+  if (get_part(CURLUPART_PORT) == "0") return make_error("URL port 0 is not a port to connect to");
   if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (size_t zone = host.find('%'); zone != std::string::npos) host.resize(zone);
   return host;

@@ -209,6 +209,9 @@ TEST(SsrfGuardTest, UrlLiteralCheck) {
       {"http://", false},
       {"http://:80/", false},
       {"not a url", false},
+      {"https:///path", false},          // found in a config torture pass: host "path"
+      {"http://e.com:0/", false},        // port 0
+      {"http://e.com:80/a:///b", true},  // three slashes later in the path are fine
       {"http://127.0.0.1:8080/hook", true},
       {"https://siem.example.com/services/collector/event", true},
       {"http://10.0.0.5/", true},
