@@ -578,10 +578,14 @@ struct Gateway::Impl {
       for (const auto& e : next.error()) spdlog::error("reload: {}", e.str());
       spdlog::error("reload: {} has errors, keeping the running configuration", cfg.file);
       config_reloads_refused.inc();
+      reload_waits_since.reset();  // a refused reload waits for nothing: no retry, no log flood
       return;
     }
     config::Config& n = next.value();
-    if (refuses_reload(n)) return;
+    if (refuses_reload(n)) {
+      reload_waits_since.reset();
+      return;
+    }
     if (waits_for_vanished_hook_directory(n)) return;
     warn_restart_only_changes(n);
     const auto& cur_curve = cfg.bus.curve;

@@ -1091,6 +1091,29 @@ TEST(OperationsTest, ASighupWaitsForAVanishedHookDirectory) {
   EXPECT_EQ(gw.log().find("still missing"), std::string::npos) << gw.log();
 }
 
+// Found in review: a reload that waited for a vanished hook directory and was then given a
+// broken file retried that file on every turn of the ingest loop, logging its errors each time.
+TEST(OperationsTest, ABrokenFileEndsAReloadsWaitForAHookDirectory) {
+  TempDir dir;
+  HttpReceiver rx;
+  dir.write("hooks/_10_strip.yaml",
+            "kind: transform\nevents: [\"*\"]\nactions:\n  - remove: [data.password]\n");
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(gw.start(
+      config_with("hooks: { directories: [./hooks], hot_reload: false }\n" + webhook_rx(rx.url()))))
+      << gw.log();
+  std::filesystem::rename(dir / "hooks", dir / "hooks.away");
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("reload: hook directory", 5s)) << gw.log();
+  dir.write("hookgate.yaml", "bus: [\n");
+  gw.signal(SIGHUP);
+  ASSERT_TRUE(gw.wait_for_log("has errors, keeping the running configuration", 5s)) << gw.log();
+  std::this_thread::sleep_for(1s);  // time for retries, had the wait gone on
+  EXPECT_EQ(count_occurrences(gw.log(), "has errors, keeping the running configuration"), 1u)
+      << gw.log();
+  EXPECT_EQ(gw.log().find("still missing"), std::string::npos) << gw.log();
+}
+
 // Found in review: a SIGHUP that arrived while the gateway was starting (program hooks' handshakes
 // can take seconds) was logged as "reloading" and then dropped.
 TEST(OperationsTest, ASighupDuringStartReloadsOnceTheGatewayRuns) {
