@@ -10,6 +10,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <map>
 #include <regex>
@@ -38,6 +39,27 @@ std::string config_with(const std::string& body) {
 // The one-webhook list most tests here need: "rx" at `url` for `events`.
 std::string webhook_rx(const std::string& url, const std::string& events = "*") {
   return "webhooks:\n  - name: rx\n    url: " + url + "\n    events: [\"" + events + "\"]\n";
+}
+
+// Starts `gw` behind one program hook that never answers its handshake, so the start waits out
+// `handshake_ms`; `meanwhile` runs every `every` on another thread until start() returns.
+bool start_behind_a_silent_hook(TempDir& dir, GatewayProcess& gw, const std::string& url,
+                                int handshake_ms, std::chrono::milliseconds every,
+                                const std::function<void()>& meanwhile) {
+  dir.write("hooks/_10_silent.sh", "#!/bin/sh\nexec sleep 60\n", /*executable=*/true);
+  std::atomic<bool> start_returned{false};
+  std::thread beside([&] {
+    while (!start_returned) {
+      meanwhile();
+      std::this_thread::sleep_for(every);
+    }
+  });
+  const bool started = gw.start(
+      config_with("hooks: { directories: [./hooks], hot_reload: false, default_timeout_ms: " +
+                  std::to_string(handshake_ms) + " }\n" + webhook_rx(url)));
+  start_returned = true;
+  beside.join();
+  return started;
 }
 
 // Sends one event with the publisher library's stream stamp through a raw socket, so a test
@@ -1119,25 +1141,15 @@ TEST(OperationsTest, ABrokenFileEndsAReloadsWaitForAHookDirectory) {
 TEST(OperationsTest, ASighupDuringStartReloadsOnceTheGatewayRuns) {
   TempDir dir;
   HttpReceiver rx;
-  // Silent until killed: the start waits out its 3 s handshake timeout.
-  dir.write("hooks/_10_silent.sh", "#!/bin/sh\nexec sleep 60\n", /*executable=*/true);
   GatewayProcess gw(dir);
-  std::atomic<bool> start_returned{false};
   // Once per start attempt under way (start() tries again on a port another test took).
-  std::thread hup([&] {
-    for (size_t signalled = 0; !start_returned;) {
-      if (const size_t starts = count_occurrences(gw.log(), "spool: "); starts > signalled) {
-        signalled = starts;
-        gw.signal(SIGHUP);
-      }
-      std::this_thread::sleep_for(10ms);
+  size_t signalled = 0;
+  const bool started = start_behind_a_silent_hook(dir, gw, rx.url(), 3000, 10ms, [&] {
+    if (const size_t starts = count_occurrences(gw.log(), "spool: "); starts > signalled) {
+      signalled = starts;
+      gw.signal(SIGHUP);
     }
   });
-  const bool started = gw.start(config_with(
-      "hooks: { directories: [./hooks], hot_reload: false, default_timeout_ms: 3000 }\n" +
-      webhook_rx(rx.url())));
-  start_returned = true;
-  hup.join();
   ASSERT_TRUE(started) << gw.log();
   ASSERT_TRUE(gw.wait_for_log("once the gateway has started", 1s)) << gw.log();
   EXPECT_TRUE(gw.wait_for_log("reload: configuration reloaded", 15s)) << gw.log();
@@ -1149,30 +1161,19 @@ TEST(OperationsTest, ASighupDuringStartReloadsOnceTheGatewayRuns) {
 TEST(OperationsTest, TheProbesAnswerWhileTheHooksLoad) {
   TempDir dir;
   HttpReceiver rx;
-  // Silent until killed: the start waits out its 2 s handshake timeout.
-  dir.write("hooks/_10_silent.sh", "#!/bin/sh\nexec sleep 60\n", /*executable=*/true);
   GatewayProcess gw(dir);
-  std::atomic<bool> start_returned{false};
-  std::atomic<bool> alive_but_not_ready{false};
-  std::thread probe([&] {
-    while (!start_returned) {
-      int health = 0;
-      int ready = 0;
-      (void)http_get(gw.admin_port(), "/healthz", &health);
-      (void)http_get(gw.admin_port(), "/readyz", &ready);
-      int status = 0;  // no hooks to list yet: still an answer, and proof the load is under way
-      const auto d = parse_json(http_get(gw.admin_port(), "/status", &status));
-      if (health == 200 && ready == 503 && status == 200 && d.IsObject() && d.HasMember("hooks") &&
-          d["hooks"].IsArray() && d["hooks"].Empty())
-        alive_but_not_ready = true;
-      std::this_thread::sleep_for(20ms);
-    }
+  bool alive_but_not_ready = false;
+  const bool started = start_behind_a_silent_hook(dir, gw, rx.url(), 2000, 20ms, [&] {
+    int health = 0;
+    int ready = 0;
+    (void)http_get(gw.admin_port(), "/healthz", &health);
+    (void)http_get(gw.admin_port(), "/readyz", &ready);
+    int status = 0;  // no hooks to list yet: still an answer, and proof the load is under way
+    const auto d = parse_json(http_get(gw.admin_port(), "/status", &status));
+    if (health == 200 && ready == 503 && status == 200 && d.IsObject() && d.HasMember("hooks") &&
+        d["hooks"].IsArray() && d["hooks"].Empty())
+      alive_but_not_ready = true;
   });
-  const bool started = gw.start(config_with(
-      "hooks: { directories: [./hooks], hot_reload: false, default_timeout_ms: 2000 }\n" +
-      webhook_rx(rx.url())));
-  start_returned = true;
-  probe.join();
   ASSERT_TRUE(started) << gw.log();
   EXPECT_TRUE(alive_but_not_ready) << "no probe was answered while the hooks loaded";
   int ready = 0;
