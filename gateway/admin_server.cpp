@@ -51,6 +51,31 @@ bool bearer_matches(std::string_view header, const std::string& token) {
   return CRYPTO_memcmp(guess_digest, token_digest, sizeof guess_digest) == 0 && scheme_ok;
 }
 
+// libmicrohttpd's own unescaper turns "%00" into a NUL, which ends the C string a handler is
+// given: "/healthz%00junk" was answered as /healthz. This one decodes every other %HH and keeps
+// "%00" as written, so such a target matches no path (404).
+size_t unescape_keeping_nul(void*, MHD_Connection*, char* s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  char* out = s;
+  for (const char* in = s; *in != '\0'; ++in) {
+    const int hi = in[0] == '%' ? hex(in[1]) : -1;
+    const int lo = hi >= 0 ? hex(in[2]) : -1;
+    if (lo >= 0 && (hi | lo) != 0) {
+      *out++ = static_cast<char>(hi * 16 + lo);
+      in += 2;
+    } else {
+      *out++ = *in;
+    }
+  }
+  *out = '\0';
+  return static_cast<size_t>(out - s);
+}
+
 // Connections the admin listener holds at once: scrapers and probes need a handful; without a
 // cap, slow clients could take the process's file descriptors.
 constexpr unsigned kMaxAdminConnections = 64;
@@ -235,7 +260,7 @@ Result<std::unique_ptr<AdminServer>> AdminServer::start(
       MHD_OPTION_CONNECTION_LIMIT, kMaxAdminConnections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
       kMaxConnectionsPerClient, MHD_OPTION_NOTIFY_CONNECTION, &AdminDispatch::connection_changed,
       server.get(), MHD_OPTION_NOTIFY_COMPLETED, &AdminDispatch::request_completed, server.get(),
-      MHD_OPTION_END);
+      MHD_OPTION_UNESCAPE_CALLBACK, &unescape_keeping_nul, nullptr, MHD_OPTION_END);
   if (!server->daemon_) {
     // libmicrohttpd does not say why; a throwaway socket on the same address does.
     const auto why = bind_problem(*addr);

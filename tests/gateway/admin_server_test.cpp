@@ -284,6 +284,23 @@ TEST(AdminServerTest, MetricsAreServedAsUtf8Text) {
       << got;
 }
 
+// Found in an adversarial pass: "%00" ended the path libmicrohttpd handed over, so
+// "/healthz%00junk" answered 200 as /healthz. Other escapes still decode.
+TEST(AdminServerTest, AnEscapedNulInThePathMatchesNoEndpoint) {
+  auto server = AdminServer::start("127.0.0.1:0", "", {});
+  ASSERT_TRUE(server) << server.error().message;
+  const int port = server.value()->port();
+  int status = 0;
+  http_get(port, "/healthz%00junk", &status);
+  EXPECT_EQ(status, 404);
+  http_get(port, "/healthz%00", &status);
+  EXPECT_EQ(status, 404);
+  EXPECT_EQ(http_get(port, "/%68ealthz", &status), "ok\n");
+  EXPECT_EQ(status, 200);
+  http_get(port, "/healthz%2", &status);
+  EXPECT_EQ(status, 404) << "a cut-off escape is kept as written";
+}
+
 TEST(AdminServerTest, TokensGuardAllButTheProbes) {
   auto server = AdminServer::start(
       "127.0.0.1:0", "s3cret",
