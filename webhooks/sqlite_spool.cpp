@@ -1286,6 +1286,14 @@ bool SqliteSpool::delete_rows(Conn& c, sqlite3_stmt* s, size_t& deleted) {
   return true;
 }
 
+// A tenth of the shortest retention, between 1 s and the tuning's interval: with a fixed minute a
+// 10 s retention_ms kept about 70 s of history.
+int64_t SqliteSpool::prune_interval_ms() const {
+  int64_t shortest = std::max<int64_t>(cfg_.retention_ms, 0);
+  if (cfg_.dead_retention_ms > 0) shortest = std::min(shortest, cfg_.dead_retention_ms);
+  return std::min(tuning_.prune_interval_ms, std::max<int64_t>(1000, shortest / 10));
+}
+
 size_t SqliteSpool::prune_chunk(Conn& c, int64_t now_ms, bool* more, size_t* dead, bool early,
                                 bool* failed) {
   *more = false;
@@ -1376,7 +1384,7 @@ void SqliteSpool::tick(int64_t now_ms) {
     over_size_cap_ = over_retention_cap_ || full || near_full;
   }
   say_full_state();
-  if (prune_more_ || over_size_cap_ || now_ms - last_prune_ms_ >= tuning_.prune_interval_ms) {
+  if (prune_more_ || over_size_cap_ || now_ms - last_prune_ms_ >= prune_interval_ms()) {
     size_t dead = 0;
     const bool early = over_size_cap_;
     bool failed = false;

@@ -58,7 +58,8 @@ struct SqliteSpoolTuning {
   // A page nothing claimed from for this long (a paused or removed webhook, a stalled endpoint)
   // is dropped when another lane finds the shared budget short; its rows stay in the file.
   int64_t idle_page_ms = 2000;
-  int64_t prune_interval_ms = 60000;  // how often delivered rows past retention are pruned
+  int64_t prune_interval_ms = 60000;  // how often delivered rows past retention are pruned, at
+                                      // most (a tenth of a short retention, from 1 s, if less)
   int64_t poll_interval_ms = 200;     // writer idle tick: external-change check, pruning
   // How often the checkpointer thread counts pending deliveries per webhook from the file, for
   // pending_by_webhook_snapshot() (hookgate_webhook_pending, /status).
@@ -204,7 +205,7 @@ class SqliteSpool final : public DeliveryStore {
   // Deletes delivered rows last updated before now_ms - retention_ms (and dead ones before
   // now_ms - dead_retention_ms, when that is set), and each payload whose last delivery that
   // was; returns how many deliveries. The writer also does this on its own every
-  // prune_interval_ms and right after open.
+  // prune_interval_ms() and right after open.
   size_t prune(int64_t now_ms);
   // Waits until everything queued so far (including complete()) is committed.
   Status flush();
@@ -307,6 +308,8 @@ class SqliteSpool final : public DeliveryStore {
   // `failed`, if given, says whether the transaction failed (then 0 rows, logged).
   size_t prune_chunk(Conn& conn, int64_t now_ms, bool* more, size_t* dead = nullptr,
                      bool early = false, bool* failed = nullptr);
+  // How often the writer prunes: tuning_.prune_interval_ms, or less for a short retention.
+  int64_t prune_interval_ms() const;
   // Steps `s`, a DELETE ... RETURNING payload, inside the caller's transaction; counts the rows
   // into `deleted` and deletes each payload that has no delivery left.
   static bool delete_rows(Conn& conn, sqlite3_stmt* s, size_t& deleted);

@@ -442,8 +442,9 @@ TEST_F(SqliteSpoolTest, RejectsBadBatchesWhole) {
   EXPECT_TRUE(spool->claim_due("siem", now_unix_ms(), 10).empty());
 }
 
+// (10 s retentions: the writer's own prunes, a tenth of that apart, must not take "old" first.)
 TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
-  cfg_.retention_ms = 1000;
+  cfg_.retention_ms = 10000;
   auto spool = open();
   ASSERT_TRUE(spool);
   ASSERT_TRUE(spool->add({make("old", "siem"), make("dead", "siem")}));
@@ -452,8 +453,8 @@ TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
                                      : AttemptOutcome{AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
   }
   ASSERT_TRUE(spool->flush());
-  // "new" is delivered at or after `new_from`, past "old"'s time: a prune at new_from + 1000
-  // finds "old" older than the retention and "new" not (no sleep for the second to pass).
+  // "new" is delivered at or after `new_from`, past "old"'s time: a prune at new_from + 10000
+  // finds "old" older than the retention and "new" not (no sleep for the time to pass).
   const int64_t old_done = now_unix_ms();
   ASSERT_TRUE(
       testing::wait_until([&] { return now_unix_ms() > old_done; }, std::chrono::seconds(1)));
@@ -463,11 +464,30 @@ TEST_F(SqliteSpoolTest, PruneRemovesOnlyOldDeliveredRows) {
     spool->complete(d, {AttemptOutcome::Kind::Delivered});
   ASSERT_TRUE(spool->flush());
 
-  EXPECT_EQ(spool->prune(new_from + 1000), 1u);
+  EXPECT_EQ(spool->prune(new_from + 10000), 1u);
   EXPECT_FALSE(spool->get("old"));
   EXPECT_EQ(spool->get("new")->state, DeliveryState::Delivered);
   EXPECT_EQ(spool->get("dead")->state, DeliveryState::Dead);
   EXPECT_EQ(spool->get("waiting")->state, DeliveryState::Pending);
+}
+
+// Found in an operator's pass: the writer pruned once a minute whatever the retention, so a 10 s
+// retention_ms kept about 70 s of history. It prunes every tenth of the retention now, from 1 s.
+TEST_F(SqliteSpoolTest, TheWriterPrunesAShortRetentionSoonAfterItIsUp) {
+  cfg_.retention_ms = 1000;
+  SqliteSpoolTuning tuning;
+  tuning.poll_interval_ms = 20;
+  auto spool = open(false, tuning);
+  ASSERT_TRUE(spool);
+  ASSERT_TRUE(spool->add({make("done", "siem")}));
+  for (auto& d : spool->claim_due("siem", now_unix_ms(), 10))
+    spool->complete(d, {AttemptOutcome::Kind::Delivered});
+  ASSERT_TRUE(spool->flush());
+  const auto delivered_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(spool->get("done"));
+  ASSERT_TRUE(testing::wait_until([&] { return !spool->get("done"); }, std::chrono::seconds(10)));
+  EXPECT_GE(std::chrono::steady_clock::now() - delivered_at, std::chrono::milliseconds(900))
+      << "not before its retention is up";
 }
 
 // Reads one integer from the spool file through a connection of its own.
@@ -675,7 +695,7 @@ TEST_F(SqliteSpoolTest, PendingPerWebhookSnapshotFollowsTheFile) {
 // and a payload stays while one of its deliveries does.
 TEST_F(SqliteSpoolTest, DeadRetentionPrunesOnlyOldDeadLetters) {
   cfg_.retention_ms = 3600 * 1000;
-  for (int64_t dead_retention_ms : {int64_t{0}, int64_t{1000}}) {
+  for (int64_t dead_retention_ms : {int64_t{0}, int64_t{10000}}) {
     SCOPED_TRACE(dead_retention_ms);
     cfg_.dead_retention_ms = dead_retention_ms;
     cfg_.path = (dir_ / ("dead-" + std::to_string(dead_retention_ms) + ".db")).string();
@@ -687,8 +707,8 @@ TEST_F(SqliteSpoolTest, DeadRetentionPrunesOnlyOldDeadLetters) {
     for (auto& d : spool->claim_due("siem", now_unix_ms(), 10))
       spool->complete(d, {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
     ASSERT_TRUE(spool->flush());
-    // "young" dies at or after `young_from`, past "old"'s time; a prune at young_from + 1000
-    // then finds "old" a second old and "young" not yet (no sleep for the second to pass).
+    // "young" dies at or after `young_from`, past "old"'s time; a prune at young_from + 10000
+    // then finds "old" 10 s old and "young" not yet (no sleep for the time to pass).
     const int64_t old_done = now_unix_ms();
     ASSERT_TRUE(
         testing::wait_until([&] { return now_unix_ms() > old_done; }, std::chrono::seconds(1)));
@@ -698,7 +718,7 @@ TEST_F(SqliteSpoolTest, DeadRetentionPrunesOnlyOldDeadLetters) {
       spool->complete(d, {AttemptOutcome::Kind::Dead, 0, "HTTP 400"});
     ASSERT_TRUE(spool->flush());
 
-    EXPECT_EQ(spool->prune(young_from + 1000), dead_retention_ms > 0 ? 1u : 0u);
+    EXPECT_EQ(spool->prune(young_from + 10000), dead_retention_ms > 0 ? 1u : 0u);
     EXPECT_EQ(spool->get("old").has_value(), dead_retention_ms == 0);
     EXPECT_EQ(spool->get("young")->state, DeliveryState::Dead);
     auto kept = spool->get("sibling");
