@@ -11,6 +11,7 @@ namespace hookgate::hooks {
 namespace {
 
 constexpr auto kDropWarnInterval = std::chrono::seconds(1);
+const std::string kNoHook;  // the lane of a job without a hook (run() ignores it)
 
 }  // namespace
 
@@ -42,7 +43,7 @@ bool ObserverPool::submit(ObserverJob job) {
   bool accepted = false;
   {
     std::lock_guard lock(mu_);
-    const Hook* key = job.hook.get();
+    const std::string& key = job.hook ? job.hook->spec().name : kNoHook;
     auto fits = [&] {
       // An event already queued for another observer costs nothing more.
       const size_t more = queued_events_.count(job.event.get()) ? 0 : job.bytes;
@@ -82,9 +83,9 @@ bool ObserverPool::submit(ObserverJob job) {
     }
   }
   // `job` is still whole when it was not queued.
-  if (!accepted) note_drop(1, why, job.hook ? job.hook->spec().name : "");
-  if (!evicted.empty())
-    note_drop(evicted.size(), why, evicted.back().hook ? evicted.back().hook->spec().name : "");
+  if (!accepted) note_drop(1, why, job.hook ? job.hook->spec().name : kNoHook);
+  for (const ObserverJob& gone : evicted)
+    note_drop(1, why, gone.hook ? gone.hook->spec().name : kNoHook);
   return accepted;
 }
 
@@ -98,23 +99,42 @@ void ObserverPool::uncount(const ObserverJob& job) {
 void ObserverPool::note_drop(size_t n, const char* why, const std::string& hook) {
   dropped_total_.inc(n);
   uint64_t to_report = 0;
+  std::string by_hook;
   {
     std::lock_guard lock(mu_);
     dropped_ += n;
     drops_since_warn_ += n;
+    drops_since_warn_by_hook_[hook] += n;
     auto now = std::chrono::steady_clock::now();
     if (now - last_drop_warn_ >= kDropWarnInterval) {
       to_report = drops_since_warn_;
       drops_since_warn_ = 0;
       last_drop_warn_ = now;
+      by_hook = take_drops_by_hook();
     }
   }
   // Rate-limited: a flood of events against a slow observer must not become a flood of logs.
-  if (to_report > 0) {
+  if (to_report > 0)
     spdlog::warn("{} (capacity {} runs, {} KiB of events): dropped {} observer run(s){}", why,
-                 capacity_, capacity_bytes_ / 1024, to_report,
-                 hook.empty() ? "" : ", the latest of hook " + hook);
+                 capacity_, capacity_bytes_ / 1024, to_report, by_hook);
+}
+
+// ", of hooks slow (12), audit (3)": whose runs were dropped since the last line, most first.
+std::string ObserverPool::take_drops_by_hook() {
+  std::vector<std::pair<std::string, uint64_t>> counts(drops_since_warn_by_hook_.begin(),
+                                                       drops_since_warn_by_hook_.end());
+  drops_since_warn_by_hook_.clear();
+  std::sort(counts.begin(), counts.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string text;
+  constexpr size_t kNamed = 5;
+  for (size_t i = 0; i < counts.size() && i < kNamed; ++i) {
+    if (counts[i].first.empty()) continue;
+    text += (text.empty() ? (counts.size() == 1 ? ", of hook " : ", of hooks ") : ", ") +
+            counts[i].first + " (" + std::to_string(counts[i].second) + ")";
   }
+  if (counts.size() > kNamed) text += " and " + std::to_string(counts.size() - kNamed) + " more";
+  return text;
 }
 
 void ObserverPool::worker() {
@@ -122,7 +142,7 @@ void ObserverPool::worker() {
   while (true) {
     work_cv_.wait(lock, [this] { return exit_ || !ready_.empty(); });
     if (ready_.empty()) return;  // exit_ and nothing left
-    const Hook* key = ready_.front();
+    const std::string key = std::move(ready_.front());
     ready_.pop_front();
     Lane& lane = lanes_[key];
     ObserverJob job = std::move(lane.jobs.front());
@@ -138,7 +158,7 @@ void ObserverPool::worker() {
       spdlog::error("observe hook {}: run failed: {}", job.hook ? job.hook->spec().name : "?",
                     e.what());
     }
-    job = {};  // release the hook and event outside the lock (the key is not dereferenced)
+    job = {};  // release the hook and event outside the lock
     lock.lock();
     --active_;
     ++completed_;
@@ -149,8 +169,9 @@ void ObserverPool::worker() {
         drops_since_warn_ > 0 && now - last_drop_warn_ >= kDropWarnInterval) {
       spdlog::warn(
           "observer queue full (capacity {} runs, {} KiB of events): dropped {} more "
-          "observer run(s) since the last line",
-          capacity_, capacity_bytes_ / 1024, std::exchange(drops_since_warn_, 0));
+          "observer run(s) since the last line{}",
+          capacity_, capacity_bytes_ / 1024, std::exchange(drops_since_warn_, 0),
+          take_drops_by_hook());
       last_drop_warn_ = now;
     }
     Lane& again = lanes_[key];  // the map may have rehashed meanwhile; the lane is still there
@@ -190,9 +211,10 @@ void ObserverPool::run(ObserverJob& job) {
 
 void ObserverPool::stop(std::chrono::milliseconds drain) {
   std::lock_guard stop_lock(stop_mu_);
-  std::unordered_map<const Hook*, Lane> leftover;
+  std::unordered_map<std::string, Lane> leftover;
   size_t left = 0;
   uint64_t unreported = 0;  // dropped earlier, within a second of the last warning
+  std::string unreported_by_hook;
   {
     std::unique_lock lock(mu_);
     if (exit_) return;
@@ -211,13 +233,14 @@ void ObserverPool::stop(std::chrono::milliseconds drain) {
     exit_ = true;
     dropped_ += left;
     unreported = std::exchange(drops_since_warn_, 0);
+    unreported_by_hook = take_drops_by_hook();
   }
   work_cv_.notify_all();
   leftover.clear();  // releases the hooks and events outside the lock
   dropped_total_.inc(left);
   if (unreported > 0)
-    spdlog::warn("observer queue full (capacity {}): dropped {} observer run(s) not logged yet",
-                 capacity_, unreported);
+    spdlog::warn("observer queue full (capacity {}): dropped {} observer run(s) not logged yet{}",
+                 capacity_, unreported, unreported_by_hook);
   if (left > 0) spdlog::warn("observer pool stopping: dropped {} queued observer run(s)", left);
   for (auto& t : threads_)
     if (t.joinable()) t.join();

@@ -7,13 +7,16 @@
 // Parallel across hooks, one run at a time per hook (a hook handles one call at a time anyway: a
 // program hook's co-process takes turns). A worker only takes a hook's next item once its last
 // run ended, so one slow or hung observer occupies one thread, never all of them waiting for its
-// turn, and the other observers keep running.
+// turn, and the other observers keep running. A hook is its name, across reloads: each reload
+// builds new instances, and lanes per instance let a hung observer's generations take a thread
+// each, and one observer's runs overlap and go out of order (found in a hook author's pass).
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -71,7 +74,8 @@ class ObserverPool {
   void worker();
   void run(ObserverJob& job);
   void uncount(const ObserverJob& job);  // a run leaves the queue (mu_ held)
-  void note_drop(size_t n, const char* why, const std::string& hook = {});
+  void note_drop(size_t n, const char* why, const std::string& hook);
+  std::string take_drops_by_hook();  // mu_ held: names the hooks of drops_since_warn_
 
   const size_t capacity_;
   const size_t capacity_bytes_;
@@ -86,8 +90,8 @@ class ObserverPool {
     std::deque<ObserverJob> jobs;
     bool running = false;
   };
-  std::unordered_map<const Hook*, Lane> lanes_;
-  std::deque<const Hook*> ready_;  // oldest first: hooks take turns in the order they queued
+  std::unordered_map<std::string, Lane> lanes_;  // by hook name
+  std::deque<std::string> ready_;  // oldest first: hooks take turns in the order they queued
   size_t queued_ = 0;              // items in lanes_, all hooks together (≤ capacity_)
   size_t queued_bytes_ = 0;        // their events' bytes, each event once
   std::unordered_map<const Event*, size_t> queued_events_;  // queued runs per event
@@ -99,6 +103,7 @@ class ObserverPool {
   // Rate limit for the "queue full" warning: at most one line per interval, with the count.
   std::chrono::steady_clock::time_point last_drop_warn_{};
   uint64_t drops_since_warn_ = 0;
+  std::unordered_map<std::string, uint64_t> drops_since_warn_by_hook_;  // its parts, by hook
 
   std::mutex stop_mu_;  // serializes stop() callers
   std::vector<std::thread> threads_;

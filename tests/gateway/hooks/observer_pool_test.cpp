@@ -97,13 +97,67 @@ TEST(ObserverPool, ABurstsLaterDropsAreSaidOnceTheIntervalHasPassed) {
   ASSERT_TRUE(gate.wait_for_waiters(1));
   EXPECT_TRUE(pool.submit(job_for(blocked)));  // queued 1/1
   for (int i = 0; i < 4; ++i) EXPECT_FALSE(pool.submit(job_for(blocked)));
-  EXPECT_EQ(log.lines_containing("dropped 1 observer run(s)").size(), 1u);
+  EXPECT_EQ(
+      log.lines_containing("dropped 1 observer run(s), of hook pool_burst_blocked (1)").size(), 1u);
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // past the 1 s interval
   gate.open();
+  // The later line names the hook too (found in a hook author's pass: it named none).
   EXPECT_TRUE(hookgate::testing::wait_until(
-      [&] { return !log.lines_containing("dropped 3 more observer run(s)").empty(); },
+      [&] {
+        return !log.lines_containing(
+                       "dropped 3 more observer run(s) since the last line, of hook "
+                       "pool_burst_blocked (3)")
+                    .empty();
+      },
       std::chrono::seconds(10)));
   pool.stop(std::chrono::seconds(10));
+}
+
+// Found in a hook author's pass: lanes were per hook instance, and a reload builds new instances,
+// so a hung observer's next generation took a second thread (N reloads stalled N threads) and
+// one observer's runs overlapped, out of order. Lanes are per hook name now.
+TEST(ObserverPool, AReloadedObserverQueuesBehindItsOldGeneration) {
+  Gate gate;
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::atomic<int> running{0}, most_at_once{0};
+  auto observer = [&](const std::string& generation, bool hang) {
+    return fake("pool_reloaded", HookKind::Observe, [&, generation, hang](Event& ev) {
+      const int now = running.fetch_add(1) + 1;
+      int seen = most_at_once.load();
+      while (now > seen && !most_at_once.compare_exchange_weak(seen, now)) {
+      }
+      if (hang) gate.wait();
+      {
+        std::lock_guard lock(mu);
+        order.push_back(generation + ":" + std::string(ev.type()));
+      }
+      running.fetch_sub(1);
+      return answer(Action::Continue);
+    });
+  };
+  auto old_generation = observer("old", true);
+  auto new_generation = observer("new", true);
+  std::atomic<int> other_runs{0};
+  auto other = fake("pool_reloaded_other", HookKind::Observe, [&](Event&) {
+    other_runs.fetch_add(1);
+    return answer(Action::Continue);
+  });
+  ObserverPool pool(2, 100, {});
+  ASSERT_TRUE(pool.submit(job_for(old_generation, "1")));
+  ASSERT_TRUE(gate.wait_for_waiters(1));
+  ASSERT_TRUE(pool.submit(job_for(old_generation, "2")));
+  ASSERT_TRUE(pool.submit(job_for(new_generation, "3")));
+  ASSERT_TRUE(pool.submit(job_for(new_generation, "4")));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(pool.submit(job_for(other)));
+  // The second thread stays free for the other observer: the new generation waits its turn.
+  EXPECT_TRUE(hookgate::testing::wait_until([&] { return other_runs.load() == 5; },
+                                            std::chrono::seconds(5)));
+  EXPECT_EQ(new_generation->calls(), 0);
+  gate.open();
+  pool.stop(std::chrono::seconds(10));
+  EXPECT_EQ(order, (std::vector<std::string>{"old:1", "old:2", "new:3", "new:4"}));
+  EXPECT_EQ(most_at_once.load(), 1);
 }
 
 // Found in review: the queue was bounded in runs only, so 10,000 waiting runs of large events
