@@ -171,11 +171,14 @@ class ProgramHook final : public Hook {
     }
   }
 
+  // "exited": the process died between requests (an operator's kill, the OOM killer); the next
+  // event starts a new one. Said as "running" before (found in a hook author's pass).
   std::string snapshot() const override {
     int pid = pid_.load(std::memory_order_relaxed);
+    const char* state = pid <= 0 ? "backoff" : child_has_exited(pid) ? "exited" : "running";
     return "{\"pid\":" + std::to_string(pid) +
            ",\"restarts\":" + std::to_string(restarts_.load(std::memory_order_relaxed)) +
-           ",\"state\":\"" + (pid > 0 ? "running" : "backoff") + "\"}";
+           ",\"state\":\"" + state + "\"}";
   }
 
  private:

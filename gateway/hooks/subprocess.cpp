@@ -182,15 +182,18 @@ int Subprocess::release_stderr() {
   return fd;
 }
 
-bool Subprocess::exited() {
-  if (reaped_) return true;
+bool child_has_exited(int pid) {
   siginfo_t info;
   std::memset(&info, 0, sizeof info);
   // WNOWAIT: look without reaping, so the pid (and pgid) stay reserved until terminate().
-  if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+  if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
     return errno == ECHILD;  // someone else reaped it (SIGCHLD set to SIG_IGN)
   }
   return info.si_pid != 0;
+}
+
+bool Subprocess::exited() {
+  return reaped_ || child_has_exited(pid_);
 }
 
 bool Subprocess::wait_exited(int timeout_ms) {

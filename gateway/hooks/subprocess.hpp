@@ -122,6 +122,9 @@ ReadStatus read_line(int fd, LineBuffer& buf, std::string& line, int64_t deadlin
 // Milliseconds left until a steady-clock deadline (0 when passed, capped at INT32_MAX).
 int remaining_ms(int64_t deadline_ns);
 
+// Whether a child of this process has exited, without reaping it (it stays a zombie).
+bool child_has_exited(int pid);
+
 // One line a hook wrote to stderr: a warn record "hook <name> stderr: <line>", counted in
 // hookgate_hook_stderr_lines_total. Both hook forms that have a stderr go through here.
 void log_hook_stderr_line(std::string_view hook, std::string_view line);

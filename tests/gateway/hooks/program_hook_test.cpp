@@ -316,14 +316,18 @@ TEST(ProgramHookTest, KilledBetweenRequestsIsRestartedForTheNextRequest) {
   auto hook = load_proto();
   ASSERT_TRUE(hook);
   pid_t pid = std::stoi(snapshot_field(*hook, "pid"));
+  EXPECT_EQ(snapshot_field(*hook, "state"), "running");
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   ASSERT_TRUE(wait_until([&] { return process_gone(pid); }, 5s));  // a zombie until reaped
+  // Found in a hook author's pass: /status said "running" until the next event.
+  EXPECT_EQ(snapshot_field(*hook, "state"), "exited");
   Event ev = make_event(R"({"do":"continue"})");
   auto r = hook->handle(ev);
   ASSERT_TRUE(r) << r.error().reason;
   EXPECT_EQ(r->action, Action::Continue);
   EXPECT_EQ(snapshot_field(*hook, "restarts"), "1");
   EXPECT_NE(std::stoi(snapshot_field(*hook, "pid")), pid);
+  EXPECT_EQ(snapshot_field(*hook, "state"), "running");
   EXPECT_TRUE(log.contains("process killed by signal 9 while idle"));
 }
 
