@@ -870,12 +870,13 @@ std::optional<std::string> native_probe_refusal(int wait_status) {
   if (WIFSIGNALED(wait_status))
     return "crashed while loading in a probe process (" + describe_wait_status(wait_status) +
            "): a static constructor or " + HOOKGATE_HOOK_ENTRY_NAME + "() faults; not loaded";
-  // Not a crash (found in a hook author's pass: an ASan-built library, whose runtime refused to
-  // start in a gateway built without it, was said to have crashed).
-  return "ended the probe process that loaded it (" + describe_wait_status(wait_status) +
+  // An exit, not a signal: exit() in a constructor, a sanitizer runtime that refused to start
+  // (found in a hook author's pass: an ASan-built library in a gateway built without ASan was said
+  // to have crashed), or a crash a sanitizer in the gateway's own build turned into exit status 1.
+  return "failed while loading in a probe process (" + describe_wait_status(wait_status) +
          "): a static constructor or " + HOOKGATE_HOOK_ENTRY_NAME +
-         "() called exit(), or the library needs a runtime the gateway does not have (one built "
-         "with -fsanitize needs a gateway built with it); not loaded";
+         "() crashed or called exit(), or the library needs a runtime the gateway does not have "
+         "(one built with -fsanitize needs a gateway built with it); not loaded";
 }
 
 void set_native_load_probe(std::string executable) {
