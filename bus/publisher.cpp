@@ -62,6 +62,9 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
     if (options.bind)
       if (auto st = bind_explained(s, *options.bind, "the publisher"); !st) return st.error();
     for (const auto& ep : options.endpoints) {
+      // Before libzmq, which takes port 99999 as 34463 (found in a platform engineer's pass).
+      if (auto why = tcp_endpoint_problem(ep, false))
+        return make_error(std::string(kEndpointRefused) + ep + "': " + *why);
       try {
         s.connect(ep);
       } catch (const zmq::error_t& e) {
@@ -253,6 +256,10 @@ Status Publisher::check(std::string_view type, std::string_view data_json,
 }
 
 Status Publisher::publish(Event& event) {
+  // The options' source, as for publish(type, data): normalize() would fill in "unknown" (found
+  // in a platform engineer's pass).
+  if (const JsonValue* source = event.find("source"); source == nullptr || source->IsNull())
+    (void)event.set_string("source", options_.source);
   std::lock_guard lock(mu_);
   try {
     return publish_locked(event);

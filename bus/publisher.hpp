@@ -9,6 +9,10 @@
 //   if (auto sent = pub.value()->publish("user.created", R"({"user":"ann"})"); !sent)
 //     return report(sent.error().message);  // not on the bus: retry, or give up and say so
 //
+// (GCC 12 and 13 warn about that designated initializer under -Wextra,
+// -Wmissing-field-initializers, although the fields left out have defaults: set the fields one by
+// one to build with -Werror.)
+//
 // It uses an XPUB socket so it can see when a subscriber (the gateway, or a `hookgate bus` proxy)
 // has subscribed: a plain PUB silently drops everything sent before the subscription arrives, which
 // loses the first events of short-lived publishers.
@@ -66,7 +70,9 @@ class Publisher {
   // Owns its own ZeroMQ context unless one is passed.
   static Result<std::unique_ptr<Publisher>> connect(PublisherOptions options,
                                                     zmq::context_t* ctx = nullptr);
-  // Waits up to 5 s (ZMQ_LINGER) for queued events to go out. An ok publish() means queued in
+  // Waits up to 5 s (ZMQ_LINGER) for queued events to go out: here with the publisher's own
+  // context; with a context passed to connect(), that wait happens when the caller closes it
+  // (zmq::context_t::close() or its destructor). An ok publish() means queued in
   // this process, not received: events still queued when that wait ends (a gateway that went
   // away, with queue_while_disconnected) are lost without a word, since ZeroMQ does not say which
   // were sent. A service that must not lose one keeps running until its gateway is back, or
@@ -95,7 +101,10 @@ class Publisher {
   // a ZeroMQ socket is not thread-safe, and the sequence numbers must not repeat).
   [[nodiscard]] Status publish(std::string_view type, std::string_view data_json,
                                std::string_view source = {});
-  // Sends a prepared envelope; missing attributes are filled in first.
+  // Sends a prepared envelope; missing attributes are filled in first (source from the options,
+  // a new id, the time) and written into `event`. So publishing the same object again sends the
+  // same id: a retry of that event, which receivers deduplicating on id and source drop. For a
+  // new event, start from a new Event (or remove its id).
   [[nodiscard]] Status publish(Event& event);
   // What publish() would refuse about this event whatever the bus (bad data, a reserved or too
   // long type, invalid UTF-8, over max_message_bytes), without sending it or waiting: lets a

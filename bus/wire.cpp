@@ -90,6 +90,7 @@ std::optional<std::string> ipc_listener_problem(const std::string& endpoint) {
 
 Status bind_explained(zmq::socket_t& socket, const std::string& endpoint, std::string_view what) {
   const std::string refused = "cannot bind " + std::string(what) + " to " + endpoint + ": ";
+  if (auto why = tcp_endpoint_problem(endpoint, true)) return make_error(refused + *why);
   if (auto why = ipc_listener_problem(endpoint)) return make_error(refused + *why);
   try {
     socket.bind(endpoint);
@@ -99,6 +100,31 @@ Status bind_explained(zmq::socket_t& socket, const std::string& endpoint, std::s
     if (auto why = bind_endpoint_problem(endpoint)) message += " (" + *why + ")";
     return make_error(message);
   }
+}
+
+std::optional<std::string> tcp_endpoint_problem(std::string_view endpoint, bool bind) {
+  if (!endpoint.starts_with("tcp://")) return std::nullopt;
+  if (endpoint.find_first_of(" \t\r\n") != std::string_view::npos)
+    return "holds a space or line break";
+  // tcp://[SOURCE;]HOST:PORT: the port ends the text.
+  const std::string address(endpoint.substr(std::string_view("tcp://").size()));
+  if (address.ends_with(":*")) {
+    if (bind) return std::nullopt;
+    return "port * is for bus.bind; a connection needs the peer's port";
+  }
+  if (address.find(':') == std::string::npos || address.ends_with(":"))
+    return std::string("no port (tcp://HOST:PORT") + (bind ? ", or tcp://HOST:* for any)" : ")");
+  const auto split = split_host_port(address);
+  if (!split || (split->port == 0 && !bind)) return "the port is not a number from 1 to 65535";
+  // libzmq refuses `*` at `run` (EINVAL), and takes an empty host and never connects.
+  if (!bind) {
+    const std::string_view peer = std::string_view(address).substr(address.rfind(';') + 1);
+    const std::string_view host = peer.substr(0, peer.rfind(':'));
+    if (host.empty() || host == "*" || host == "[*]")
+      return "a connection needs the peer's host or address (* and an empty host are for "
+             "bus.bind)";
+  }
+  return std::nullopt;
 }
 
 std::optional<std::string> bind_endpoint_problem(const std::string& endpoint) {

@@ -32,6 +32,12 @@ inline constexpr int kKeepaliveIntervalS = 10;
 inline constexpr int kKeepaliveCount = 3;
 inline constexpr int kUnacknowledgedMaxMs = 90000;
 
+// Why libzmq cannot use `endpoint` (tcp:// only; other transports are left to it); nullopt if it
+// looks usable. A bound socket may take port `*` (any free one) or 0. libzmq itself takes a port
+// over 65535 modulo 65536 (tcp://127.0.0.1:99999 dials 34463), so every socket's endpoints are
+// checked here first: the config's, the publisher library's and `hookgate bus`'s.
+std::optional<std::string> tcp_endpoint_problem(std::string_view endpoint, bool bind);
+
 // Why `run` could not bind `endpoint` on this machine: ZeroMQ binds an IP address, `*` or a
 // network interface, never a host name (`tcp://localhost:5556` fails with "No such device"), and
 // an IP address must be this machine's (tried with a throwaway socket on port 0); an ipc:// socket
@@ -45,7 +51,8 @@ std::optional<std::string> bind_endpoint_problem(const std::string& endpoint);
 // EADDRINUSE instead). Learnt by connecting: a stale file nobody listens on is no problem.
 std::optional<std::string> ipc_listener_problem(const std::string& endpoint);
 
-// Binds `socket` to `endpoint` as every bus socket does: an ipc:// path that another process
+// Binds `socket` to `endpoint` as every bus socket does: a tcp:// endpoint libzmq would misread
+// is refused (tcp_endpoint_problem), and so is an ipc:// path that another process
 // listens on, or that holds a file, is refused (ipc_listener_problem), and a failed bind says why
 // (bind_endpoint_problem). `what` names the socket: "cannot bind WHAT to ENDPOINT: ...".
 [[nodiscard]] Status bind_explained(zmq::socket_t& socket, const std::string& endpoint,

@@ -12,6 +12,7 @@
 #include <set>
 #include <string_view>
 
+#include "bus/wire.hpp"
 #include "config/yaml_reader.hpp"
 #include "gateway/common/diagnostic_type.hpp"
 #include "gateway/common/log.hpp"
@@ -21,33 +22,6 @@
 namespace hookgate::config {
 namespace fs = std::filesystem;
 namespace {
-
-// Why libzmq cannot use `endpoint` (tcp:// only; other transports are left to it); nullopt if it
-// looks usable. A bound socket may take port `*` (any free one) or 0.
-std::optional<std::string> tcp_endpoint_problem(std::string_view endpoint, bool bind) {
-  if (!endpoint.starts_with("tcp://")) return std::nullopt;
-  if (endpoint.find_first_of(" \t\r\n") != std::string_view::npos)
-    return "holds a space or line break";
-  // tcp://[SOURCE;]HOST:PORT: the port ends the text.
-  const std::string address(endpoint.substr(std::string_view("tcp://").size()));
-  if (address.ends_with(":*")) {
-    if (bind) return std::nullopt;
-    return "port * is for bus.bind; a connection needs the peer's port";
-  }
-  if (address.find(':') == std::string::npos || address.ends_with(":"))
-    return std::string("no port (tcp://HOST:PORT") + (bind ? ", or tcp://HOST:* for any)" : ")");
-  const auto split = split_host_port(address);
-  if (!split || (split->port == 0 && !bind)) return "the port is not a number from 1 to 65535";
-  // libzmq refuses `*` at `run` (EINVAL), and takes an empty host and never connects.
-  if (!bind) {
-    const std::string_view peer = std::string_view(address).substr(address.rfind(';') + 1);
-    const std::string_view host = peer.substr(0, peer.rfind(':'));
-    if (host.empty() || host == "*" || host == "[*]")
-      return "a connection needs the peer's host or address (* and an empty host are for "
-             "bus.bind)";
-  }
-  return std::nullopt;
-}
 
 std::string resolve_path(const std::string& path, const std::string& base_dir) {
   if (path.empty()) return path;
@@ -172,7 +146,7 @@ void read_bus(MapReader r, BusConfig& bus, const std::string& base_dir) {
       return;
     // What libzmq would refuse only at `run` (EINVAL), or take and never reach: `check` is the
     // pre-start that must catch it.
-    if (auto problem = tcp_endpoint_problem(endpoint, std::string_view(key) == "bind"))
+    if (auto problem = bus::tcp_endpoint_problem(endpoint, std::string_view(key) == "bind"))
       r.error(where, std::string("bus.") + key + ": " + r.as_written(key, endpoint, item) + ": " +
                          *problem);
     // A socket file is a path: relative, it resolves against the config's folder as every other

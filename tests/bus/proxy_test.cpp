@@ -433,6 +433,16 @@ TEST(ProxyTest, ABindToAHostNameSaysWhyItFails) {
       << backend.error().message;
 }
 
+// Found in a platform engineer's pass: --frontend tcp://127.0.0.1:99998 bound port 34462.
+TEST(ProxyTest, APortOutOfRangeIsRefused) {
+  auto proxy = Proxy::start({.frontend = "tcp://127.0.0.1:99998", .backend = "tcp://127.0.0.1:*"});
+  ASSERT_FALSE(proxy);
+  EXPECT_NE(proxy.error().message.find("cannot bind the frontend to tcp://127.0.0.1:99998: the "
+                                       "port is not a number from 1 to 65535"),
+            std::string::npos)
+      << proxy.error().message;
+}
+
 TEST(ProxyTest, TheBackendEndpointMustBind) {
   auto first = Proxy::start({.frontend = "tcp://127.0.0.1:*", .backend = "tcp://127.0.0.1:*"});
   ASSERT_TRUE(first) << first.error().message;

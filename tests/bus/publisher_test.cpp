@@ -90,6 +90,30 @@ TEST(PublisherTest, DeliversToBoundSubscriberAfterWaitingForSubscription) {
   EXPECT_STREQ(ev->find("data.user")->GetString(), "ann");
 }
 
+// Found in a platform engineer's pass: publish(Event&) sent source "unknown" whatever the
+// options said. Its filled-in id stays in the object: sending it again is a retry of that event.
+TEST(PublisherTest, APreparedEventTakesTheOptionsSource) {
+  Loopback bus(loopback_bus(), "svc");
+  ASSERT_TRUE(bus.ok());
+  auto prepared = Event::parse(R"({"type":"user.created","data":{"n":1}})");
+  ASSERT_TRUE(prepared) << prepared.error().message;
+  ASSERT_TRUE(bus.pub->publish(prepared.value()));
+  auto first = bus.next();
+  ASSERT_TRUE(first) << first.error().reason;
+  EXPECT_EQ(first->source(), "svc");
+  ASSERT_TRUE(bus.pub->publish(prepared.value()));
+  auto again = bus.next();
+  ASSERT_TRUE(again) << again.error().reason;
+  EXPECT_EQ(again->id(), first->id());
+
+  auto own = Event::parse(R"({"type":"user.created","source":"mine"})");
+  ASSERT_TRUE(own) << own.error().message;
+  ASSERT_TRUE(bus.pub->publish(own.value()));
+  auto kept = bus.next();
+  ASSERT_TRUE(kept) << kept.error().reason;
+  EXPECT_EQ(kept->source(), "mine");
+}
+
 // Found in review: no bus socket set ZMQ_IPV6, so `bind: tcp://[::]:5556` failed at start and a
 // connect to an IPv6-only host never connected.
 TEST(PublisherTest, IPv6EndpointsWork) {
@@ -368,6 +392,23 @@ TEST(PublisherTest, RefusesReservedTypesAndNamesABadEndpoint) {
   ASSERT_FALSE(typo);
   EXPECT_NE(typo.error().message.find("cannot connect to 'localhost:5556'"), std::string::npos)
       << typo.error().message;
+}
+
+// Found in a platform engineer's pass: libzmq took port 99999 as 34463 (modulo 65536), so
+// `hookgate publish --endpoint tcp://127.0.0.1:99999` reported success to a stranger's socket.
+TEST(PublisherTest, APortOutOfRangeIsRefused) {
+  for (const char* ep : {"tcp://127.0.0.1:99999", "tcp://127.0.0.1:0", "tcp://127.0.0.1:*"}) {
+    auto pub = Publisher::connect({.endpoints = {ep}});
+    ASSERT_FALSE(pub) << ep;
+    EXPECT_NE(pub.error().message.find(std::string("cannot connect to '") + ep + "'"),
+              std::string::npos)
+        << pub.error().message;
+  }
+  auto bound = Publisher::connect({.bind = "tcp://127.0.0.1:70000"});
+  ASSERT_FALSE(bound);
+  EXPECT_NE(bound.error().message.find("the port is not a number from 1 to 65535"),
+            std::string::npos)
+      << bound.error().message;
 }
 
 // A bound publisher is reached by subscribers directly: the same memory attack as on the proxy
