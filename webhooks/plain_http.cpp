@@ -468,6 +468,8 @@ struct PlainHttpClient::Connection {
   int64_t deadline_ns = 0;
   ResponseParser parser;
   uint64_t response_bytes = 0;  // read for this request
+  // A whole 2xx arrived while the body was still going out: it counts once the body is sent.
+  bool answered_early = false;
 
   std::string where() const { return target->host + " port " + target->port; }
 };
@@ -596,6 +598,7 @@ void PlainHttpClient::attach(Request request, int64_t started_ns, bool resent) {
   c.started_ns = started_ns;
   c.parser.reset();
   c.response_bytes = 0;
+  c.answered_early = false;
   by_user_[request.user] = &c;
   watch_deadline(c, request.deadline_ns);
   c.request = std::move(request);
@@ -758,6 +761,12 @@ void PlainHttpClient::send_request(Connection& connection) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;  // EPOLLOUT resumes
       const int error = errno;
+      if (connection.answered_early) {  // its answer is read: the body did not get through
+        fail(connection, CURLE_SEND_ERROR,
+             "Send failure to " + connection.where() + " after an early HTTP " +
+                 std::to_string(connection.parser.status()) + ": " + std::strerror(error));
+        return;
+      }
       // A reused connection: the keep-alive race, and what waits may be a stray 408 meant for
       // no request. Sent again on a new connection, as before.
       if (resend_on_new_connection(connection)) return;
@@ -776,6 +785,7 @@ void PlainHttpClient::send_request(Connection& connection) {
     connection.sent += static_cast<size_t>(n);
   }
   connection.state = Connection::State::Receiving;
+  if (connection.answered_early) finish_answered(connection, false);  // may destroy it
 }
 
 // Whether a response whose body is still to come can end the attempt: its status has arrived,
@@ -848,6 +858,11 @@ void PlainHttpClient::on_event(Connection& connection, uint32_t events) {
       return;
     }
     case State::Sending:
+      // An early 2xx is read already: sending goes on (and learns of a reset or close).
+      if (connection.answered_early) {
+        send_request(connection);
+        return;
+      }
       // The server may answer (say, 413) before it has read the whole body.
       if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) {
         const uint64_t serial = connection.serial;
@@ -880,6 +895,14 @@ void PlainHttpClient::read_response(Connection& connection, uint32_t events) {
         return;
       }
       if (connection.parser.done()) {
+        if (connection.state == Connection::State::Sending && !answer_stands(connection)) {
+          // A whole 2xx before the whole body was sent, from a receiver that answers from the
+          // head (nginx's `return 202`): the body still goes out, as libcurl sends it, and the
+          // answer counts once it has (found in a receivers pass: the attempt failed, and a
+          // delivery libcurl delivered was dead-lettered). The connection is not reused.
+          connection.answered_early = true;
+          return;
+        }
         // Bytes past the response, or a body still unsent, leave the connection unusable. So
         // does a response that ended exactly at a full buffer: more bytes may be queued behind
         // it, and edge-triggered epoll would not report them again.
