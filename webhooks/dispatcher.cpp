@@ -274,6 +274,7 @@ struct Dispatcher::Impl {
     uint64_t response_body_bytes = 0;   // read and thrown away (libcurl)
     std::string refused_reason;         // the SSRF refusal of an address libcurl wanted to use
     bool used_allowed_address = false;  // libcurl opened a socket to an address the policy allows
+    bool resent = false;  // sent again on a new connection after the keep-alive race (libcurl)
     int64_t started_ns = 0;
   };
 
@@ -785,6 +786,7 @@ struct Dispatcher::Impl {
   void release_handle(Webhook& webhook, std::unique_ptr<Handle> handle) {
     if (!handle) return;
     handle->transfer = nullptr;
+    curl_easy_setopt(handle->easy, CURLOPT_FRESH_CONNECT, 0L);  // set by a keep-alive race resend
     if (!webhook.removed && handle->generation == webhook.generation &&
         webhook.idle_handles.size() < static_cast<size_t>(webhook.max_in_flight())) {
       webhook.idle_handles.push_back(std::move(handle));
@@ -916,6 +918,7 @@ struct Dispatcher::Impl {
       if (handle == nullptr) continue;
       auto it = transfers.find(handle->transfer);
       if (it == transfers.end()) continue;
+      if (resend_after_keep_alive_race(*it->second, code)) continue;
       std::unique_ptr<Transfer> transfer = std::move(it->second);
       transfers.erase(it);
 
@@ -954,6 +957,34 @@ struct Dispatcher::Impl {
       }
       finish(std::move(transfer), result);
     }
+  }
+
+  // The keep-alive race: a receiver closes an idle connection just as a request goes out on it,
+  // and the request fails before any byte of an answer. libcurl (7.88) does not send a POST again
+  // then, so it is sent once more here on a new connection, as the built-in client does, without
+  // counting an attempt (found in a receivers pass: 2 deliveries in 90 dead-lettered at
+  // max_attempts 1, never seen by the receiver). True when the transfer is under way again.
+  bool resend_after_keep_alive_race(Transfer& transfer, CURLcode code) {
+    if (transfer.resent || transfer.answered || transfer.head_bytes > 0 ||
+        (code != CURLE_SEND_ERROR && code != CURLE_RECV_ERROR && code != CURLE_GOT_NOTHING))
+      return false;
+    CURL* easy = transfer.handle->easy;
+    long new_connections = 0;
+    if (curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &new_connections) != CURLE_OK ||
+        new_connections != 0)
+      return false;  // a new connection failed: no race, an ordinary failure
+    curl_multi_remove_handle(multi, easy);
+    transfer.in_multi = false;
+    curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);  // back to 0 in release_handle()
+    transfer.resent = true;
+    transfer.retry_after.clear();
+    transfer.response_body_bytes = 0;
+    transfer.refused_reason.clear();
+    transfer.used_allowed_address = false;
+    transfer.handle->error[0] = '\0';
+    if (curl_multi_add_handle(multi, easy) != CURLM_OK) return false;  // fails as it was
+    transfer.in_multi = true;
+    return true;
   }
 
   void finish(std::unique_ptr<Transfer> transfer, const AttemptResult& result) {

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace hookgate::testing {
@@ -77,6 +78,14 @@ std::string ScriptedServer::read(int fd) {
     requests_.push_back(request);
   }
   return request;
+}
+
+void ScriptedServer::reset(int fd) {
+  std::lock_guard lock(mu_);  // so the destructor neither shuts down nor closes it again
+  fds_.erase(std::remove(fds_.begin(), fds_.end(), fd), fds_.end());
+  const linger abort{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &abort, sizeof abort);
+  ::close(fd);
 }
 
 std::string ScriptedServer::url(const std::string& path) const {

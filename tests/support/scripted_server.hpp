@@ -30,6 +30,8 @@ class ScriptedServer {
   ScriptedServer& operator=(const ScriptedServer&) = delete;
 
   std::string read(int fd);
+  // Closes `fd` with a reset (SO_LINGER 0) instead of a FIN; the server no longer holds it.
+  void reset(int fd);
   int port() const { return port_; }
   std::string url(const std::string& path = "/hook") const;
   int connections() const { return connections_.load(); }
