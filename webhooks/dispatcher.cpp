@@ -680,7 +680,9 @@ struct Dispatcher::Impl {
       transfer->answered = false;
       transfer->head_bytes = 0;
     }
-    // Not trailers, which libcurl also hands here after the final head's body.
+    // Not trailers, which libcurl also hands here after the final head's body: they neither
+    // count nor hold the webhook with a Retry-After (found in a receivers pass: a 503's chunked
+    // trailer `Retry-After: 3600` held it an hour; the built-in client ignores trailers).
     if (!transfer->answered) transfer->head_bytes += length;
     if (transfer->head_bytes > kMaxResponseHeadBytes)
       return 0;  // libcurl stops the transfer (CURLE_WRITE_ERROR)
@@ -690,7 +692,7 @@ struct Dispatcher::Impl {
       long status = 0;
       curl_easy_getinfo(static_cast<Handle*>(userp)->easy, CURLINFO_RESPONSE_CODE, &status);
       transfer->answered = status >= 200;
-    } else if (line.size() > kRetryAfter.size() &&
+    } else if (!transfer->answered && line.size() > kRetryAfter.size() &&
                std::equal(kRetryAfter.begin(), kRetryAfter.end(), line.begin(), [](char a, char b) {
                  return a == std::tolower(static_cast<unsigned char>(b));
                })) {

@@ -779,6 +779,25 @@ TEST_P(DispatcherTest, RetryAfterIsHonoured) {
   EXPECT_GE(requests[1].received_ns - requests[0].received_ns, 900'000'000);
 }
 
+// Found in a receivers pass: libcurl hands a chunked body's trailers to the header callback, and
+// a trailer `Retry-After: 3600` held the webhook for an hour. Only the head's counts.
+TEST_P(DispatcherTest, ARetryAfterTrailerIsNotAHold) {
+  testing::ScriptedServer trailer(testing::answer_each(
+      "HTTP/1.1 503 Busy\r\nTransfer-Encoding: chunked\r\nTrailer: Retry-After\r\n\r\n"
+      "4\r\nbusy\r\n0\r\nRetry-After: 3600\r\n\r\n"));
+  const std::string name = unique_name();
+  auto w = webhook(name, trailer.url());
+  w.retry.max_attempts = 2;
+  Dispatcher dispatcher(store_, diagnostics_.sink());
+  dispatcher.set_webhooks({w});
+  dispatcher.start();
+  add(name);
+  ASSERT_TRUE(store_.wait_for_completions(2));  // the retry after the backoff (<= 20 ms)
+  dispatcher.stop(milliseconds(0));
+  EXPECT_EQ(status_of(dispatcher, name)->held_until_ms, 0);
+  EXPECT_EQ(trailer.requests().size(), 2u);
+}
+
 // Found in review: a Retry-After held back only the delivery it came with, so every other due
 // delivery of the webhook went out at once, into a receiver that had asked for a pause (a SIEM
 // answering 429 to a backlog saw all of it, round after round, until it was dead-lettered).
