@@ -1199,7 +1199,10 @@ void Gateway::run() {
         "memory)",
         left);
   else
-    spdlog::info("stopped; every queued delivery was sent (spool.mode: memory)");
+    // Not "sent": some may have been dead-lettered (found in a receivers pass).
+    spdlog::info(
+        "stopped; no delivery was left pending (spool.mode: memory, whose dead letters go with "
+        "the process)");
 }
 
 void Gateway::request_stop() {

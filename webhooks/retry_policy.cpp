@@ -83,7 +83,9 @@ Classification classify_attempt(const AttemptResult& result, int64_t now_unix_ms
   }
   if (status >= 300 && status < 500) {
     std::string reason = status_text;
-    if (status < 400) reason += " (redirects are not followed)";
+    // 304 is no redirect (found in a receivers pass), but it is no success for a POST either.
+    if (status < 400)
+      reason += status == 304 ? " (not a 2xx: final)" : " (redirects are not followed)";
     return {Verdict::Final, reason, std::nullopt};
   }
   // No status, 1xx as final answer, or beyond 599: the peer is not speaking HTTP properly; this

@@ -59,6 +59,17 @@ const ClassifyCase kClassifyCases[] = {
     {"malformed url", CURLE_URL_MALFORMAT, 0, "", Verdict::Final, std::nullopt},
 };
 
+// Found in a receivers pass: a 304 was reported as "redirects are not followed".
+TEST(RetryPolicyTest, A304IsNotCalledARedirect) {
+  AttemptResult result;
+  result.http_status = 304;
+  EXPECT_EQ(classify_attempt(result, kNowMs, retry_config()).reason.find("redirect"),
+            std::string::npos);
+  result.http_status = 301;
+  EXPECT_NE(classify_attempt(result, kNowMs, retry_config()).reason.find("redirects are not"),
+            std::string::npos);
+}
+
 class RetryPolicyClassifyTest : public ::testing::TestWithParam<ClassifyCase> {};
 
 TEST_P(RetryPolicyClassifyTest, Classifies) {
