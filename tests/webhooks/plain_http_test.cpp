@@ -22,6 +22,7 @@
 
 #include "gateway/common/clock.hpp"
 #include "tests/support/gateway_process.hpp"
+#include "tests/support/log_capture.hpp"
 #include "tests/support/scripted_server.hpp"
 
 namespace hookgate::webhooks {
@@ -283,6 +284,40 @@ TEST_F(PlainHttpTest, AnswerLeftOnAnIdleConnectionIsNotTakenForTheNextRequest) {
   EXPECT_EQ(second.curl_code, CURLE_OK) << second.transport_error;
   EXPECT_EQ(second.http_status, 201);
   EXPECT_EQ(server.connections(), 2);
+}
+
+// Found in a receivers pass: a receiver that followed a 200 with a second, unasked response had
+// the connection closed without a word; the stray is said now (a 408 before an idle close is
+// routine, and is not).
+TEST_F(PlainHttpTest, AStrayResponseOnAnIdleConnectionIsSaid) {
+  for (const std::string stray : {"HTTP/1.1 200 stray\r\nContent-Length: 0\r\n\r\n",
+                                  "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n"}) {
+    SCOPED_TRACE(stray);
+    testing::LogCapture log;
+    std::atomic<bool> first_done{false};
+    std::atomic<bool> stray_sent{false};
+    ScriptedServer server([&](ScriptedServer& s, int fd, int index) {
+      if (index == 0) {
+        if (s.read(fd).empty()) return;
+        send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        testing::wait_until([&] { return first_done.load(); }, kWait);
+        send_all(fd, stray);
+        stray_sent = true;
+        (void)s.read(fd);
+        return;
+      }
+      while (!s.read(fd).empty()) send_all(fd, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n");
+    });
+    const int user = stray.find("408") == std::string::npos ? 1 : 3;
+    EXPECT_EQ(one(request(server.url(), user)).http_status, 200);
+    first_done = true;
+    ASSERT_TRUE(testing::wait_until([&] { return stray_sent.load(); }, kWait));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // on the wire (loopback)
+    EXPECT_EQ(one(request(server.url(), user + 1)).http_status, 201);
+    EXPECT_EQ(server.connections(), 2);
+    EXPECT_EQ(log.lines_containing("sent bytes on an idle connection").size(),
+              stray.find("408") == std::string::npos ? 1u : 0u);
+  }
 }
 
 // A connection idle for over a second is looked at right before the send, even just after a
