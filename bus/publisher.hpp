@@ -83,7 +83,8 @@ class Publisher {
   // subscribed), or the timeout passes. A tap subscribed to other topics does not end the wait for
   // the gateway. An endpoint that refused this publisher's handshake (its CURVE key, or plain
   // text where the bus requires CURVE) is dialled again meanwhile (after 1 s, doubling to 30 s),
-  // so listing the key on the other side is enough.
+  // so listing the key on the other side is enough. With a wrong server key libzmq dials again by
+  // itself, every 1 to 2 s (kCurveClientReconnectMs), whether or not this is called.
   // Only here and in publish(): the publisher has no thread of its own.
   [[nodiscard]] bool wait_for_subscriber(std::chrono::milliseconds timeout,
                                          std::string_view type = {});
