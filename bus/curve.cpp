@@ -420,13 +420,6 @@ Status configure_curve_client(zmq::socket_t& sock, const std::string& server_pub
   sock.set(zmq::sockopt::curve_serverkey, server_public);
   sock.set(zmq::sockopt::curve_publickey, client.public_key);
   sock.set(zmq::sockopt::curve_secretkey, client.secret_key);
-  // A server that cannot read this client's handshake (a wrong server key) closes the
-  // connection without a word, which libzmq takes for a dropped one and dials again after
-  // ZMQ_RECONNECT_IVL, 100 ms by default: 7 handshakes a second, each logged on both sides, for
-  // as long as the key is wrong (found in a platform engineer's pass). Every one to two seconds
-  // instead (libzmq adds up to the interval again as jitter); a dropped connection is then
-  // dialled again that much later, while its events queue.
-  sock.set(zmq::sockopt::reconnect_ivl, kCurveClientReconnectMs);
   return {};
 }
 

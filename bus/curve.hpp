@@ -129,8 +129,8 @@ Result<std::string> read_server_key(const std::string& z85_or_file);
 // `hookgate check` refuses what `hookgate run` would. Errors name the setting and point at it,
 // never show a key.
 Result<void, config::Diagnostic> check_curve_files(const config::CurveConfig& cfg);
-// How long a CURVE client waits before dialling again after a connection ended (libzmq's
-// ZMQ_RECONNECT_IVL; see configure_curve_client).
+// How long a CURVE publisher waits before dialling again after a connection ended (libzmq's
+// ZMQ_RECONNECT_IVL; see Publisher::connect).
 inline constexpr int kCurveClientReconnectMs = 1000;
 // Makes `sock` a CURVE client of `server_public` using the client keypair.
 Status configure_curve_client(zmq::socket_t& sock, const std::string& server_public,

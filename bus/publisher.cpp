@@ -37,6 +37,14 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
     if (options.client_keys) {
       if (auto st = configure_curve_client(s, options.server_public_key, *options.client_keys); !st)
         return st.error();
+      // A server that cannot read this publisher's handshake (a wrong server key) closes the
+      // connection without a word, which libzmq takes for a dropped one and dials again after
+      // ZMQ_RECONNECT_IVL, 100 ms by default: 7 handshakes a second, each logged by the bus, for
+      // as long as the key is wrong (found in a platform engineer's pass). Every one to two
+      // seconds instead (libzmq adds up to the interval as jitter): a publisher's events queue
+      // meanwhile. (Not the gateway's own socket: nothing queues for a SUB socket, and a
+      // gateway would miss a second or two of events after each dropped connection.)
+      s.set(zmq::sockopt::reconnect_ivl, kCurveClientReconnectMs);
     }
     if (!options.bind && options.endpoints.empty())
       return make_error("publisher needs an endpoint");
@@ -58,13 +66,15 @@ Result<std::unique_ptr<Publisher>> Publisher::connect(PublisherOptions options,
       pub->handshakes_->set(zmq::sockopt::rcvhwm, 0);
       pub->handshakes_->connect(address);
     }
+    // All of them before libzmq, which takes port 99999 as 34463 (found in a platform engineer's
+    // pass), and before the socket binds or dials anything.
+    for (const auto& ep : options.endpoints)
+      if (auto why = tcp_endpoint_problem(ep, false))
+        return make_error(std::string(kEndpointRefused) + ep + "': " + *why);
     // Name the endpoint: libzmq says only "Invalid argument" for `localhost:5556`.
     if (options.bind)
       if (auto st = bind_explained(s, *options.bind, "the publisher"); !st) return st.error();
     for (const auto& ep : options.endpoints) {
-      // Before libzmq, which takes port 99999 as 34463 (found in a platform engineer's pass).
-      if (auto why = tcp_endpoint_problem(ep, false))
-        return make_error(std::string(kEndpointRefused) + ep + "': " + *why);
       try {
         s.connect(ep);
       } catch (const zmq::error_t& e) {

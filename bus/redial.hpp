@@ -2,7 +2,7 @@
 // Dialling a refused bus endpoint again. libzmq treats a refused handshake (a CURVE key the other
 // side does not list, plain text where CURVE is required) as a protocol error and never dials that
 // endpoint again (a wrong server key is not refused but cut off, and libzmq dials again by itself:
-// configure_curve_client spaces those dials),
+// Publisher::connect spaces those dials),
 // so a gateway or publisher started before its key was listed would stay deaf until restarted.
 // The socket's owner watches its handshakes (zmq_socket_monitor), schedules each refused connect
 // endpoint here and redial()s it when due. Used by the gateway's ConnectionMonitor and by the

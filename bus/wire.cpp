@@ -110,7 +110,7 @@ std::optional<std::string> tcp_endpoint_problem(std::string_view endpoint, bool 
   const std::string address(endpoint.substr(std::string_view("tcp://").size()));
   if (address.ends_with(":*")) {
     if (bind) return std::nullopt;
-    return "port * is for bus.bind; a connection needs the peer's port";
+    return "port * is for bus.bind and other bound sockets; a connection needs the peer's port";
   }
   if (address.find(':') == std::string::npos || address.ends_with(":"))
     return std::string("no port (tcp://HOST:PORT") + (bind ? ", or tcp://HOST:* for any)" : ")");
@@ -122,7 +122,7 @@ std::optional<std::string> tcp_endpoint_problem(std::string_view endpoint, bool 
     const std::string_view host = peer.substr(0, peer.rfind(':'));
     if (host.empty() || host == "*" || host == "[*]")
       return "a connection needs the peer's host or address (* and an empty host are for "
-             "bus.bind)";
+             "bus.bind and other bound sockets)";
   }
   return std::nullopt;
 }

@@ -211,6 +211,7 @@ struct Dispatcher::Impl {
     // an attempt allocates no list nodes or strdup'ed lines. libcurl only reads the list.
     std::vector<std::string> lines;
     std::vector<curl_slist> nodes;
+    bool resend_options = false;  // FRESH_CONNECT and a shorter TIMEOUT_MS, for one resend
 
     Handle() = default;
     Handle(const Handle&) = delete;
@@ -788,7 +789,13 @@ struct Dispatcher::Impl {
   void release_handle(Webhook& webhook, std::unique_ptr<Handle> handle) {
     if (!handle) return;
     handle->transfer = nullptr;
-    curl_easy_setopt(handle->easy, CURLOPT_FRESH_CONNECT, 0L);  // set by a keep-alive race resend
+    if (handle->resend_options) {  // resend_after_keep_alive_race()
+      handle->resend_options = false;
+      curl_easy_setopt(handle->easy, CURLOPT_FRESH_CONNECT, 0L);
+      if (handle->generation == webhook.generation)
+        curl_easy_setopt(handle->easy, CURLOPT_TIMEOUT_MS,
+                         static_cast<long>(std::max(webhook.config->timeout_ms, 1)));
+    }
     if (!webhook.removed && handle->generation == webhook.generation &&
         webhook.idle_handles.size() < static_cast<size_t>(webhook.max_in_flight())) {
       webhook.idle_handles.push_back(std::move(handle));
@@ -966,26 +973,34 @@ struct Dispatcher::Impl {
   // then, so it is sent once more here on a new connection, as the built-in client does, without
   // counting an attempt (found in a receivers pass: 2 deliveries in 90 dead-lettered at
   // max_attempts 1, never seen by the receiver). True when the transfer is under way again.
+  // (A reused connection's empty reply or failed receive libcurl retries by itself; a send
+  // error is the case it leaves.) The resend keeps the attempt's deadline: timeout_ms bounds the
+  // whole attempt, as in the built-in client.
   bool resend_after_keep_alive_race(Transfer& transfer, CURLcode code) {
-    if (transfer.resent || transfer.answered || transfer.head_bytes > 0 ||
-        (code != CURLE_SEND_ERROR && code != CURLE_RECV_ERROR && code != CURLE_GOT_NOTHING))
+    if (transfer.resent || transfer.answered || transfer.head_bytes > 0 || code != CURLE_SEND_ERROR)
       return false;
     CURL* easy = transfer.handle->easy;
     long new_connections = 0;
     if (curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &new_connections) != CURLE_OK ||
         new_connections != 0)
       return false;  // a new connection failed: no race, an ordinary failure
+    const int64_t left_ms =
+        transfer.config->timeout_ms - (now_steady_ns() - transfer.started_ns) / 1'000'000;
+    if (left_ms <= 0) return false;
     curl_multi_remove_handle(multi, easy);
     transfer.in_multi = false;
-    curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);  // back to 0 in release_handle()
+    // Both undone in release_handle().
+    transfer.handle->resend_options = true;
+    curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, static_cast<long>(left_ms));
+    if (curl_multi_add_handle(multi, easy) != CURLM_OK) return false;  // fails as it was
+    transfer.in_multi = true;
     transfer.resent = true;
     transfer.retry_after.clear();
     transfer.response_body_bytes = 0;
     transfer.refused_reason.clear();
     transfer.used_allowed_address = false;
     transfer.handle->error[0] = '\0';
-    if (curl_multi_add_handle(multi, easy) != CURLM_OK) return false;  // fails as it was
-    transfer.in_multi = true;
     return true;
   }
 

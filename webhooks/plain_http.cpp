@@ -862,8 +862,12 @@ void PlainHttpClient::on_event(Connection& connection, uint32_t events) {
       // went out and be taken for its answer (docs/design.md): said, so the operator learns of
       // it (found in a receivers pass: closed without a word).
       if (n > 0) {
+        // (A 408 whose first bytes alone have arrived counts as one.)
         const std::string_view head(start, static_cast<size_t>(n));
-        const bool routine = head.starts_with("HTTP/1.1 408") || head.starts_with("HTTP/1.0 408");
+        auto begins = [&](std::string_view status) {
+          return status.starts_with(head.substr(0, status.size()));
+        };
+        const bool routine = begins("HTTP/1.1 408") || begins("HTTP/1.0 408");
         if (!routine && log_limiter_for("plain http stray bytes", 1).allow())
           spdlog::warn(
               "webhook receiver {} sent bytes on an idle connection, answering no request (a "

@@ -121,18 +121,18 @@ void ObserverPool::note_drop(size_t n, const char* why, const std::string& hook)
 
 // ", of hooks slow (12), audit (3)": whose runs were dropped since the last line, most first.
 std::string ObserverPool::take_drops_by_hook() {
-  std::vector<std::pair<std::string, uint64_t>> counts(drops_since_warn_by_hook_.begin(),
-                                                       drops_since_warn_by_hook_.end());
+  std::vector<std::pair<std::string, uint64_t>> counts;
+  for (const auto& [hook, n] : drops_since_warn_by_hook_)
+    if (!hook.empty()) counts.emplace_back(hook, n);  // a run without a hook names none
   drops_since_warn_by_hook_.clear();
-  std::sort(counts.begin(), counts.end(),
-            [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
   std::string text;
   constexpr size_t kNamed = 5;
-  for (size_t i = 0; i < counts.size() && i < kNamed; ++i) {
-    if (counts[i].first.empty()) continue;
-    text += (text.empty() ? (counts.size() == 1 ? ", of hook " : ", of hooks ") : ", ") +
+  for (size_t i = 0; i < counts.size() && i < kNamed; ++i)
+    text += (i == 0 ? (counts.size() == 1 ? ", of hook " : ", of hooks ") : ", ") +
             counts[i].first + " (" + std::to_string(counts[i].second) + ")";
-  }
   if (counts.size() > kNamed) text += " and " + std::to_string(counts.size() - kNamed) + " more";
   return text;
 }

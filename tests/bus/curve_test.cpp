@@ -240,7 +240,7 @@ TEST(CurveTest, OnlyAllowListedClientsGetEventsIn) {
 
 // Found in a platform engineer's pass: with a wrong server key the server closes each connection
 // without a word, and libzmq dialled again every 100 ms (7 handshakes a second, logged on both
-// sides). A CURVE client now waits a second or two between dials.
+// sides). A CURVE publisher now waits a second or two between dials.
 TEST(CurveTest, AWrongServerKeyIsDialledAgainOnlyEverySecondOrSo) {
   auto server = generate_curve_keypair();
   auto client = generate_curve_keypair();

@@ -68,7 +68,9 @@ ScriptedServer::~ScriptedServer() {
   }
   for (int fd : fds) ::shutdown(fd, SHUT_RDWR);
   for (auto& thread : threads) thread.join();
-  for (int fd : fds) ::close(fd);
+  // Those a script has not reset() meanwhile (it closed them itself).
+  std::lock_guard lock(mu_);
+  for (int fd : fds_) ::close(fd);
 }
 
 std::string ScriptedServer::read(int fd) {
