@@ -270,16 +270,22 @@ bool Proxy::forward_subscription() {
       hold_until_.reset();
       spdlog::info("bus proxy: no subscriber is left; publications wait for the next");
     }
-  } else {
-    subscribed_prefixes_.insert(prefix);
   }
+  // Who: libzmq passes on only a prefix's first subscription, so this names the subscriber that
+  // brought it (found in a platform engineer's pass: "which gateway came back?").
+  const char* peer = first == 1 ? zmq_msg_gets(part.handle(), "Peer-Address") : nullptr;
+  const std::string who = peer ? std::string("at ") + peer : "on a local socket";
+  const bool new_prefix = first == 1 && subscribed_prefixes_.insert(prefix).second;
   (void)frontend_.send(part, zmq::send_flags::none);
   if (holding_ && !hold_until_ && first == 1) {  // `part` itself is gone: send() took it
     hold_until_ = std::chrono::steady_clock::now() + kSettle;
     spdlog::info(
-        "bus proxy: a subscriber is connected; publications go on in {} ms, once the others "
+        "bus proxy: a subscriber {} is connected; publications go on in {} ms, once the others "
         "had time to subscribe",
-        kSettle.count());
+        who, kSettle.count());
+  } else if (new_prefix) {
+    spdlog::info("bus proxy: a subscriber {} asks for {}; publishers are told", who,
+                 prefix.empty() ? std::string("everything") : "'" + display_text(prefix) + "'");
   }
   return true;
 }

@@ -221,7 +221,10 @@ TEST(ProxyTest, ABacklogWaitsForASubscriberThatStays) {
     testing::LogCapture log;
     auto tap = subscriber(bus.ctx, **bus.running, bus.dir, nullptr, nullptr, "tap");
     ASSERT_TRUE(tap);
-    ASSERT_TRUE(testing::wait_until([&] { return log.contains("a subscriber is connected"); }, 5s));
+    // The line names the subscriber's address (found in a platform engineer's pass).
+    ASSERT_TRUE(testing::wait_until(
+        [&] { return log.contains("a subscriber at 127.0.0.1 is connected"); }, 5s))
+        << "lines: " << log.lines_containing("subscriber").size();
   }
   // Past the second the tap's subscribe started (an absence: nothing to wait for).
   std::this_thread::sleep_for(1500ms);
