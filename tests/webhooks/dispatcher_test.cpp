@@ -1210,6 +1210,7 @@ TEST_P(DispatcherTest, ARequestLostToAKeptAliveConnectionsResetIsResent) {
   auto w = webhook(name, resets_the_second.url());
   w.max_in_flight = 1;
   w.retry.max_attempts = 1;
+  w.timeout_ms = 30000;  // 16 MiB bodies through a sanitized build on a loaded machine
   Dispatcher dispatcher(store_, diagnostics_.sink());
   dispatcher.set_webhooks({w});
   dispatcher.start();
