@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "gateway/cli/cli.hpp"
@@ -26,9 +28,15 @@ constexpr std::chrono::seconds kForceAfterRepeat{2};
 // administrator's; the soft one is ours to raise (as nginx's worker_rlimit_nofile does).
 constexpr rlim_t kWantedOpenFiles = 65536;
 
-void raise_open_file_limit(const config::Config& cfg) {
+// Below this the reserve leaves webhook requests too few sockets, and the gateway ran out of
+// descriptors anyway: under 32 its admin listener spun on accept() and never answered again, and
+// under 24 libzmq aborted without a line of ours (found in a hostile-environment pass).
+constexpr rlim_t kMinOpenFiles = static_cast<rlim_t>(webhooks::kOpenFilesReserve) + 64;
+
+// The reason the gateway cannot run within its open-file limit, if it cannot.
+std::optional<std::string> raise_open_file_limit(const config::Config& cfg) {
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return std::nullopt;
   const rlim_t wanted = std::min(kWantedOpenFiles, limit.rlim_max);
   if (limit.rlim_cur < wanted) {
     const rlim_t before = limit.rlim_cur;
@@ -38,6 +46,14 @@ void raise_open_file_limit(const config::Config& cfg) {
     else
       limit.rlim_cur = before;
   }
+  if (limit.rlim_cur < kMinOpenFiles)
+    return "the open-file limit is " + std::to_string(limit.rlim_cur) + " (hard limit " +
+           (limit.rlim_max == RLIM_INFINITY ? std::string("unlimited")
+                                            : std::to_string(limit.rlim_max)) +
+           "), below the " + std::to_string(kMinOpenFiles) + " the gateway needs (" +
+           std::to_string(webhooks::kOpenFilesReserve) +
+           " for the bus, the spool, the admin port and hooks, 64 for webhook requests): raise "
+           "it (LimitNOFILE= in a systemd unit, ulimit -n)";
   int64_t needed = webhooks::kOpenFilesReserve;
   for (const auto& w : cfg.webhooks) needed += w.max_in_flight;
   if (static_cast<uint64_t>(needed) > limit.rlim_cur)
@@ -47,6 +63,7 @@ void raise_open_file_limit(const config::Config& cfg) {
         "max_in_flight; until then requests wait for a socket across all webhooks (half the "
         "limit left after the reserve), so a hung endpoint can hold the others up",
         webhooks::kOpenFilesReserve, needed, limit.rlim_cur);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -72,7 +89,10 @@ int cmd_run(const std::vector<std::string>& argv) {
         "{} holds no settings (empty, or comments and x- keys only): running on the defaults "
         "with no webhook, so every event goes nowhere",
         cfg->file);
-  raise_open_file_limit(*cfg);
+  if (auto too_few = raise_open_file_limit(*cfg)) {
+    spdlog::error("cannot start: {}", *too_few);
+    return 1;
+  }
 
   // Signals first: every thread the gateway starts inherits the blocked mask. The signal thread
   // is detached and outlives this function, so what it shares lives in a static, and one lock

@@ -305,7 +305,12 @@ void block_reload_signal() {
 }
 
 void handle_signals(std::function<void(int)> on_signal) {
-  const sigset_t set = stop_and_reload_signals();
+  sigset_t set = stop_and_reload_signals();
+  // Their default ends the process without a word (found in a hostile-environment pass: a
+  // logrotate `postrotate kill -USR1` would have stopped the service with no trace). hookgate
+  // logs to stderr and has no file to reopen: said and ignored.
+  sigaddset(&set, SIGUSR1);
+  sigaddset(&set, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // A file size limit (ulimit -f) is a write error like a full disk, which the spool waits out,
@@ -314,7 +319,14 @@ void handle_signals(std::function<void(int)> on_signal) {
   std::thread([set, on_signal = std::move(on_signal)] {
     while (true) {
       int sig = 0;
-      if (sigwait(&set, &sig) == 0) on_signal(sig);
+      if (sigwait(&set, &sig) != 0) continue;
+      if (sig == SIGUSR1 || sig == SIGUSR2)
+        spdlog::info(
+            "{} ignored: hookgate logs to stderr and has no file to reopen (SIGHUP reloads the "
+            "configuration, SIGTERM stops)",
+            sig == SIGUSR1 ? "SIGUSR1" : "SIGUSR2");
+      else
+        on_signal(sig);
     }
   }).detach();
 }

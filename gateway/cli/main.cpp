@@ -1,5 +1,7 @@
+#include <fcntl.h>
 #include <langinfo.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <clocale>
@@ -42,6 +44,17 @@ Every verb takes --help, which lists all of its options; `hookgate --version` pr
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Started with stdin, stdout or stderr closed, the process would hand those numbers to the next
+  // files it opens: libzmq's wake-up eventfd became descriptor 2, and every log line was written
+  // into it (found in a hostile-environment pass). /dev/null takes any that is missing.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0 && null != fd) {
+      ::dup2(null, fd);
+      ::close(null);
+    }
+  }
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::fputs(kUsage, args.empty() ? stderr : stdout);

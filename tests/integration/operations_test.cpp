@@ -192,6 +192,49 @@ TEST(OperationsTest, TheExampleAlertRulesNameSeriesTheGatewayServes) {
     EXPECT_NE(served.find("\n# TYPE " + name + " "), std::string::npos) << name;
 }
 
+// Found in a hostile-environment pass: under an open-file limit of 32 the admin listener spun on
+// accept() and never answered again, and under 24 libzmq aborted with no line of the gateway's.
+// Below what it needs, the gateway says so and does not start.
+TEST(OperationsTest, AnOpenFileLimitTooLowToRunIsSaidAtStart) {
+  TempDir dir;
+  const std::string config = dir.write(
+      "hookgate.yaml", "bus: { bind: \"tcp://127.0.0.1:0\" }\nspool: { path: ./spool.db }\n");
+  auto r = run_program({"/bin/sh", "-c", "ulimit -n 100 && exec \"$0\" run --config \"$1\"",
+                        HOOKGATE_BINARY, config});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot start: the open-file limit is 100 (hard limit 100), below the 320"),
+            std::string::npos)
+      << r.err;
+}
+
+// Found in a hostile-environment pass: SIGUSR1 (logrotate's usual postrotate) and SIGUSR2 ended
+// the gateway without a line; started with stderr closed, libzmq's eventfd became descriptor 2 and
+// took every log line. Both signals are said and ignored, and a missing descriptor is /dev/null.
+TEST(OperationsTest, UserSignalsAreIgnoredAndAClosedStderrIsNotReused) {
+  TempDir dir;
+  GatewayProcess gw(dir);
+  ASSERT_TRUE(
+      gw.start("bus: { bind: \"tcp://127.0.0.1:${HG_BUS_PORT}\" }\n"
+               "admin: { listen: \"127.0.0.1:${HG_ADMIN_PORT}\" }\n"
+               "spool: { path: ./spool.db }\n"))
+      << gw.log();
+  gw.signal(SIGUSR1);
+  gw.signal(SIGUSR2);
+  EXPECT_TRUE(gw.wait_for_log("SIGUSR2 ignored", std::chrono::seconds(5))) << gw.log();
+  EXPECT_TRUE(gw.running());
+  EXPECT_TRUE(gw.wait_for_log("SIGUSR1 ignored", std::chrono::seconds(1))) << gw.log();
+
+  // stdin, stdout and stderr closed: what descriptor 2 is once the gateway runs.
+  TempDir closed;
+  const std::string config = closed.write(
+      "hookgate.yaml", "bus: { bind: \"tcp://127.0.0.1:0\" }\nspool: { path: ./spool.db }\n");
+  auto r = run_program({"/bin/sh", "-c",
+                        "\"$0\" run --config \"$1\" <&- >&- 2>&- & pid=$!; sleep 1; "
+                        "readlink /proc/$pid/fd/2; kill $pid; wait $pid",
+                        HOOKGATE_BINARY, config});
+  EXPECT_EQ(r.out, "/dev/null\n") << r.err;
+}
+
 TEST(OperationsTest, AStartThatFailsOnTheAdminPortNeverSubscribes) {
   TempDir dir;
   HttpReceiver busy;  // holds the admin port
