@@ -96,7 +96,14 @@ Result<int> take_owner_lock(const std::string& db_path) {
   int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   const bool writable = fd >= 0;
   // flock needs no write access: someone else's lock file still locks, without the pid.
-  if (fd < 0 && errno == EACCES) fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == EACCES) {
+    fd = ::open(lock_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    // No lock file, in a folder this user may not write: that, not the retry's ENOENT, is why
+    // (found in a hostile-environment pass: "No such file or directory" as `nobody`).
+    if (fd < 0 && errno == ENOENT)
+      return make_error("cannot create " + lock_path + ": its folder " +
+                        real.parent_path().string() + " is not writable by this user");
+  }
   if (fd < 0 && errno == ENOENT && !std::filesystem::is_directory(real.parent_path(), ec))
     return make_error("its folder " + real.parent_path().string() + " does not exist");
   if (fd < 0) return make_error("cannot open " + lock_path + ": " + std::strerror(errno));

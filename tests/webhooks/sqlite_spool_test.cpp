@@ -2308,6 +2308,33 @@ TEST_F(SqliteSpoolTest, AnOutcomeOfARefusedAddIsNotWrittenWithIt) {
   EXPECT_TRUE(spool->claim_due("siem", now_unix_ms() + 1000, 10).empty());
 }
 
+// Opens `cfg` in a child process that runs as nobody when this one is root; the error it was
+// refused with ("" if it opened), or nullopt when the child could not switch user.
+std::optional<std::string> open_as_nobody(const config::SpoolConfig& cfg) {
+  int fds[2];
+  if (pipe(fds) != 0) return std::string("pipe failed");
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    if (geteuid() == 0 && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+      _exit(77);
+    auto spool = SqliteSpool::open(cfg);
+    const std::string message = spool ? "" : spool.error().message;
+    if (write(fds[1], message.data(), message.size()) < 0) _exit(3);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string message;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
+    message.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) == 77)
+    return std::nullopt;
+  return message;
+}
+
 // Found in review: a spool file this user cannot write (left owned by root, say) is opened
 // read-only by SQLite without a word, and the gateway started only to refuse every event.
 TEST_F(SqliteSpoolTest, AFileThisUserCannotWriteIsRefusedAtOpen) {
@@ -2328,30 +2355,24 @@ TEST_F(SqliteSpoolTest, AFileThisUserCannotWriteIsRefusedAtOpen) {
   fs::permissions(cfg_.path + ".lock", fs::perms::owner_read | fs::perms::owner_write |
                                            fs::perms::group_read | fs::perms::group_write |
                                            fs::perms::others_read | fs::perms::others_write);
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
-    if (root && (setgroups(0, nullptr) != 0 || setgid(65534) != 0 || setuid(65534) != 0)) _exit(77);
-    auto spool = SqliteSpool::open(cfg_);
-    const std::string message = spool ? "" : spool.error().message;
-    if (write(fds[1], message.data(), message.size()) < 0) _exit(3);
-    _exit(spool ? 1 : 0);
-  }
-  close(fds[1]);
-  std::string message;
-  char buf[512];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;)
-    message.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot switch to user nobody (65534)";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "open() succeeded on a file it cannot write";
-  EXPECT_NE(message.find("read-only for this user"), std::string::npos) << message;
+  auto refused = open_as_nobody(cfg_);
+  if (!refused) GTEST_SKIP() << "cannot switch to user nobody (65534)";
+  EXPECT_NE(refused->find("read-only for this user"), std::string::npos) << *refused;
+}
+
+// Found in a hostile-environment pass: as `nobody`, a spool in a folder only root may write was
+// refused with "cannot open ...lock: No such file or directory", the read-only retry's errno.
+TEST_F(SqliteSpoolTest, AFolderThisUserCannotWriteIsSaid) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to make a folder nobody may not write";
+  fs::permissions(dir_, fs::perms::all);
+  fs::create_directory(dir_ / "roots");
+  fs::permissions(dir_ / "roots", fs::perms::owner_all | fs::perms::group_read |
+                                      fs::perms::group_exec | fs::perms::others_read |
+                                      fs::perms::others_exec);
+  cfg_.path = (dir_ / "roots" / "spool.db").string();
+  auto refused = open_as_nobody(cfg_);
+  if (!refused) GTEST_SKIP() << "cannot switch to user nobody (65534)";
+  EXPECT_NE(refused->find("is not writable by this user"), std::string::npos) << *refused;
 }
 
 // Found in review: a batch SQLite refused on its own (its savepoint undone, the transaction
