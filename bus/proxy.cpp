@@ -242,6 +242,18 @@ std::string Proxy::status_json() const {
   return buf.GetString();
 }
 
+namespace {
+// "everything", or the prefix quoted. Appended rather than `"'" + text + "'"`, which GCC 12
+// warns about inside libstdc++ (-Wrestrict, bug 105329) in every release build.
+std::string describe_prefix(const std::string& prefix) {
+  if (prefix.empty()) return "everything";
+  std::string text(1, '\'');
+  text += display_text(prefix);
+  text += '\'';
+  return text;
+}
+}  // namespace
+
 bool Proxy::forward_subscription() {
   zmq::message_t part;
   if (!backend_.recv(part, zmq::recv_flags::dontwait)) return false;
@@ -264,7 +276,7 @@ bool Proxy::forward_subscription() {
   const std::string prefix(static_cast<const char*>(part.data()) + 1, part.size() - 1);
   if (first == 0) {  // libzmq's own: the prefix's last subscriber left
     spdlog::info("bus proxy: the last subscriber to {} left; publishers are told",
-                 prefix.empty() ? std::string("everything") : "'" + display_text(prefix) + "'");
+                 describe_prefix(prefix));
     subscribed_prefixes_.erase(prefix);
     if (hold_until_ && subscribed_prefixes_.empty()) {
       hold_until_.reset();
@@ -285,7 +297,7 @@ bool Proxy::forward_subscription() {
         who, kSettle.count());
   } else if (new_prefix) {
     spdlog::info("bus proxy: a subscriber {} asks for {}; publishers are told", who,
-                 prefix.empty() ? std::string("everything") : "'" + display_text(prefix) + "'");
+                 describe_prefix(prefix));
   }
   return true;
 }

@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -97,16 +98,29 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "hookgate: cannot mark the process not dumpable: %s\n",
                  std::strerror(errno));
   using namespace hookgate::cli;
-  if (verb == "run") {
-    if (auto code = stay_init_if_pid1()) return *code;
-    return cmd_run(rest);
+  // What escapes a verb is a resource the process could not get (a thread under `ulimit -u`, memory
+  // under `ulimit -v`): said in one line, not as "terminate called after throwing" and an abort
+  // (found in a hostile-environment pass). _Exit: other threads may still run, and what the spool
+  // committed is on disk already.
+  try {
+    if (verb == "run") {
+      if (auto code = stay_init_if_pid1()) return *code;
+      return cmd_run(rest);
+    }
+    if (verb == "publish") return cmd_publish(rest);
+    if (verb == "check") return cmd_check(rest);
+    if (verb == "hooks") return cmd_hooks(rest);
+    if (verb == "deliveries") return cmd_deliveries(rest);
+    if (verb == "bus") return cmd_bus(rest);
+    if (verb == "keygen") return cmd_keygen(rest);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "hookgate %s: cannot go on: %s (a process, thread or memory limit? ulimit -u, "
+                 "ulimit -v)\n",
+                 verb.c_str(), e.what());
+    std::fflush(stderr);
+    std::_Exit(1);
   }
-  if (verb == "publish") return cmd_publish(rest);
-  if (verb == "check") return cmd_check(rest);
-  if (verb == "hooks") return cmd_hooks(rest);
-  if (verb == "deliveries") return cmd_deliveries(rest);
-  if (verb == "bus") return cmd_bus(rest);
-  if (verb == "keygen") return cmd_keygen(rest);
   std::fprintf(stderr, "hookgate: unknown verb '%s'\n\n%s", verb.c_str(), kUsage);
   return 2;
 }
