@@ -243,14 +243,9 @@ std::string Proxy::status_json() const {
 }
 
 namespace {
-// "everything", or the prefix quoted. Appended rather than `"'" + text + "'"`, which GCC 12
-// warns about inside libstdc++ (-Wrestrict, bug 105329) in every release build.
+// "everything", or the prefix quoted, for the subscription log lines.
 std::string describe_prefix(const std::string& prefix) {
-  if (prefix.empty()) return "everything";
-  std::string text(1, '\'');
-  text += display_text(prefix);
-  text += '\'';
-  return text;
+  return prefix.empty() ? std::string("everything") : "'" + display_text(prefix) + "'";
 }
 }  // namespace
 

@@ -55,16 +55,10 @@ bool bearer_matches(std::string_view header, const std::string& token) {
 // given: "/healthz%00junk" was answered as /healthz. This one decodes every other %HH and keeps
 // "%00" as written, so such a target matches no path (404).
 size_t unescape_keeping_nul(void*, MHD_Connection*, char* s) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
   char* out = s;
   for (const char* in = s; *in != '\0'; ++in) {
-    const int hi = in[0] == '%' ? hex(in[1]) : -1;
-    const int lo = hi >= 0 ? hex(in[2]) : -1;
+    const int hi = in[0] == '%' ? hex_digit_value(in[1]) : -1;
+    const int lo = hi >= 0 ? hex_digit_value(in[2]) : -1;
     if (lo >= 0 && (hi | lo) != 0) {
       *out++ = static_cast<char>(hi * 16 + lo);
       in += 2;

@@ -293,11 +293,7 @@ class ResponseParser {
           break;
         }
         for (char c : line) {
-          int digit = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
-                      : (std::tolower(static_cast<unsigned char>(c)) >= 'a' &&
-                         std::tolower(static_cast<unsigned char>(c)) <= 'f')
-                          ? std::tolower(static_cast<unsigned char>(c)) - 'a' + 10
-                          : -1;
+          const int digit = hex_digit_value(c);
           if (digit < 0) {
             fail("bad chunk size");
             break;

@@ -151,10 +151,7 @@ std::string IpAddress::str() const {
 }
 
 Result<Cidr> Cidr::parse(std::string_view text) {
-  // Appended, not `"\"" + std::string(text)`: GCC 12 warns about that inside libstdc++
-  // (-Wrestrict, bug 105329) in every release build, the newcomer's first command included.
-  std::string quoted(1, '"');
-  quoted.append(text).push_back('"');
+  const std::string quoted = "\"" + std::string(text) + "\"";
   size_t slash = text.find('/');
   auto address = IpAddress::parse(text.substr(0, slash));
   if (!address) return make_error("invalid CIDR " + quoted + ": not an IP address");

@@ -18,6 +18,14 @@ inline void append_hex(std::string& out, std::string_view bytes) {
   }
 }
 
+// The value of one hex digit (either case), or -1.
+inline int hex_digit_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 inline std::string to_hex(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size() * 2);

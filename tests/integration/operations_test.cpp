@@ -227,12 +227,16 @@ TEST(OperationsTest, UserSignalsAreIgnoredAndAClosedStderrIsNotReused) {
 
   // stdin, stdout and stderr closed: what descriptor 2 is once the gateway runs.
   TempDir closed;
-  const std::string config = closed.write(
-      "hookgate.yaml", "bus: { bind: \"tcp://127.0.0.1:0\" }\nspool: { path: ./spool.db }\n");
+  const std::string config =
+      closed.write("hookgate.yaml",
+                   "bus: { bind: \"tcp://127.0.0.1:0\" }\nadmin: { enabled: false }\n"
+                   "spool: { path: ./spool.db }\n");
+  // Read once the spool's lock exists: the gateway's own code has run by then.
   auto r = run_program({"/bin/sh", "-c",
-                        "\"$0\" run --config \"$1\" <&- >&- 2>&- & pid=$!; sleep 1; "
+                        "\"$0\" run --config \"$1\" <&- >&- 2>&- & pid=$!; "
+                        "for i in $(seq 200); do [ -e \"$2\" ] && break; sleep 0.05; done; "
                         "readlink /proc/$pid/fd/2; kill $pid; wait $pid",
-                        HOOKGATE_BINARY, config});
+                        HOOKGATE_BINARY, config, (closed / "spool.db.lock").string()});
   EXPECT_EQ(r.out, "/dev/null\n") << r.err;
 }
 
@@ -1127,6 +1131,22 @@ TEST(OperationsTest, AWebhookPausedAtStartDoesNotBlockReloads) {
   EXPECT_EQ(gw.log().find("keeping the running configuration"), std::string::npos) << gw.log();
 }
 
+// A gateway whose one hook (strips data.password) sits in ./hooks, reloaded by SIGHUP only.
+bool start_with_a_redaction_hook_only_a_sighup_reloads(TempDir& dir, GatewayProcess& gw,
+                                                       HttpReceiver& rx) {
+  dir.write("hooks/_10_strip.yaml",
+            "kind: transform\nevents: [\"*\"]\nactions:\n  - remove: [data.password]\n");
+  return gw.start(
+      config_with("hooks: { directories: [./hooks], hot_reload: false }\n" + webhook_rx(rx.url())));
+}
+
+// Moves ./hooks to ./hooks.away and sends SIGHUP: true once the reload waits for the folder.
+bool move_the_hooks_away_during_a_sighup(TempDir& dir, GatewayProcess& gw) {
+  std::filesystem::rename(dir / "hooks", dir / "hooks.away");
+  gw.signal(SIGHUP);
+  return gw.wait_for_log("reload: hook directory", 5s);
+}
+
 // Found in an operator's test: a SIGHUP while a deploy had moved the hooks folder away reloaded
 // at once without its hooks, and events went out unredacted; hot reload had a grace for that,
 // the SIGHUP path did not. The reload now waits for the folder (up to 10 s), with the running
@@ -1134,18 +1154,12 @@ TEST(OperationsTest, AWebhookPausedAtStartDoesNotBlockReloads) {
 TEST(OperationsTest, ASighupWaitsForAVanishedHookDirectory) {
   TempDir dir;
   HttpReceiver rx;
-  dir.write("hooks/_10_strip.yaml",
-            "kind: transform\nevents: [\"*\"]\nactions:\n  - remove: [data.password]\n");
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(
-      config_with("hooks: { directories: [./hooks], hot_reload: false }\n" + webhook_rx(rx.url()))))
-      << gw.log();
+  ASSERT_TRUE(start_with_a_redaction_hook_only_a_sighup_reloads(dir, gw, rx)) << gw.log();
   const std::string secret = R"({"user":"ann","password":"hunter2"})";
   ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", secret).empty());
   ASSERT_TRUE(rx.wait_for(1, 10s)) << gw.log();
-  std::filesystem::rename(dir / "hooks", dir / "hooks.away");
-  gw.signal(SIGHUP);
-  ASSERT_TRUE(gw.wait_for_log("reload: hook directory", 5s)) << gw.log();
+  ASSERT_TRUE(move_the_hooks_away_during_a_sighup(dir, gw)) << gw.log();
   ASSERT_FALSE(publish(gw.bus_endpoint(), "auth.failure", secret).empty());
   ASSERT_TRUE(rx.wait_for(2, 10s)) << gw.log();
   std::filesystem::rename(dir / "hooks.away", dir / "hooks");
@@ -1162,15 +1176,9 @@ TEST(OperationsTest, ASighupWaitsForAVanishedHookDirectory) {
 TEST(OperationsTest, ABrokenFileEndsAReloadsWaitForAHookDirectory) {
   TempDir dir;
   HttpReceiver rx;
-  dir.write("hooks/_10_strip.yaml",
-            "kind: transform\nevents: [\"*\"]\nactions:\n  - remove: [data.password]\n");
   GatewayProcess gw(dir);
-  ASSERT_TRUE(gw.start(
-      config_with("hooks: { directories: [./hooks], hot_reload: false }\n" + webhook_rx(rx.url()))))
-      << gw.log();
-  std::filesystem::rename(dir / "hooks", dir / "hooks.away");
-  gw.signal(SIGHUP);
-  ASSERT_TRUE(gw.wait_for_log("reload: hook directory", 5s)) << gw.log();
+  ASSERT_TRUE(start_with_a_redaction_hook_only_a_sighup_reloads(dir, gw, rx)) << gw.log();
+  ASSERT_TRUE(move_the_hooks_away_during_a_sighup(dir, gw)) << gw.log();
   dir.write("hookgate.yaml", "bus: [\n");
   gw.signal(SIGHUP);
   ASSERT_TRUE(gw.wait_for_log("has errors, keeping the running configuration", 5s)) << gw.log();
